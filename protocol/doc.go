@@ -1,0 +1,15 @@
+// Package protocol is the Glovebox wire contract: the WebSocket messages,
+// FileRefs, the manifest (glovebox.json), the encoded storage policy, size
+// strings, durations and the key fingerprint.
+//
+// It is wire-compatible with protocol v1 of the original TypeScript Glovebox:
+// a v1 client talks to our kit and our client talks to a v1 kit. Everything
+// v1 lacks is added additively (new optional fields, new message types an old
+// peer ignores) and announced through capabilities in the hello frame and in
+// /environment.
+//
+// The package imports only the standard library, so every side can use it.
+package protocol
+
+// Version is the protocol version every peer speaks.
+const Version = 1

@@ -1,0 +1,295 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Manifest is glovebox.json: the v1 shape, in v1 key order, plus the
+// additive agent and sessions fields.
+type Manifest struct {
+	Name            string             `json:"name"`
+	Version         string             `json:"version"`
+	Base            string             `json:"base"`
+	FS              map[string]Mount   `json:"fs"`
+	Env             map[string]EnvSpec `json:"env"`
+	Limits          Limits             `json:"limits"`
+	KeyFingerprint  string             `json:"key_fingerprint"`
+	StoragePolicy   StoragePolicy      `json:"storage_policy"`
+	Packages        Packages           `json:"packages"`
+	ProtocolVersion int                `json:"protocol_version"`
+
+	// Agent names the agent the kit serves. Additive; absent means exec.
+	Agent *AgentSpec `json:"agent,omitempty"`
+	// Sessions tunes session isolation and resume. Additive.
+	Sessions *SessionsSpec `json:"sessions,omitempty"`
+}
+
+// Mount is one fs entry. The kit gives meaning to the keys work, input and
+// output.
+type Mount struct {
+	Path     string `json:"path"`
+	Writable bool   `json:"writable"`
+}
+
+// Mount keys the kit knows.
+const (
+	MountWork   = "work"
+	MountInput  = "input"
+	MountOutput = "output"
+)
+
+// DefaultFS is v1's default layout. /input is listed read-only for the
+// agent, as in v1; the kit itself writes the inputs into it.
+func DefaultFS() map[string]Mount {
+	return map[string]Mount{
+		MountWork:   {Path: "/work", Writable: true},
+		MountInput:  {Path: "/input", Writable: false},
+		MountOutput: {Path: "/output", Writable: true},
+	}
+}
+
+// EnvSpec declares an environment variable the box needs.
+type EnvSpec struct {
+	Required    bool   `json:"required"`
+	Secret      bool   `json:"secret,omitempty"`
+	Default     string `json:"default,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// Limits are the box's resource limits. Timeout is enforced per prompt by
+// the kit; CPU and Memory are for the platform. The rest are additive.
+type Limits struct {
+	CPU     string `json:"cpu,omitempty"`
+	Memory  string `json:"memory,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+
+	// MaxMessage caps one WebSocket frame (default 100MB, as v1).
+	MaxMessage string `json:"max_message,omitempty"`
+	// MaxInput caps one input file, whatever its kind (default 1GB).
+	MaxInput string `json:"max_input,omitempty"`
+	// InputTimeout bounds fetching one url input (default 60s).
+	InputTimeout string `json:"input_timeout,omitempty"`
+}
+
+// StoragePolicy holds the inputs and outputs policies.
+type StoragePolicy struct {
+	Inputs  Policy `json:"inputs"`
+	Outputs Policy `json:"outputs"`
+}
+
+// Packages lists what the image adds on top of its base. Apt, Pip and Npm
+// are v1's; Nix (nixpkgs attribute names) is additive.
+type Packages struct {
+	Apt []string `json:"apt,omitempty"`
+	Pip []string `json:"pip,omitempty"`
+	Npm []string `json:"npm,omitempty"`
+	Nix []string `json:"nix,omitempty"`
+}
+
+// Agent types.
+const (
+	AgentExec = "exec" // the prompt runs as /bin/sh -c in the work directory
+	AgentACP  = "acp"  // an Agent Client Protocol agent as a subprocess
+	AgentGo   = "go"   // a Go agent compiled into the kit binary by its author
+)
+
+// AgentSpec names the agent a box serves.
+type AgentSpec struct {
+	Type    string            `json:"type"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// SessionsSpec tunes sessions. Zero values mean the defaults.
+type SessionsSpec struct {
+	// SharedDirs makes every session use the fs paths themselves instead of
+	// a directory of its own under each.
+	SharedDirs bool `json:"shared_dirs,omitempty"`
+	// ResumeGrace is how long a dropped session waits for a resume
+	// (default 60s). Only sessions whose client announced "resume" wait.
+	ResumeGrace string `json:"resume_grace,omitempty"`
+	// Max caps concurrent sessions (default 10000).
+	Max int `json:"max,omitempty"`
+	// MaxQueue caps prompts queued on one session (default 16).
+	MaxQueue int `json:"max_queue,omitempty"`
+}
+
+// Environment is the body of GET /environment: v1's fields plus the
+// additive capabilities and agent type.
+type Environment struct {
+	Name            string           `json:"name"`
+	Version         string           `json:"version"`
+	Base            string           `json:"base"`
+	FS              map[string]Mount `json:"fs"`
+	Packages        Packages         `json:"packages"`
+	Limits          *Limits          `json:"limits,omitempty"`
+	ProtocolVersion int              `json:"protocol_version"`
+	Capabilities    []string         `json:"capabilities,omitempty"`
+	Agent           string           `json:"agent,omitempty"`
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	OK      bool   `json:"ok"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Environment returns the /environment view of the manifest.
+func (m *Manifest) Environment(capabilities []string) Environment {
+	lim := m.Limits
+	env := Environment{
+		Name: m.Name, Version: m.Version, Base: m.Base, FS: m.FS, Packages: m.Packages,
+		Limits: &lim, ProtocolVersion: m.ProtocolVersion, Capabilities: capabilities,
+	}
+	if m.Agent != nil {
+		env.Agent = m.Agent.Type
+	}
+	return env
+}
+
+// ParseManifest decodes glovebox.json and fills v1's defaults for absent
+// fields. It does not check the manifest; call Check for that.
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("manifest is not valid JSON: %w", err)
+	}
+	m.fillDefaults()
+	return &m, nil
+}
+
+func (m *Manifest) fillDefaults() {
+	if m.Name == "" {
+		m.Name = "glovebox-app"
+	}
+	if m.Version == "" {
+		m.Version = "0.1.0"
+	}
+	if m.Base == "" {
+		m.Base = "glovebox/base"
+	}
+	if m.FS == nil {
+		m.FS = DefaultFS()
+	}
+	if m.Env == nil {
+		m.Env = map[string]EnvSpec{}
+	}
+	if m.StoragePolicy.Inputs.Rules == nil {
+		m.StoragePolicy.Inputs = DefaultInputsPolicy()
+	}
+	if m.StoragePolicy.Outputs.Rules == nil {
+		m.StoragePolicy.Outputs = DefaultOutputsPolicy()
+	}
+	if m.ProtocolVersion == 0 {
+		m.ProtocolVersion = Version
+	}
+}
+
+var (
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// NameRE is what a box name may be: it becomes an image name, a
+	// flake attribute and a host name.
+	NameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+)
+
+// Check reports every problem of the manifest, one line each, joined with
+// errors.Join; nil when there is none. It checks the things that do not
+// depend on the running process: names, paths, sizes, durations, policies
+// and the agent.
+func (m *Manifest) Check() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if m.ProtocolVersion != Version {
+		add("manifest: protocol_version %d is not supported (this kit speaks %d)", m.ProtocolVersion, Version)
+	}
+	for _, k := range sortedKeys(m.FS) {
+		p := m.FS[k].Path
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			add("manifest: fs.%s.path %q must be a clean absolute path other than /", k, p)
+		}
+	}
+	for _, k := range []string{MountWork, MountOutput} {
+		if mt, ok := m.FS[k]; ok && !mt.Writable {
+			add("manifest: fs.%s must be writable", k)
+		}
+	}
+	for _, k := range sortedKeys(m.Env) {
+		if !envNameRE.MatchString(k) {
+			add("manifest: env %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}} {
+		if f.v != "" {
+			if _, err := ParseSize(f.v); err != nil {
+				add("manifest: %s: %v", f.name, err)
+			}
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"limits.timeout", m.Limits.Timeout}, {"limits.input_timeout", m.Limits.InputTimeout}} {
+		if f.v != "" {
+			if _, err := ParseDuration(f.v); err != nil {
+				add("manifest: %s: %v", f.name, err)
+			}
+		}
+	}
+	if err := m.StoragePolicy.Inputs.Check(); err != nil {
+		add("manifest: storage_policy.inputs: %v", err)
+	}
+	if err := m.StoragePolicy.Outputs.Check(); err != nil {
+		add("manifest: storage_policy.outputs: %v", err)
+	}
+	if a := m.Agent; a != nil {
+		switch a.Type {
+		case AgentExec, AgentGo:
+			if len(a.Command) > 0 {
+				add("manifest: agent.command is only for agent type %q", AgentACP)
+			}
+		case AgentACP:
+			if len(a.Command) == 0 || strings.TrimSpace(a.Command[0]) == "" {
+				add("manifest: agent type %q needs a command, e.g. [\"npx\", \"my-agent\"]", AgentACP)
+			}
+		default:
+			add("manifest: agent.type %q is not one of exec, acp, go", a.Type)
+		}
+		for _, k := range sortedKeys(a.Env) {
+			if !envNameRE.MatchString(k) {
+				add("manifest: agent.env %q is not a valid variable name", k)
+			}
+		}
+	}
+	if s := m.Sessions; s != nil {
+		if s.ResumeGrace != "" {
+			if _, err := ParseDuration(s.ResumeGrace); err != nil {
+				add("manifest: sessions.resume_grace: %v", err)
+			}
+		}
+		if s.Max < 0 || s.MaxQueue < 0 {
+			add("manifest: sessions.max and sessions.max_queue must not be negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AgentType returns the manifest's agent type, exec when none is named.
+func (m *Manifest) AgentType() string {
+	if m.Agent == nil || m.Agent.Type == "" {
+		return AgentExec
+	}
+	return m.Agent.Type
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,463 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Message types. The first ten are v1; hello is additive.
+const (
+	TypePrompt         = "prompt"
+	TypeAbort          = "abort"
+	TypeDisplayResolve = "display_resolve"
+	TypeDisplayReject  = "display_reject"
+	TypePing           = "ping"
+	TypeEvent          = "event"
+	TypeDisplayPush    = "display_push"
+	TypeDisplayClear   = "display_clear"
+	TypeComplete       = "complete"
+	TypeError          = "error"
+	TypePong           = "pong"
+	TypeHello          = "hello" // both directions; additive
+)
+
+// Capabilities announced in the server's hello frame and in /environment.
+// A peer uses a feature only when the other side announced it.
+const (
+	CapSeq          = "seq"           // server frames carry a sequence number
+	CapResume       = "resume"        // a dropped session can be resumed (see Hello)
+	CapOrdered      = "ordered"       // every event of a prompt precedes its complete or error
+	CapCancelQueued = "cancel_queued" // abort removes a queued prompt; closing the socket cancels the queue
+	CapSessions     = "sessions"      // each connection has its own agent state and directories
+	CapSubprotocol  = "bearer_subprotocol"
+)
+
+// Error codes. v1 used the name of the JavaScript error that was thrown, so
+// "AbortError", "TypeError" and "Error" keep their v1 meaning.
+const (
+	CodeAborted      = "AbortError"   // the prompt was aborted (abort message, socket closed)
+	CodeTimeout      = "TimeoutError" // limits.timeout ran out
+	CodeBadMessage   = "TypeError"    // a malformed or mistyped message
+	CodeError        = "Error"        // anything else
+	CodeInput        = "InputError"   // an input could not be materialised
+	CodeOutput       = "OutputError"  // an output could not be stored
+	CodeAgent        = "AgentError"   // the agent failed or died
+	CodeQueueFull    = "QueueFull"    // the session's prompt queue is full
+	CodeDuplicateID  = "DuplicateID"  // a prompt id already queued or running on the session
+	CodeResumeFailed = "ResumeFailed" // a resume request named an unknown or expired session
+)
+
+// ClientMessage is a message a client sends to a box.
+type ClientMessage interface{ clientMessage() }
+
+// ServerMessage is a message a box sends to a client.
+type ServerMessage interface{ serverMessage() }
+
+// Prompt starts a turn.
+type Prompt struct {
+	ID            string             `json:"id"`
+	Text          string             `json:"text"`
+	Inputs        map[string]FileRef `json:"inputs,omitempty"`
+	OutputsPolicy *OutputsOverride   `json:"outputs_policy,omitempty"`
+}
+
+// Abort cancels a running or queued prompt.
+type Abort struct {
+	ID string `json:"id"`
+}
+
+// DisplayResolve answers a display slot with a value.
+type DisplayResolve struct {
+	SlotID string          `json:"slot_id"`
+	Value  json.RawMessage `json:"value"`
+}
+
+// DisplayReject rejects a display slot.
+type DisplayReject struct {
+	SlotID string          `json:"slot_id"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// Ping asks for a pong echoing TS verbatim.
+type Ping struct {
+	TS json.RawMessage `json:"ts"`
+}
+
+// ClientHello is the additive first frame a capable client sends. With
+// "resume" among its capabilities, the box keeps the session alive for the
+// resume grace period when the socket drops, instead of cancelling it.
+type ClientHello struct {
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// Event is one agent event for a prompt.
+type Event struct {
+	ID        string          `json:"id"`
+	EventType string          `json:"event_type"`
+	Data      json.RawMessage `json:"data"`
+	Seq       uint64          `json:"seq,omitempty"`
+}
+
+// Slot is a display slot. Wire key order is renderer, input, id.
+type Slot struct {
+	Renderer string          `json:"renderer"`
+	Input    json.RawMessage `json:"input"`
+	ID       string          `json:"id"`
+}
+
+// DisplayPush asks the client to render a slot. PromptID (wire "id") is
+// additive: v1 did not say which prompt pushed a slot.
+type DisplayPush struct {
+	Slot     Slot   `json:"slot"`
+	PromptID string `json:"id,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+}
+
+// DisplayClear removes a slot.
+type DisplayClear struct {
+	SlotID   string `json:"slot_id"`
+	PromptID string `json:"id,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+}
+
+// Complete ends a prompt successfully.
+type Complete struct {
+	ID      string             `json:"id"`
+	Message string             `json:"message"`
+	Outputs map[string]FileRef `json:"outputs"`
+	Seq     uint64             `json:"seq,omitempty"`
+}
+
+// ErrorBody is the v1 error object.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error ends a prompt with a failure. An Error with an empty ID is about the
+// connection, not a prompt (a malformed frame, a failed resume); v1 clients
+// drop it.
+type Error struct {
+	ID    string    `json:"id"`
+	Error ErrorBody `json:"error"`
+	Seq   uint64    `json:"seq,omitempty"`
+}
+
+// Pong answers a ping.
+type Pong struct {
+	TS json.RawMessage `json:"ts"`
+}
+
+// ServerHello is the additive first frame the box sends after the upgrade.
+// A v1 client ignores it. SessionID and LastSeq let a client reconnect with
+// GET /?resume=<session_id>&last_seq=<n>; Resumed says whether that worked.
+type ServerHello struct {
+	ProtocolVersion int      `json:"protocol_version"`
+	SessionID       string   `json:"session_id"`
+	Capabilities    []string `json:"capabilities"`
+	Resumed         bool     `json:"resumed,omitempty"`
+	LastSeq         uint64   `json:"last_seq,omitempty"`
+	Name            string   `json:"name,omitempty"`
+	Version         string   `json:"version,omitempty"`
+}
+
+func (*Prompt) clientMessage()         {}
+func (*Abort) clientMessage()          {}
+func (*DisplayResolve) clientMessage() {}
+func (*DisplayReject) clientMessage()  {}
+func (*Ping) clientMessage()           {}
+func (*ClientHello) clientMessage()    {}
+
+func (*Event) serverMessage()        {}
+func (*DisplayPush) serverMessage()  {}
+func (*DisplayClear) serverMessage() {}
+func (*Complete) serverMessage()     {}
+func (*Error) serverMessage()        {}
+func (*Pong) serverMessage()         {}
+func (*ServerHello) serverMessage()  {}
+
+// TypeOf returns the wire type of a message.
+func TypeOf(m any) string {
+	switch m.(type) {
+	case *Prompt:
+		return TypePrompt
+	case *Abort:
+		return TypeAbort
+	case *DisplayResolve:
+		return TypeDisplayResolve
+	case *DisplayReject:
+		return TypeDisplayReject
+	case *Ping:
+		return TypePing
+	case *ClientHello, *ServerHello:
+		return TypeHello
+	case *Event:
+		return TypeEvent
+	case *DisplayPush:
+		return TypeDisplayPush
+	case *DisplayClear:
+		return TypeDisplayClear
+	case *Complete:
+		return TypeComplete
+	case *Error:
+		return TypeError
+	case *Pong:
+		return TypePong
+	}
+	return ""
+}
+
+// Encode writes a message as one JSON object with "type" first, as v1 does.
+func Encode(m any) ([]byte, error) {
+	t := TypeOf(m)
+	if t == "" {
+		return nil, fmt.Errorf("protocol: cannot encode %T", m)
+	}
+	if c, ok := m.(*Complete); ok && c.Outputs == nil {
+		cc := *c
+		cc.Outputs = map[string]FileRef{}
+		m = &cc
+	}
+	if e, ok := m.(*Event); ok && len(e.Data) == 0 {
+		ee := *e
+		ee.Data = json.RawMessage("{}")
+		m = &ee
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: encode %s: %w", t, err)
+	}
+	buf := make([]byte, 0, len(body)+len(t)+12)
+	buf = append(buf, `{"type":"`...)
+	buf = append(buf, t...)
+	buf = append(buf, '"')
+	if len(body) > 2 {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, body[1:]...)
+	return buf, nil
+}
+
+// ErrUnknownType is returned (wrapped) for a frame whose type this side
+// does not know. Peers ignore such frames for forward compatibility.
+var ErrUnknownType = errors.New("protocol: unknown message type")
+
+// ErrBadMessage wraps every other decoding error.
+var ErrBadMessage = errors.New("protocol: bad message")
+
+type envelope struct {
+	Type *string `json:"type"`
+}
+
+func peekType(data []byte) (string, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return "", fmt.Errorf("%w: not a JSON object", ErrBadMessage)
+	}
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if env.Type == nil {
+		return "", fmt.Errorf("%w: missing \"type\"", ErrBadMessage)
+	}
+	return *env.Type, nil
+}
+
+// PeekID returns the "id" field of a frame when it is a string, so that a
+// frame that fails to decode can still be answered for its prompt.
+func PeekID(data []byte) string {
+	var v struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(data, &v) == nil {
+		if s, ok := v.ID.(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// DecodeClient decodes a frame a client sent. Unknown fields are ignored (a
+// newer client may send more); missing or mistyped required fields are
+// errors wrapping ErrBadMessage; an unknown type wraps ErrUnknownType.
+func DecodeClient(data []byte) (ClientMessage, error) {
+	t, err := peekType(data)
+	if err != nil {
+		return nil, err
+	}
+	var m ClientMessage
+	switch t {
+	case TypePrompt:
+		p := new(Prompt)
+		if err := decodeInto(data, p, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "id", "text"); err != nil {
+			return nil, err
+		}
+		if p.ID == "" {
+			return nil, fmt.Errorf("%w: prompt: empty \"id\"", ErrBadMessage)
+		}
+		m = p
+	case TypeAbort:
+		a := new(Abort)
+		if err := decodeInto(data, a, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "id"); err != nil {
+			return nil, err
+		}
+		m = a
+	case TypeDisplayResolve:
+		r := new(DisplayResolve)
+		if err := decodeInto(data, r, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "slot_id"); err != nil {
+			return nil, err
+		}
+		if r.Value == nil {
+			r.Value = json.RawMessage("null")
+		}
+		m = r
+	case TypeDisplayReject:
+		r := new(DisplayReject)
+		if err := decodeInto(data, r, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "slot_id"); err != nil {
+			return nil, err
+		}
+		if r.Error == nil {
+			r.Error = json.RawMessage("null")
+		}
+		m = r
+	case TypePing:
+		p := new(Ping)
+		if err := decodeInto(data, p, t); err != nil {
+			return nil, err
+		}
+		if p.TS == nil {
+			p.TS = json.RawMessage("null")
+		}
+		m = p
+	case TypeHello:
+		h := new(ClientHello)
+		if err := decodeInto(data, h, t); err != nil {
+			return nil, err
+		}
+		m = h
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+	}
+	return m, nil
+}
+
+// DecodeServer decodes a frame a box sent, with the same rules as
+// DecodeClient.
+func DecodeServer(data []byte) (ServerMessage, error) {
+	t, err := peekType(data)
+	if err != nil {
+		return nil, err
+	}
+	var m ServerMessage
+	switch t {
+	case TypeEvent:
+		e := new(Event)
+		if err := decodeInto(data, e, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "id", "event_type"); err != nil {
+			return nil, err
+		}
+		if e.Data == nil {
+			e.Data = json.RawMessage("null")
+		}
+		m = e
+	case TypeDisplayPush:
+		p := new(DisplayPush)
+		if err := decodeInto(data, p, t); err != nil {
+			return nil, err
+		}
+		if p.Slot.ID == "" {
+			return nil, fmt.Errorf("%w: display_push: slot without \"id\"", ErrBadMessage)
+		}
+		m = p
+	case TypeDisplayClear:
+		c := new(DisplayClear)
+		if err := decodeInto(data, c, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "slot_id"); err != nil {
+			return nil, err
+		}
+		m = c
+	case TypeComplete:
+		c := new(Complete)
+		if err := decodeInto(data, c, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "id"); err != nil {
+			return nil, err
+		}
+		if c.Outputs == nil {
+			c.Outputs = map[string]FileRef{}
+		}
+		m = c
+	case TypeError:
+		e := new(Error)
+		if err := decodeInto(data, e, t); err != nil {
+			return nil, err
+		}
+		if err := requireString(data, t, "id"); err != nil {
+			return nil, err
+		}
+		m = e
+	case TypePong:
+		p := new(Pong)
+		if err := decodeInto(data, p, t); err != nil {
+			return nil, err
+		}
+		if p.TS == nil {
+			p.TS = json.RawMessage("null")
+		}
+		m = p
+	case TypeHello:
+		h := new(ServerHello)
+		if err := decodeInto(data, h, t); err != nil {
+			return nil, err
+		}
+		m = h
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+	}
+	return m, nil
+}
+
+func decodeInto(data []byte, v any, t string) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
+	}
+	return nil
+}
+
+// requireString checks that each named field is present and a JSON string.
+func requireString(data []byte, t string, fields ...string) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
+	}
+	for _, f := range fields {
+		v, ok := raw[f]
+		if !ok {
+			return fmt.Errorf("%w: %s: missing %q", ErrBadMessage, t, f)
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return fmt.Errorf("%w: %s: %q must be a string", ErrBadMessage, t, f)
+		}
+	}
+	return nil
+}
