@@ -1,0 +1,104 @@
+// Package cli implements gbx, the Glovebox command line. cmd/gbx is a thin
+// main that calls Run; every command lives in its own file here and is
+// listed in commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// IO is what a command may touch of the outside world. Tests fill it with
+// buffers and a fake environment; main fills it from the process.
+type IO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment.
+	Getenv func(string) string
+	// Dir is the working directory relative paths are taken from.
+	Dir string
+}
+
+// command is one gbx subcommand.
+type command struct {
+	name    string
+	summary string // one line for `gbx help`
+	// run parses its own flags from args (which exclude the command name)
+	// and does the work.
+	run func(ctx context.Context, io IO, args []string) error
+}
+
+// commands lists every subcommand. Each is defined in its own file.
+var commands = []command{}
+
+// ErrUsage marks an error caused by how gbx was called; main exits 2 on it.
+var ErrUsage = errors.New("usage")
+
+// ExitError asks main to exit with Code after printing nothing more. A
+// command returns it when it already reported the failure itself.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Run runs gbx with args (without the program name).
+func Run(ctx context.Context, stdio IO, args []string) error {
+	if stdio.Getenv == nil {
+		stdio.Getenv = os.Getenv
+	}
+	if stdio.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
+		stdio.Dir = wd
+	}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := lookup(args[1]); ok {
+				return c.run(ctx, stdio, []string{"--help"})
+			}
+		}
+		usage(stdio.Stdout)
+		return nil
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		fmt.Fprintf(stdio.Stdout, "gbx %s\n", Version)
+		return nil
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		usage(stdio.Stderr)
+		return fmt.Errorf("%w: unknown command %q", ErrUsage, args[0])
+	}
+	return c.run(ctx, stdio, args[1:])
+}
+
+// Version is stamped at build time with -ldflags "-X ...cli.Version=v1.2.3".
+var Version = "dev"
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func usage(w io.Writer) {
+	cs := append([]command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	var b strings.Builder
+	b.WriteString("gbx: run AI agents as isolated, network-addressable boxes\n\nUsage:\n  gbx <command> [flags] [args]\n\nCommands:\n")
+	for _, c := range cs {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'gbx <command> --help' for a command's flags.\n")
+	io.WriteString(w, b.String())
+}
