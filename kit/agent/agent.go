@@ -47,7 +47,7 @@ func (f Func) Open(context.Context, *Session) (Conversation, error) { return fun
 type funcConversation Func
 
 func (f funcConversation) Prompt(ctx context.Context, t Turn) (string, error) { return f(ctx, t) }
-func (funcConversation) Close() error                                        { return nil }
+func (funcConversation) Close() error                                         { return nil }
 
 var _ Agent = Func(nil)
 
