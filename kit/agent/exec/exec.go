@@ -1,0 +1,437 @@
+// Package exec is the built-in exec agent: each prompt's text runs as a
+// shell command in the session's work directory.
+//
+// The command runs as /bin/sh -c TEXT with the session's environment (which
+// carries GLOVEBOX_WORK, GLOVEBOX_INPUT and GLOVEBOX_OUTPUT), stdin from
+// /dev/null, in a process group of its own. While it runs, its stdout and
+// stderr stream to the client as "text_delta" events, each chunk split on a
+// UTF-8 boundary:
+//
+//	{"text": "chunk", "stream": "stdout"}
+//
+// When the shell exits the agent sends an "exit" event ({"code": 0}, with
+// "signal": "SIGKILL" and code 128+n when a signal ended it) and the prompt
+// completes with the captured stdout as its message (the last MiB by
+// default, with a note when earlier output was dropped). A non-zero exit
+// status is not an error: the client reads it from the exit event. The kit
+// collects output files as for any agent.
+//
+// Processes the command leaves in the background do not outlive the prompt:
+// once the shell exits, the rest of its process group gets SIGTERM and,
+// after a grace period, SIGKILL. Abort, a timeout or a closed socket does
+// the same to the whole group at once, and Prompt returns the context's
+// error.
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+)
+
+// Event types the exec agent emits.
+const (
+	EventTextDelta = "text_delta"
+	EventExit      = "exit"
+	EventSkill     = "skill"
+)
+
+// Stream names in a text_delta event.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Defaults for the options.
+const (
+	DefaultShell        = "/bin/sh"
+	DefaultGrace        = 2 * time.Second
+	DefaultMessageLimit = 1 << 20
+)
+
+const (
+	// minDrain is how long the output of a stopped group may take to drain
+	// before the pipes are cut, should a process outside the group still
+	// hold them.
+	minDrain = time.Second
+	// pollInterval is how often killGroup checks whether the group is gone.
+	pollInterval = 10 * time.Millisecond
+)
+
+// TextDelta is the data of a text_delta event.
+type TextDelta struct {
+	Text   string `json:"text"`
+	Stream string `json:"stream"`
+}
+
+// Exit is the data of an exit event.
+type Exit struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// Skill is the data of a skill event.
+type Skill struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
+}
+
+// Option configures the exec agent.
+type Option func(*config)
+
+type config struct {
+	shell        string
+	grace        time.Duration
+	messageLimit int
+}
+
+// WithShell runs commands with the shell at path instead of /bin/sh. The
+// shell is called as path -c TEXT.
+func WithShell(path string) Option { return func(c *config) { c.shell = path } }
+
+// WithGrace sets how long a process group has between SIGTERM and SIGKILL.
+// A zero or negative d sends SIGKILL at once.
+func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// WithMessageLimit sets how many bytes of stdout, counted from the end, the
+// prompt's final message keeps. The events always carry all of it.
+func WithMessageLimit(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.messageLimit = n
+		}
+	}
+}
+
+// New returns the exec agent.
+func New(opts ...Option) agent.Agent {
+	c := config{shell: DefaultShell, grace: DefaultGrace, messageLimit: DefaultMessageLimit}
+	for _, o := range opts {
+		o(&c)
+	}
+	return &execAgent{cfg: c}
+}
+
+type execAgent struct{ cfg config }
+
+var _ agent.Agent = (*execAgent)(nil)
+
+// Open implements agent.Agent. The exec agent keeps no state between
+// prompts.
+func (a *execAgent) Open(_ context.Context, s *agent.Session) (agent.Conversation, error) {
+	if s == nil {
+		return nil, errors.New("exec: open: no session")
+	}
+	return &conversation{cfg: a.cfg, s: s}, nil
+}
+
+type conversation struct {
+	cfg config
+	s   *agent.Session
+}
+
+var _ agent.Conversation = (*conversation)(nil)
+
+// Close implements agent.Conversation.
+func (c *conversation) Close() error { return nil }
+
+// chunk is one read from a stream; eof marks the stream's end.
+type chunk struct {
+	stream string
+	data   []byte
+	eof    bool
+}
+
+// Prompt implements agent.Conversation: it runs t.Text() and streams its
+// output.
+func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error) {
+	for _, sk := range t.Skills() {
+		if err := t.Emit(EventSkill, Skill{Name: sk.Name, Content: sk.Content}); err != nil {
+			return "", emitErr(ctx, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("exec: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return "", fmt.Errorf("exec: stderr pipe: %w", err)
+	}
+	env := c.s.Env
+	if env == nil {
+		env = []string{} // never inherit the kit's own environment by accident
+	}
+	cmd := &osexec.Cmd{
+		Path:        c.cfg.shell,
+		Args:        []string{c.cfg.shell, "-c", t.Text()},
+		Dir:         c.s.Dirs.Work,
+		Env:         env,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return "", fmt.Errorf("exec: start %s in %s: %w", c.cfg.shell, c.s.Dirs.Work, startErr)
+	}
+	pgid := cmd.Process.Pid
+
+	chunks := make(chan chunk)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go readStream(&wg, outR, Stdout, chunks, quit)
+	go readStream(&wg, errR, Stderr, chunks, quit)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var (
+		tail     = newTail(c.cfg.messageLimit)
+		open     = 2
+		exited   = false
+		waitErr  error
+		stopping = false
+		drained  = make(chan struct{}) // closed once both streams ended
+		stopped  = make(chan struct{}) // closed once the group was stopped
+	)
+	// stop ends the process group and, should a process that escaped the
+	// group still hold a pipe, unblocks the readers once the output had
+	// time to drain.
+	stop := func() {
+		if stopping {
+			return
+		}
+		stopping = true
+		go func() {
+			defer close(stopped)
+			c.killGroup(pgid)
+			t := time.NewTimer(max(c.cfg.grace, minDrain))
+			defer t.Stop()
+			select {
+			case <-drained:
+			case <-t.C:
+				outR.SetReadDeadline(time.Now())
+				errR.SetReadDeadline(time.Now())
+			}
+		}()
+	}
+	// finish waits for everything Prompt started.
+	finish := func() {
+		close(quit)
+		wg.Wait()
+		if !exited {
+			waitErr = <-waited
+			exited = true
+		}
+		if open > 0 {
+			close(drained)
+			open = 0
+		}
+		if stopping {
+			<-stopped
+		}
+		outR.Close()
+		errR.Close()
+	}
+	abort := func(err error) (string, error) {
+		stop()
+		finish()
+		return "", err
+	}
+
+	for open > 0 || !exited {
+		select {
+		case ch := <-chunks:
+			if ch.eof {
+				if open--; open == 0 {
+					close(drained)
+				}
+				continue
+			}
+			if ch.stream == Stdout {
+				tail.Write(ch.data)
+			}
+			if err := t.Emit(EventTextDelta, TextDelta{Text: string(ch.data), Stream: ch.stream}); err != nil {
+				return abort(emitErr(ctx, err))
+			}
+		case waitErr = <-waited:
+			exited = true
+			// Whatever the command left in the background goes with it.
+			stop()
+		case <-ctx.Done():
+			return abort(ctx.Err())
+		}
+	}
+	finish()
+
+	ex, err := exitOf(cmd.ProcessState, waitErr)
+	if err != nil {
+		return "", err
+	}
+	if err := t.Emit(EventExit, ex); err != nil {
+		return "", emitErr(ctx, err)
+	}
+	return tail.String(), nil
+}
+
+// killGroup sends SIGTERM to the process group, waits up to the grace
+// period for the group to be gone, then sends SIGKILL to what remains.
+// Signalling a group that no longer exists is not an error.
+func (c *conversation) killGroup(pgid int) {
+	if c.cfg.grace > 0 {
+		if err := syscall.Kill(-pgid, syscall.SIGTERM); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		deadline := time.Now().Add(c.cfg.grace)
+		for time.Now().Before(deadline) {
+			time.Sleep(pollInterval)
+			if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+				return
+			}
+		}
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// emitErr explains a failed Emit, preferring the context's error when the
+// prompt was cancelled.
+func emitErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("exec: emit event: %w", err)
+}
+
+// readStream reads r until EOF (or an error) and sends its bytes on out in
+// chunks that end on a UTF-8 boundary. It stops early when quit is closed.
+func readStream(wg *sync.WaitGroup, r io.Reader, stream string, out chan<- chunk, quit <-chan struct{}) {
+	defer wg.Done()
+	send := func(ch chunk) bool {
+		select {
+		case out <- ch:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	buf := make([]byte, 32<<10)
+	held := 0 // bytes of an incomplete rune kept from the last read
+	for {
+		n, err := r.Read(buf[held:])
+		n += held
+		held = 0
+		if err != nil {
+			// Flush everything, an incomplete rune included.
+			if n > 0 && !send(chunk{stream: stream, data: append([]byte(nil), buf[:n]...)}) {
+				return
+			}
+			send(chunk{stream: stream, eof: true})
+			return
+		}
+		cut := utf8Cut(buf[:n])
+		if cut > 0 && !send(chunk{stream: stream, data: append([]byte(nil), buf[:cut]...)}) {
+			return
+		}
+		held = copy(buf, buf[cut:n])
+	}
+}
+
+// utf8Cut returns the length of the longest prefix of p that does not end
+// inside a rune which later bytes could still complete. Invalid bytes are
+// not held back.
+func utf8Cut(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(p)
+}
+
+// exitOf turns the shell's wait status into an exit event.
+func exitOf(ps *os.ProcessState, waitErr error) (Exit, error) {
+	if ps == nil {
+		return Exit{}, fmt.Errorf("exec: wait: %w", waitErr)
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		sig := ws.Signal()
+		return Exit{Code: 128 + int(sig), Signal: signalName(sig)}, nil
+	}
+	return Exit{Code: ps.ExitCode()}, nil
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
+	syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
+	syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
+	syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
+}
+
+// signalName returns the conventional name of sig, such as "SIGKILL".
+func signalName(sig syscall.Signal) string {
+	if name, ok := signalNames[sig]; ok {
+		return name
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}
+
+// tail keeps the last limit bytes written to it and counts the rest.
+type tail struct {
+	limit int
+	buf   []byte
+	total int64
+}
+
+func newTail(limit int) *tail { return &tail{limit: limit} }
+
+func (t *tail) Write(p []byte) {
+	t.total += int64(len(p))
+	if len(p) >= t.limit {
+		t.buf = append(t.buf[:0], p[len(p)-t.limit:]...)
+		return
+	}
+	if over := len(t.buf) + len(p) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+}
+
+// String returns the kept bytes, starting on a rune boundary and preceded
+// by a note when earlier output was dropped.
+func (t *tail) String() string {
+	if t.total <= int64(len(t.buf)) {
+		return string(t.buf)
+	}
+	b := t.buf
+	for i := 0; i < utf8.UTFMax && i < len(b) && !utf8.RuneStart(b[0]); i++ {
+		b = b[1:]
+	}
+	return fmt.Sprintf("[stdout truncated: the last %d of %d bytes follow]\n%s", len(b), t.total, b)
+}
