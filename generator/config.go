@@ -1,0 +1,617 @@
+package generator
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	pathpkg "path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// ConfigFile is the name of the box config in a box directory.
+const ConfigFile = "glovebox.toml"
+
+// Bases are the base images a box may start from, in the order the docs
+// list them.
+var Bases = []string{"base", "media", "docs", "python", "browser"}
+
+// Config is a decoded, checked glovebox.toml.
+type Config struct {
+	// Dir is the directory the config was loaded from ("" for Parse).
+	Dir string
+	// File is the config's name as given, used in messages.
+	File string
+
+	Name    string
+	Version string
+	// Base is one of Bases, without v1's "glovebox/" prefix.
+	Base     string
+	Packages protocol.Packages
+	// Env holds the declared variables; EnvOrder their names in the order
+	// the file declares them (v1 writes .env.example in that order).
+	Env      map[string]protocol.EnvSpec
+	EnvOrder []string
+	Storage  protocol.StoragePolicy
+	Limits   protocol.Limits
+	FS       map[string]protocol.Mount
+	Sessions *protocol.SessionsSpec
+	Agent    protocol.AgentSpec
+}
+
+// Load reads and checks dir/glovebox.toml. Every problem is reported, each
+// with its file and line, in a *ConfigError.
+func Load(dir string) (*Config, error) {
+	file := filepath.Join(dir, ConfigFile)
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no %s in %s: run `gbx init` to create one", ConfigFile, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	c.Dir = dir
+	return c, nil
+}
+
+// Manifest returns the box's glovebox.json for a key with the given
+// fingerprint: v1's fields plus the additive agent and sessions.
+func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
+	agent := c.Agent
+	return &protocol.Manifest{
+		Name:            c.Name,
+		Version:         c.Version,
+		Base:            "glovebox/" + c.Base,
+		FS:              c.FS,
+		Env:             c.Env,
+		Limits:          c.Limits,
+		KeyFingerprint:  fingerprint,
+		StoragePolicy:   c.Storage,
+		Packages:        c.Packages,
+		ProtocolVersion: protocol.Version,
+		Agent:           &agent,
+		Sessions:        c.Sessions,
+	}
+}
+
+var (
+	versionRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	nixAttrRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_'-]*(\.[A-Za-z_][A-Za-z0-9_'-]*)*$`)
+	pipRE     = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	npmRE     = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9.^~*<>=|-]+)?$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	mountRE   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	adapterRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+	cpuRE     = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+)
+
+// aptToNix suggests the nixpkgs attribute for apt names authors of v1
+// boxes commonly listed.
+var aptToNix = map[string]string{
+	"poppler-utils":          "poppler_utils",
+	"imagemagick":            "imagemagick",
+	"ffmpeg":                 "ffmpeg-headless",
+	"libreoffice":            "libreoffice",
+	"pdftk":                  "pdftk",
+	"pdftk-java":             "pdftk",
+	"ghostscript":            "ghostscript",
+	"chromium":               "chromium",
+	"python3":                "python3",
+	"python3-pip":            "python3Packages.pip",
+	"nodejs":                 "nodejs_22",
+	"jq":                     "jq",
+	"curl":                   "curl",
+	"git":                    "git",
+	"sox":                    "sox",
+	"pandoc":                 "pandoc",
+	"qpdf":                   "qpdf",
+	"tesseract-ocr":          "tesseract",
+	"fonts-noto-color-emoji": "noto-fonts-color-emoji",
+	"fonts-dejavu":           "dejavu_fonts",
+	"build-essential":        "gcc",
+}
+
+// Parse decodes and checks a glovebox.toml held in data; file names it in
+// messages.
+func Parse(file string, data []byte) (*Config, error) {
+	d, err := parseDoc(file, data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{
+		File:    file,
+		Name:    "glovebox-app",
+		Version: "0.1.0",
+		Base:    "base",
+		Env:     map[string]protocol.EnvSpec{},
+		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
+		FS:      protocol.DefaultFS(),
+		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
+	}
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent")
+	for _, k := range sortedKeys(root) {
+		v := root[k]
+		switch k {
+		case "name":
+			if s, ok := d.str(k, v); ok {
+				if !protocol.NameRE.MatchString(s) {
+					d.errorf(k, "%q is not a valid box name: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit (it becomes an image name and a host name)", s)
+				}
+				c.Name = s
+			}
+		case "version":
+			if s, ok := d.str(k, v); ok {
+				if !versionRE.MatchString(s) {
+					d.errorf(k, "%q is not a valid version: use letters, digits, '.', '_' and '-' (it becomes the image tag), e.g. \"0.1.0\"", s)
+				}
+				c.Version = s
+			}
+		case "base":
+			if s, ok := d.str(k, v); ok {
+				b := strings.TrimPrefix(s, "glovebox/")
+				if !contains(Bases, b) {
+					d.errorf(k, "%q is not a base image: use one of %s", s, strings.Join(Bases, ", "))
+				}
+				c.Base = b
+			}
+		case "packages":
+			d.packages(k, v, c)
+		case "env":
+			d.env(k, v, c)
+		case "storage":
+			d.storage(k, v, c)
+		case "limits":
+			d.limits(k, v, c)
+		case "fs":
+			d.fs(k, v, c)
+		case "sessions":
+			d.sessions(k, v, c)
+		case "agent":
+			d.agent(k, v, c)
+		}
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *doc) packages(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "nix", "pip", "npm", "apt")
+	if !ok {
+		return
+	}
+	list := func(k string, re *regexp.Regexp, what string) []string {
+		p := path + "." + k
+		raw, ok := m[k]
+		if !ok {
+			return nil
+		}
+		names, _ := d.strList(p, raw)
+		seen := map[string]bool{}
+		var out []string
+		for i, n := range names {
+			ep := fmt.Sprintf("%s[%d]", p, i)
+			switch {
+			case !re.MatchString(n):
+				d.errorf(ep, "%q is not a valid %s", n, what)
+			case seen[n]:
+				d.errorf(ep, "%q is listed twice", n)
+			default:
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	c.Packages.Nix = list("nix", nixAttrRE, "nixpkgs attribute path (e.g. \"jq\", \"ffmpeg-headless\" or \"python3Packages.rich\")")
+	c.Packages.Pip = list("pip", pipRE, "Python package name (names only: the version comes from the pinned nixpkgs), e.g. \"rich\"")
+	c.Packages.Npm = list("npm", npmRE, "npm package name, e.g. \"cowsay\" or \"@scope/tool@1.2\"")
+	if raw, ok := m["apt"]; ok {
+		names, _ := d.strList(path+".apt", raw)
+		for i, n := range names {
+			hint := "find its nixpkgs attribute name (e.g. on search.nixos.org) and list it under packages.nix"
+			if a, ok := aptToNix[n]; ok {
+				hint = fmt.Sprintf("list the nixpkgs attribute %q under packages.nix", a)
+			}
+			d.errorf(fmt.Sprintf("%s.apt[%d]", path, i), "apt packages are not supported: boxes are built with Nix, and apt names are not nixpkgs names; for %q, %s", n, hint)
+		}
+	}
+	sort.Strings(c.Packages.Nix)
+	sort.Strings(c.Packages.Pip)
+	sort.Strings(c.Packages.Npm)
+}
+
+func (d *doc) env(path string, v any, c *Config) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.errorf(path, "want a table of variables, e.g. [env.OPENAI_API_KEY], got %s", tomlType(v))
+		return
+	}
+	names := sortedKeys(m)
+	sort.SliceStable(names, func(i, j int) bool {
+		return d.line(joinPath(path, names[i:i+1])) < d.line(joinPath(path, names[j:j+1]))
+	})
+	for _, name := range names {
+		p := joinPath(path, []string{name})
+		if !envNameRE.MatchString(name) {
+			d.errorf(p, "%q is not a valid variable name: use letters, digits and _, not starting with a digit", name)
+			continue
+		}
+		if strings.HasPrefix(name, "GLOVEBOX_") {
+			d.errorf(p, "%q is reserved: GLOVEBOX_* variables belong to the kit", name)
+			continue
+		}
+		t, ok := d.table(p, m[name], "required", "secret", "default", "description")
+		if !ok {
+			continue
+		}
+		var spec protocol.EnvSpec
+		if x, ok := t["required"]; ok {
+			spec.Required, _ = d.boolean(p+".required", x)
+		}
+		if x, ok := t["secret"]; ok {
+			spec.Secret, _ = d.boolean(p+".secret", x)
+		}
+		if x, ok := t["default"]; ok {
+			spec.Default, _ = d.str(p+".default", x)
+		}
+		if x, ok := t["description"]; ok {
+			spec.Description, _ = d.str(p+".description", x)
+		}
+		c.Env[name] = spec
+		c.EnvOrder = append(c.EnvOrder, name)
+	}
+}
+
+func (d *doc) storage(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "inputs", "outputs")
+	if !ok {
+		return
+	}
+	if x, ok := m["inputs"]; ok {
+		if p, ok := d.policy(path+".inputs", x, false); ok {
+			c.Storage.Inputs = p
+		}
+	}
+	if x, ok := m["outputs"]; ok {
+		if p, ok := d.policy(path+".outputs", x, true); ok {
+			c.Storage.Outputs = p
+		}
+	}
+}
+
+// policy decodes an array of rule tables ([[storage.outputs]]) with the
+// meaning of v1's rule constructors: a rule with no bound and no explicit
+// always/default is a default rule for inline and localServer and an
+// always rule for the others; localServer's ttl defaults to 1h.
+func (d *doc) policy(path string, v any, outputs bool) (protocol.Policy, bool) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		d.errorf(path, "want one or more rules, e.g.\n  [[%s]]\n  use = \"inline\"\n  below = \"1MB\"", path)
+		return protocol.Policy{}, false
+	}
+	good := true
+	var rules []protocol.Rule
+	for i, e := range arr {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		r, ok := d.rule(p, e, outputs)
+		good = good && ok
+		rules = append(rules, r)
+	}
+	if !good {
+		return protocol.Policy{}, false
+	}
+	pol := protocol.Policy{Rules: rules}
+	if outputs {
+		terminal := false
+		for _, r := range rules {
+			terminal = terminal || r.When.Always || r.When.Default
+		}
+		if !terminal {
+			d.errorf(path, "outputs need a terminal rule (one with no size bound, or always = true, or default = true) so every file size has a home")
+			return pol, false
+		}
+	}
+	return pol, true
+}
+
+func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
+	t, ok := d.table(p, v, "use", "above", "below", "always", "default", "ttl", "bucket", "region", "prefix", "options")
+	if !ok {
+		return protocol.Rule{}, false
+	}
+	before := len(d.probs)
+	var r protocol.Rule
+	use, ok := t["use"]
+	if !ok {
+		d.errorf(p, "missing use: name the adapter (inline, url, localServer, s3, gcs or a custom one)")
+		return r, false
+	}
+	r.Use.Adapter, _ = d.str(p+".use", use)
+	if r.Use.Adapter != "" && !adapterRE.MatchString(r.Use.Adapter) {
+		d.errorf(p+".use", "%q is not a valid adapter name", r.Use.Adapter)
+	}
+	if outputs && r.Use.Adapter == protocol.AdapterURL {
+		d.errorf(p+".use", "outputs may not use adapter \"url\": it is read-only")
+	}
+	opts := map[string]any{}
+	if x, ok := t["options"]; ok {
+		if m, ok := d.strMap(p+".options", x); ok {
+			for k, s := range m {
+				opts[k] = s
+			}
+		}
+	}
+	for _, k := range []string{"above", "below"} {
+		x, ok := t[k]
+		if !ok {
+			continue
+		}
+		s, ok := d.str(p+"."+k, x)
+		if !ok {
+			continue
+		}
+		if _, err := protocol.ParseSize(s); err != nil {
+			d.errorf(p+"."+k, "%v", err)
+		}
+		if k == "above" {
+			r.When.SizeAbove = s
+		} else {
+			r.When.SizeBelow = s
+		}
+	}
+	if x, ok := t["always"]; ok {
+		r.When.Always, _ = d.boolean(p+".always", x)
+	}
+	if x, ok := t["default"]; ok {
+		r.When.Default, _ = d.boolean(p+".default", x)
+	}
+	if r.When.Always && r.When.Default {
+		d.errorf(p, "a rule is either always or default, not both")
+	}
+	if (r.When.Always || r.When.Default) && (r.When.SizeAbove != "" || r.When.SizeBelow != "") {
+		d.errorf(p, "a rule with a size bound cannot also be always or default")
+	}
+	_, hasAlways := t["always"]
+	_, hasDefault := t["default"]
+	if r.When.SizeAbove == "" && r.When.SizeBelow == "" && !hasAlways && !hasDefault {
+		switch r.Use.Adapter {
+		case protocol.AdapterInline, protocol.AdapterLocalServer:
+			r.When.Default = true
+		default:
+			r.When.Always = true
+		}
+	}
+	if x, ok := t["ttl"]; ok {
+		if r.Use.Adapter != protocol.AdapterLocalServer {
+			d.errorf(p+".ttl", "ttl is only for use = \"localServer\"")
+		} else if s, ok := d.str(p+".ttl", x); ok {
+			if _, err := protocol.ParseDuration(s); err != nil {
+				d.errorf(p+".ttl", "%v", err)
+			}
+			opts["ttl"] = s
+		}
+	} else if r.Use.Adapter == protocol.AdapterLocalServer {
+		if _, set := opts["ttl"]; !set {
+			opts["ttl"] = "1h"
+		}
+	}
+	for _, k := range []string{"bucket", "region", "prefix"} {
+		x, ok := t[k]
+		if !ok {
+			continue
+		}
+		if r.Use.Adapter != protocol.AdapterS3 && r.Use.Adapter != protocol.AdapterGCS {
+			d.errorf(p+"."+k, "%s is only for use = \"s3\" or \"gcs\"", k)
+			continue
+		}
+		if s, ok := d.str(p+"."+k, x); ok {
+			opts[k] = s
+		}
+	}
+	if (r.Use.Adapter == protocol.AdapterS3 || r.Use.Adapter == protocol.AdapterGCS) && opts["bucket"] == nil {
+		d.errorf(p, "use = %q needs a bucket", r.Use.Adapter)
+	}
+	if len(opts) > 0 {
+		r.Use.Options = opts
+	}
+	return r, len(d.probs) == before
+}
+
+func (d *doc) limits(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "cpu", "memory", "timeout", "max_message", "max_input", "input_timeout")
+	if !ok {
+		return
+	}
+	get := func(k string) string {
+		x, ok := m[k]
+		if !ok {
+			return ""
+		}
+		s, _ := d.str(path+"."+k, x)
+		return s
+	}
+	c.Limits.CPU = get("cpu")
+	if c.Limits.CPU != "" && !cpuRE.MatchString(c.Limits.CPU) {
+		d.errorf(path+".cpu", "%q is not a CPU count: want a number such as \"1\", \"2\" or \"0.5\"", c.Limits.CPU)
+	}
+	c.Limits.Memory = get("memory")
+	if c.Limits.Memory != "" {
+		if _, err := MemoryMB(c.Limits.Memory); err != nil {
+			d.errorf(path+".memory", "%v", err)
+		}
+	}
+	for _, f := range []struct {
+		k   string
+		dst *string
+		dur bool
+	}{{"timeout", &c.Limits.Timeout, true}, {"input_timeout", &c.Limits.InputTimeout, true}, {"max_message", &c.Limits.MaxMessage, false}, {"max_input", &c.Limits.MaxInput, false}} {
+		s := get(f.k)
+		if s == "" {
+			continue
+		}
+		*f.dst = s
+		var err error
+		if f.dur {
+			_, err = protocol.ParseDuration(s)
+		} else {
+			_, err = protocol.ParseSize(s)
+		}
+		if err != nil {
+			d.errorf(path+"."+f.k, "%v", err)
+		}
+	}
+}
+
+// MemoryMB parses a memory limit in MB: v1 size strings ("512MB", "2GB")
+// and Kubernetes forms ("512Mi", "2Gi").
+func MemoryMB(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(t, "i") {
+		t = strings.TrimSuffix(t, "i") + "B"
+	}
+	n, err := protocol.ParseSize(t)
+	if err != nil || n < protocol.MB {
+		return 0, fmt.Errorf("memory %q: want a size of at least 1MB such as \"512MB\", \"2GB\" or \"2Gi\"", s)
+	}
+	return n / protocol.MB, nil
+}
+
+func (d *doc) fs(key string, v any, c *Config) {
+	path := key
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.errorf(path, "want a table of mounts, e.g. [fs.work] path = \"/work\" writable = true, got %s", tomlType(v))
+		return
+	}
+	// As in v1, an fs table replaces the default layout.
+	c.FS = map[string]protocol.Mount{}
+	paths := map[string]string{}
+	for _, k := range sortedKeys(m) {
+		p := joinPath(path, []string{k})
+		if !mountRE.MatchString(k) {
+			d.errorf(p, "%q is not a valid mount name: use lowercase letters, digits, _ and -", k)
+			continue
+		}
+		t, ok := d.table(p, m[k], "path", "writable")
+		if !ok {
+			continue
+		}
+		var mt protocol.Mount
+		if x, ok := t["path"]; ok {
+			mt.Path, _ = d.str(p+".path", x)
+		} else {
+			d.errorf(p, "missing path")
+		}
+		if x, ok := t["writable"]; ok {
+			mt.Writable, _ = d.boolean(p+".writable", x)
+		}
+		if mt.Path != "" && (!pathpkg.IsAbs(mt.Path) || pathpkg.Clean(mt.Path) != mt.Path || mt.Path == "/") {
+			d.errorf(p+".path", "%q must be a clean absolute path other than /, e.g. \"/work\"", mt.Path)
+		}
+		if other, dup := paths[mt.Path]; dup && mt.Path != "" {
+			d.errorf(p+".path", "%q is also the path of fs.%s", mt.Path, other)
+		}
+		paths[mt.Path] = k
+		c.FS[k] = mt
+	}
+	for _, k := range []string{protocol.MountWork, protocol.MountOutput} {
+		if mt, ok := c.FS[k]; ok && !mt.Writable {
+			d.errorf(joinPath(path, []string{k}), "the %s mount must be writable", k)
+		}
+	}
+}
+
+func (d *doc) sessions(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue")
+	if !ok {
+		return
+	}
+	s := &protocol.SessionsSpec{}
+	if x, ok := m["shared_dirs"]; ok {
+		s.SharedDirs, _ = d.boolean(path+".shared_dirs", x)
+	}
+	if x, ok := m["resume_grace"]; ok {
+		if str, ok := d.str(path+".resume_grace", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil {
+				d.errorf(path+".resume_grace", "%v", err)
+			}
+			s.ResumeGrace = str
+		}
+	}
+	if x, ok := m["max"]; ok {
+		s.Max, _ = d.integer(path+".max", x)
+	}
+	if x, ok := m["max_queue"]; ok {
+		s.MaxQueue, _ = d.integer(path+".max_queue", x)
+	}
+	c.Sessions = s
+}
+
+func (d *doc) agent(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "type", "command", "env")
+	if !ok {
+		return
+	}
+	a := protocol.AgentSpec{Type: protocol.AgentExec}
+	if x, ok := m["type"]; ok {
+		if s, ok := d.str(path+".type", x); ok {
+			a.Type = s
+		}
+	}
+	switch a.Type {
+	case protocol.AgentExec, protocol.AgentGo, protocol.AgentACP:
+	default:
+		d.errorf(path+".type", "%q is not an agent type: use exec, acp or go", a.Type)
+	}
+	if x, ok := m["command"]; ok {
+		if a.Type != protocol.AgentACP {
+			d.errorf(path+".command", "command is only for type = \"acp\"")
+		} else if cmd, ok := d.strList(path+".command", x); ok {
+			a.Command = cmd
+		}
+	}
+	if a.Type == protocol.AgentACP && (len(a.Command) == 0 || strings.TrimSpace(a.Command[0]) == "") {
+		if _, given := m["command"]; !given || len(a.Command) == 0 {
+			d.errorf(path, "type = \"acp\" needs a command, e.g. command = [\"npx\", \"my-acp-agent\"]")
+		} else {
+			d.errorf(path+".command", "the program name is empty")
+		}
+	}
+	if x, ok := m["env"]; ok {
+		if a.Type != protocol.AgentACP {
+			d.errorf(path+".env", "env is only for type = \"acp\"")
+		} else if env, ok := d.strMap(path+".env", x); ok {
+			for _, k := range sortedKeys(env) {
+				if !envNameRE.MatchString(k) {
+					d.errorf(joinPath(path+".env", []string{k}), "%q is not a valid variable name", k)
+				}
+			}
+			if len(env) > 0 {
+				a.Env = env
+			}
+		}
+	}
+	c.Agent = a
+}
+
+// cpus is limits.cpu as fly.toml wants it: a whole number of CPUs, at
+// least 1.
+func cpus(s string) int {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 1 {
+		return 1
+	}
+	return int(f + 0.999)
+}
