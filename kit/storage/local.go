@@ -1,0 +1,616 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Defaults of the local file store.
+const (
+	DefaultTTL           = time.Hour
+	DefaultSweepInterval = time.Minute
+	// tempGrace is how old a leftover temp file must be before a sweep
+	// removes it: younger ones may still be being written by another
+	// process sharing the directory.
+	tempGrace  = time.Hour
+	tempPrefix = ".tmp-"
+	// copyChunk is how much Put copies between context checks.
+	copyChunk = 8 << 20
+)
+
+// LocalOptions configure a Local store. Every field has a default.
+type LocalOptions struct {
+	// PublicURL is the base URL clients reach the kit at; a stored file's
+	// ref has url PublicURL + "/files/" + id. A trailing slash is dropped.
+	// Empty gives relative URLs ("/files/<id>"), which only clients that
+	// know the box's address can use.
+	PublicURL string
+	// DefaultTTL is how long a file lives when its rule gives no "ttl"
+	// option. Default DefaultTTL (one hour, as v1).
+	DefaultTTL time.Duration
+	// SweepInterval is how often the loop Start runs sweeps. Default
+	// DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives sweep results and serving errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Local is the localServer adapter: files parked on the box under a
+// directory, indexed in SQLite, served by ServeFile and removed once their
+// TTL has passed. It is safe for concurrent use.
+//
+// Each file is a regular file named by its id (a random UUID v4) with mode
+// 0600; the SQLite table files(id, request_id, name, mime, size,
+// created_at, ttl_at, session_id) indexes them, with times in Unix seconds.
+// The schema is v1's plus session_id, so a v1 database opens as is.
+//
+// The directory belongs to the store: a sweep removes any file named like
+// an id that has no row. One directory serves one process at a time.
+type Local struct {
+	dir       string
+	db        *sql.DB
+	publicURL string
+	ttl       time.Duration
+	interval  time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	inflight  map[string]struct{}     // ids whose Put has not inserted its row yet
+	consuming map[string]*consumeLock // ids with a ?consume=1 request in progress
+	started   bool
+	stop      context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ Adapter = (*Local)(nil)
+	_ Sweeper = (*Local)(nil)
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS files (
+	id TEXT PRIMARY KEY,
+	request_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	mime TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	ttl_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_files_request ON files(request_id);
+CREATE INDEX IF NOT EXISTS idx_files_ttl ON files(ttl_at);
+`
+
+// OpenLocal opens (creating when needed) a store with files under dir and
+// the index in the SQLite database at dbPath (WAL mode). v1 used
+// /var/glovebox/files and /var/glovebox/files.db. Call Start to sweep at
+// boot and periodically, and Close when done.
+func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Local, error) {
+	if dir == "" || dbPath == "" {
+		return nil, errors.New("open file store: needs a directory and a database path")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open file store %s: %w", dir, err)
+	}
+	absDB, err := filepath.Abs(dbPath)
+	if err != nil {
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(absDB), 0o700); err != nil {
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
+	dsn := "file:" + (&url.URL{Path: absDB}).EscapedPath() +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
+	db.SetMaxOpenConns(4)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
+	l := &Local{
+		dir:       dir,
+		db:        db,
+		publicURL: strings.TrimRight(opts.PublicURL, "/"),
+		ttl:       opts.DefaultTTL,
+		interval:  opts.SweepInterval,
+		now:       opts.Now,
+		log:       opts.Logger,
+		inflight:  map[string]struct{}{},
+		consuming: map[string]*consumeLock{},
+	}
+	if l.ttl <= 0 {
+		l.ttl = DefaultTTL
+	}
+	if l.interval <= 0 {
+		l.interval = DefaultSweepInterval
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	return l, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('files')`)
+	if err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	defer rows.Close()
+	hasSession := false
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		hasSession = hasSession || name == "session_id"
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	rows.Close()
+	if !hasSession {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN session_id TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("add session_id column: %w", err)
+		}
+	}
+	return nil
+}
+
+// Dir returns the directory holding the files.
+func (l *Local) Dir() string { return l.dir }
+
+// TTL returns how long a file stored with meta.Options lives: the "ttl"
+// option (a duration such as "24h") when set, else the store's default.
+// v1 ignored the option; it is honoured here.
+func (l *Local) TTL(options map[string]any) (time.Duration, error) {
+	v, ok := options["ttl"]
+	if !ok || v == nil {
+		return l.ttl, nil
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return 0, fmt.Errorf("option ttl must be a duration string such as \"1h\", not %v", v)
+	}
+	d, err := protocol.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("option ttl: %w", err)
+	}
+	return d, nil
+}
+
+// Put streams exactly meta.Size bytes from r into a new file and indexes
+// it with ttl_at = now + TTL(meta.Options). The bytes go to a temporary
+// file in the store's directory, are synced, and the file is renamed to its
+// id before the row is inserted, so a row always names a complete file.
+// The returned ref is of kind server: {name, mime, size, id, url}.
+func (l *Local) Put(ctx context.Context, meta Meta, r io.Reader) (protocol.FileRef, error) {
+	if meta.Size < 0 {
+		return protocol.FileRef{}, fmt.Errorf("park %s: negative size %d", meta.Name, meta.Size)
+	}
+	ttl, err := l.TTL(meta.Options)
+	if err != nil {
+		return protocol.FileRef{}, fmt.Errorf("park %s: %w", meta.Name, err)
+	}
+	mime := meta.Mime
+	if mime == "" {
+		mime = protocol.GuessMime(meta.Name)
+	}
+	id, err := newUUID()
+	if err != nil {
+		return protocol.FileRef{}, fmt.Errorf("park %s: %w", meta.Name, err)
+	}
+	l.mu.Lock()
+	l.inflight[id] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inflight, id)
+		l.mu.Unlock()
+	}()
+
+	final := filepath.Join(l.dir, id)
+	if err := l.writeFile(ctx, final, meta.Size, r); err != nil {
+		return protocol.FileRef{}, fmt.Errorf("park %s: %w", meta.Name, err)
+	}
+	now := l.now()
+	_, err = l.db.ExecContext(ctx,
+		`INSERT INTO files (id, request_id, name, mime, size, created_at, ttl_at, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, meta.PromptID, meta.Name, mime, meta.Size, now.Unix(), now.Add(ttl).Unix(), meta.SessionID)
+	if err != nil {
+		os.Remove(final)
+		return protocol.FileRef{}, fmt.Errorf("park %s: index: %w", meta.Name, err)
+	}
+	return protocol.FileRef{
+		Kind: protocol.KindServer,
+		Name: meta.Name,
+		Mime: mime,
+		Size: meta.Size,
+		ID:   id,
+		URL:  l.publicURL + "/files/" + id,
+	}, nil
+}
+
+// writeFile copies exactly size bytes from r to a temp file, syncs it and
+// renames it to final.
+func (l *Local) writeFile(ctx context.Context, final string, size int64, r io.Reader) (err error) {
+	tmp := filepath.Join(l.dir, tempPrefix+filepath.Base(final))
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	// Copy in chunks so a cancelled ctx stops a large copy; io.CopyN keeps
+	// the zero-copy path (copy_file_range, splice) when r is a file.
+	for left := size; left > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := io.CopyN(f, r, min(left, copyChunk))
+		left -= n
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("short content: got %d of %d bytes", size-left, size)
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", tmp, err)
+		}
+	}
+	if err := checkEOF(r, size); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	syncDir(l.dir)
+	return nil
+}
+
+// syncDir makes a rename durable; failure only costs durability on a crash.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// row is one files row.
+type row struct {
+	Name  string
+	Mime  string
+	Size  int64
+	TTLAt int64
+}
+
+// lookup returns the row for id, or ErrNotFound.
+func (l *Local) lookup(ctx context.Context, id string) (row, error) {
+	var r row
+	err := l.db.QueryRowContext(ctx, `SELECT name, mime, size, ttl_at FROM files WHERE id = ?`, id).
+		Scan(&r.Name, &r.Mime, &r.Size, &r.TTLAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, ErrNotFound
+	}
+	if err != nil {
+		return row{}, fmt.Errorf("look up file %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// expired reports v1's rule: a file is gone once ttl_at < now, in seconds.
+func (l *Local) expired(r row) bool { return r.TTLAt < l.now().Unix() }
+
+// openFile opens the file of an indexed id. A row whose file is missing is
+// removed and reported as ErrNotFound.
+func (l *Local) openFile(ctx context.Context, id string, r row) (*os.File, error) {
+	f, err := os.Open(filepath.Join(l.dir, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		l.log.Warn("file store row without a file; removing it", "id", id)
+		if _, err := l.db.ExecContext(ctx, `DELETE FROM files WHERE id = ?`, id); err != nil {
+			l.log.Error("remove dangling file row", "id", id, "err", err)
+		}
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open file %s: %w", id, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat file %s: %w", id, err)
+	}
+	if st.Size() != r.Size {
+		f.Close()
+		return nil, fmt.Errorf("file %s has %d bytes, its index says %d", id, st.Size(), r.Size)
+	}
+	return f, nil
+}
+
+// Open opens a server ref stored here. An unknown id, or one whose file is
+// missing, is ErrNotFound; a file past its TTL is ErrExpired; a file over
+// max bytes (max > 0) is ErrTooLarge. The reader is the file itself.
+func (l *Local) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.ReadCloser, error) {
+	if ref.Kind != protocol.KindServer {
+		return nil, fmt.Errorf("localServer adapter cannot read a %s ref (file %q)", ref.Kind, ref.Name)
+	}
+	if !ValidID(ref.ID) {
+		return nil, fmt.Errorf("server file %q: id %q: %w", ref.Name, ref.ID, ErrNotFound)
+	}
+	r, err := l.lookup(ctx, ref.ID)
+	if err != nil {
+		return nil, fmt.Errorf("server file %q: %w", ref.Name, err)
+	}
+	if l.expired(r) {
+		return nil, fmt.Errorf("server file %q: %w", ref.Name, ErrExpired)
+	}
+	if max > 0 && r.Size > max {
+		return nil, fmt.Errorf("server file %q: %d bytes is over %d: %w", ref.Name, r.Size, max, ErrTooLarge)
+	}
+	f, err := l.openFile(ctx, ref.ID, r)
+	if err != nil {
+		return nil, fmt.Errorf("server file %q: %w", ref.Name, err)
+	}
+	return f, nil
+}
+
+// remove deletes id's row and then its file. A crash in between leaves an
+// orphan file, which the next sweep removes.
+func (l *Local) remove(ctx context.Context, id string) error {
+	if _, err := l.db.ExecContext(ctx, `DELETE FROM files WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("remove file %s: %w", id, err)
+	}
+	if err := os.Remove(filepath.Join(l.dir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove file %s: %w", id, err)
+	}
+	return nil
+}
+
+// Sweep removes, once, every file whose ttl_at < now (seconds) with its
+// row, every file named like an id that has no row (an orphan: a crash
+// between writing and indexing, a row deleted by hand), and temp files
+// older than an hour that no Put of this process is writing. It returns
+// how many files it removed. Other names in the directory are left alone.
+func (l *Local) Sweep(ctx context.Context, now time.Time) (int, error) {
+	removed := 0
+	rows, err := l.db.QueryContext(ctx, `DELETE FROM files WHERE ttl_at < ? RETURNING id`, now.Unix())
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+	}
+	var expired []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+		}
+		expired = append(expired, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+	}
+	for _, id := range expired {
+		err := os.Remove(filepath.Join(l.dir, id))
+		if err == nil {
+			removed++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			l.log.Error("sweep expired file", "id", id, "err", err)
+		}
+	}
+
+	n, err := l.sweepOrphans(ctx, now)
+	return removed + n, err
+}
+
+func (l *Local) sweepOrphans(ctx context.Context, now time.Time) (int, error) {
+	// Order matters: list the directory, then snapshot the in-flight puts,
+	// then read the index. A file renamed to its id before the listing is
+	// either still in flight at the snapshot or already indexed.
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+	}
+	l.mu.Lock()
+	busy := make(map[string]bool, len(l.inflight))
+	for id := range l.inflight {
+		busy[id] = true
+	}
+	l.mu.Unlock()
+	known := map[string]bool{}
+	rows, err := l.db.QueryContext(ctx, `SELECT id FROM files`)
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+		}
+		known[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+	}
+
+	removed := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() {
+			continue
+		}
+		switch {
+		case isUUID(name):
+			if known[name] || busy[name] {
+				continue
+			}
+		case strings.HasPrefix(name, tempPrefix) && isUUID(name[len(tempPrefix):]):
+			if busy[name[len(tempPrefix):]] {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil || now.Sub(info.ModTime()) < tempGrace {
+				continue
+			}
+		default:
+			continue
+		}
+		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
+			removed++
+			l.log.Debug("swept orphan file", "name", name)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			l.log.Error("sweep orphan file", "name", name, "err", err)
+		}
+	}
+	return removed, nil
+}
+
+// Start sweeps once (the boot sweep: expired files, and orphans left by a
+// crash) and, if that succeeds, starts a loop that sweeps every
+// SweepInterval until ctx is done or Close is called. Sweep errors in the
+// loop are logged. Start may be called once.
+func (l *Local) Start(ctx context.Context) error {
+	l.mu.Lock()
+	if l.started {
+		l.mu.Unlock()
+		return errors.New("file store: already started")
+	}
+	l.started = true
+	l.mu.Unlock()
+
+	n, err := l.Sweep(ctx, l.now())
+	if err != nil {
+		return fmt.Errorf("boot sweep: %w", err)
+	}
+	l.log.Info("file store swept at boot", "dir", l.dir, "removed", n)
+
+	loopCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	l.mu.Lock()
+	l.stop, l.done = cancel, done
+	l.mu.Unlock()
+	go l.loop(loopCtx, done)
+	return nil
+}
+
+func (l *Local) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := l.Sweep(ctx, l.now())
+			switch {
+			case err != nil && ctx.Err() == nil:
+				l.log.Error("file store sweep", "dir", l.dir, "err", err)
+			case n > 0:
+				l.log.Info("file store swept", "dir", l.dir, "removed", n)
+			}
+		}
+	}
+}
+
+// Close stops the sweep loop, waits for it to return, and closes the
+// database. Reads and writes after Close fail. Close is idempotent.
+func (l *Local) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		stop, done := l.stop, l.done
+		l.started = true // no Start after Close
+		l.mu.Unlock()
+		if stop != nil {
+			stop()
+			<-done
+		}
+		if err := l.db.Close(); err != nil {
+			l.closeErr = fmt.Errorf("close file store database: %w", err)
+		}
+	})
+	return l.closeErr
+}
+
+// newUUID returns a random (version 4) UUID, as v1's randomUUID.
+func newUUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random id: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:]), nil
+}
+
+// isUUID reports whether s has the textual form of a UUID (any version,
+// lowercase or uppercase hex).
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
