@@ -1,0 +1,352 @@
+package client_test
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+)
+
+// v1Server is a box written from the original's behavioural spec (§4, §5.3,
+// §8) that speaks only protocol v1: no hello, no sequence numbers, display
+// frames without a prompt id, unknown frame types ignored. Its agent is a
+// tiny script keyed by the prompt text:
+//
+//	echo WORDS   text_delta per word, then complete with WORDS
+//	confirm      display_push, waits for display_resolve/reject, then complete
+//	wait         runs until aborted (AbortError)
+//	fail         error {code: Error, message: boom}
+//	files        complete with an inline and a server output
+//	foreign      complete with a server output on another origin
+//	inputs       complete listing the inputs as name=content
+//	flood N      N text_delta events of 1KB, then complete
+//	drop         one event, then the socket is closed mid-prompt
+type v1Server struct {
+	t       *testing.T
+	key     string
+	srv     *httptest.Server
+	foreign string // base URL used by "foreign"
+
+	envRequests atomic.Int32
+	mu          sync.Mutex
+	files       map[string][]byte
+	nextFile    int
+	aborts      []string
+	frames      []string // every client frame's type, in order
+}
+
+func newV1Server(t *testing.T, key string) *v1Server {
+	s := &v1Server{t: t, key: key, files: map[string][]byte{}}
+	s.srv = httptest.NewServer(s)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// url is the WebSocket endpoint URL.
+func (s *v1Server) url() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") }
+
+func (s *v1Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	if !strings.HasPrefix(h, "Bearer ") {
+		return false
+	}
+	tok := strings.TrimSpace(h[len("Bearer "):])
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.key)) == 1
+}
+
+var filesRE = regexp.MustCompile(`^/files/([A-Za-z0-9_-]+)$`)
+
+func (s *v1Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m := filesRE.FindStringSubmatch(r.URL.Path); m != nil {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if !s.authorized(r) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		s.mu.Lock()
+		data, ok := s.files[m[1]]
+		if ok && r.URL.Query().Get("consume") == "1" {
+			delete(s.files, m[1])
+		}
+		s.mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(data)
+		return
+	}
+	switch {
+	case r.RequestURI == "/health":
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true,"name":"v1box","version":"0.1.0"}`))
+		return
+	case r.RequestURI == "/environment":
+		s.envRequests.Add(1)
+		if !s.authorized(r) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"name":"v1box","version":"0.1.0","base":"glovebox/base","fs":{"work":{"path":"/work","writable":true}},"packages":{},"limits":{"timeout":"5m"},"protocol_version":1}`))
+		return
+	case !wsconn.IsUpgrade(r):
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	if !s.authorized(r) {
+		// v1 writes a raw 401 and destroys the socket.
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		c, _, err := hj.Hijack()
+		if err == nil {
+			c.Write([]byte("HTTP/1.1 401 Unauthorized\r\n\r\n"))
+			c.Close()
+		}
+		return
+	}
+	ws, err := wsconn.Upgrade(w, r, wsconn.UpgradeOptions{})
+	if err != nil {
+		return
+	}
+	s.serveConn(ws, "http://"+r.Host)
+}
+
+// v1conn is one connection: writes are serialised by a mutex; prompts run
+// one at a time in arrival order, as v1's promise chain does.
+type v1conn struct {
+	s       *v1Server
+	ws      *wsconn.Conn
+	origin  string
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	aborts  map[string]chan struct{}
+	slots   map[string]chan json.RawMessage
+	nslot   int
+	queue   chan map[string]json.RawMessage
+	dropped chan struct{}
+}
+
+func (c *v1conn) send(v map[string]any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		c.s.t.Errorf("v1 server: marshal: %v", err)
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.ws.WriteText(data)
+}
+
+func (s *v1Server) serveConn(ws *wsconn.Conn, origin string) {
+	c := &v1conn{s: s, ws: ws, origin: origin, aborts: map[string]chan struct{}{},
+		slots: map[string]chan json.RawMessage{}, queue: make(chan map[string]json.RawMessage, 64),
+		dropped: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for p := range c.queue {
+			c.run(p)
+		}
+	}()
+	defer func() {
+		close(c.queue)
+		c.mu.Lock()
+		for _, ch := range c.aborts {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+		c.mu.Unlock()
+		close(c.dropped)
+		wg.Wait()
+		ws.Close()
+	}()
+	for {
+		data, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil {
+			continue // v1 ignores bad JSON
+		}
+		var typ, id string
+		json.Unmarshal(m["type"], &typ)
+		json.Unmarshal(m["id"], &id)
+		s.mu.Lock()
+		s.frames = append(s.frames, typ)
+		s.mu.Unlock()
+		switch typ {
+		case "prompt":
+			c.mu.Lock()
+			c.aborts[id] = make(chan struct{})
+			c.mu.Unlock()
+			c.queue <- m
+		case "abort":
+			s.mu.Lock()
+			s.aborts = append(s.aborts, id)
+			s.mu.Unlock()
+			c.mu.Lock()
+			if ch, ok := c.aborts[id]; ok {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+			c.mu.Unlock()
+		case "display_resolve", "display_reject":
+			var slot string
+			json.Unmarshal(m["slot_id"], &slot)
+			val := m["value"]
+			if typ == "display_reject" {
+				val = json.RawMessage(`{"rejected":` + string(m["error"]) + `}`)
+			}
+			c.mu.Lock()
+			ch := c.slots[slot]
+			delete(c.slots, slot)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- val
+			}
+		case "ping":
+			c.send(map[string]any{"type": "pong", "ts": m["ts"]})
+		}
+		// hello and anything else: ignored, as v1 does.
+	}
+}
+
+func (c *v1conn) run(m map[string]json.RawMessage) {
+	var id, text string
+	json.Unmarshal(m["id"], &id)
+	json.Unmarshal(m["text"], &text)
+	c.mu.Lock()
+	abort := c.aborts[id]
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.aborts, id)
+		c.mu.Unlock()
+	}()
+	event := func(typ string, data any) {
+		c.send(map[string]any{"type": "event", "id": id, "event_type": typ, "data": data})
+	}
+	complete := func(msg string, outputs map[string]any) {
+		if outputs == nil {
+			outputs = map[string]any{}
+		}
+		c.send(map[string]any{"type": "complete", "id": id, "message": msg, "outputs": outputs})
+	}
+	fail := func(code, msg string) {
+		c.send(map[string]any{"type": "error", "id": id, "error": map[string]string{"code": code, "message": msg}})
+	}
+	verb, arg, _ := strings.Cut(text, " ")
+	switch verb {
+	case "echo":
+		for _, w := range strings.Fields(arg) {
+			event("text_delta", map[string]string{"text": w})
+		}
+		complete(arg, nil)
+	case "confirm":
+		c.mu.Lock()
+		c.nslot++
+		slot := fmt.Sprintf("slot_%d", c.nslot)
+		ch := make(chan json.RawMessage, 1)
+		c.slots[slot] = ch
+		c.mu.Unlock()
+		c.send(map[string]any{"type": "display_push", "slot": map[string]any{"renderer": "confirm", "input": map[string]string{"q": "ok?"}, "id": slot}})
+		select {
+		case v := <-ch:
+			c.send(map[string]any{"type": "display_clear", "slot_id": slot})
+			complete(string(v), nil)
+		case <-abort:
+			fail("AbortError", "This operation was aborted")
+		}
+	case "wait":
+		event("text_delta", map[string]string{"text": "waiting"})
+		<-abort
+		fail("AbortError", "This operation was aborted")
+	case "fail":
+		fail("Error", "boom")
+	case "files":
+		big := []byte(strings.Repeat("0123456789abcdef", 1<<16)) // 1MB
+		c.s.mu.Lock()
+		c.s.nextFile++
+		fid := fmt.Sprintf("f%d", c.s.nextFile)
+		c.s.files[fid] = big
+		c.s.mu.Unlock()
+		complete("two files", map[string]any{
+			"small.txt": map[string]any{"kind": "inline", "name": "small.txt", "mime": "text/plain", "data": "aGkgdGhlcmU="},
+			"big.bin":   map[string]any{"kind": "server", "name": "big.bin", "mime": "application/octet-stream", "size": len(big), "id": fid, "url": c.origin + "/files/" + fid},
+		})
+	case "foreign":
+		complete("", map[string]any{
+			"x.bin": map[string]any{"kind": "server", "name": "x.bin", "mime": "application/octet-stream", "size": 1, "id": "x", "url": c.s.foreign + "/files/x"},
+		})
+	case "inputs":
+		var inputs map[string]struct {
+			Kind string `json:"kind"`
+			Data string `json:"data"`
+			Mime string `json:"mime"`
+		}
+		json.Unmarshal(m["inputs"], &inputs)
+		var parts []string
+		for name, in := range inputs {
+			parts = append(parts, fmt.Sprintf("%s(%s,%s)=%s", name, in.Kind, in.Mime, in.Data))
+		}
+		sort.Strings(parts)
+		complete(strings.Join(parts, " "), nil)
+	case "flood":
+		var n int
+		fmt.Sscan(arg, &n)
+		chunk := strings.Repeat("x", 1024)
+		for i := 0; i < n; i++ {
+			select {
+			case <-abort:
+				fail("AbortError", "This operation was aborted")
+				return
+			default:
+			}
+			event("text_delta", map[string]string{"text": chunk})
+		}
+		complete("flooded", nil)
+	case "drop":
+		event("text_delta", map[string]string{"text": "before the drop"})
+		c.ws.Close()
+		<-c.dropped
+	default:
+		fail("Error", "unknown script "+verb)
+	}
+}
+
+func (s *v1Server) abortsSeen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.aborts...)
+}
+
+func (s *v1Server) framesSeen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.frames...)
+}
