@@ -55,8 +55,8 @@ func (r FileRef) Bytes() ([]byte, error) {
 	return DecodeBase64(r.Data)
 }
 
-// DecodeBase64 decodes standard or URL-safe base64, with or without padding
-// and with white space ignored.
+// DecodeBase64 decodes standard or URL-safe base64 (or the two mixed), with
+// or without padding and with white space ignored.
 func DecodeBase64(s string) ([]byte, error) {
 	if strings.ContainsAny(s, " \t\r\n") {
 		s = strings.Map(func(r rune) rune {
@@ -68,7 +68,8 @@ func DecodeBase64(s string) ([]byte, error) {
 	}
 	s = strings.TrimRight(s, "=")
 	if strings.ContainsAny(s, "-_") {
-		return base64.RawURLEncoding.DecodeString(s)
+		// Node's decoder, which v1 uses, also takes the two alphabets mixed.
+		s = strings.NewReplacer("-", "+", "_", "/").Replace(s)
 	}
 	return base64.RawStdEncoding.DecodeString(s)
 }
@@ -166,15 +167,15 @@ type gcsWire struct {
 func (r FileRef) MarshalJSON() ([]byte, error) {
 	switch r.Kind {
 	case KindInline:
-		return json.Marshal(inlineWire{r.Kind, r.Name, r.Mime, r.Data})
+		return marshal(inlineWire{r.Kind, r.Name, r.Mime, r.Data})
 	case KindURL:
-		return json.Marshal(urlWire{r.Kind, r.Name, r.Mime, r.URL, r.Headers})
+		return marshal(urlWire{r.Kind, r.Name, r.Mime, r.URL, r.Headers})
 	case KindServer:
-		return json.Marshal(serverWire{r.Kind, r.Name, r.Mime, r.Size, r.ID, r.URL})
+		return marshal(serverWire{r.Kind, r.Name, r.Mime, r.Size, r.ID, r.URL})
 	case KindS3:
-		return json.Marshal(s3Wire{r.Kind, r.Name, r.Mime, r.Bucket, r.Key, r.Region})
+		return marshal(s3Wire{r.Kind, r.Name, r.Mime, r.Bucket, r.Key, r.Region})
 	case KindGCS:
-		return json.Marshal(gcsWire{r.Kind, r.Name, r.Mime, r.Bucket, r.Object})
+		return marshal(gcsWire{r.Kind, r.Name, r.Mime, r.Bucket, r.Object})
 	}
 	return nil, fmt.Errorf("protocol: cannot encode file %q of kind %q", r.Name, r.Kind)
 }

@@ -225,9 +225,12 @@ func Encode(m any) ([]byte, error) {
 		ee.Data = json.RawMessage("{}")
 		m = &ee
 	}
-	body, err := json.Marshal(m)
+	body, err := marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("protocol: encode %s: %w", t, err)
+	}
+	if len(body) < 2 || body[0] != '{' {
+		return nil, fmt.Errorf("protocol: cannot encode a nil %s", t)
 	}
 	buf := make([]byte, 0, len(body)+len(t)+12)
 	buf = append(buf, `{"type":"`...)
@@ -238,6 +241,18 @@ func Encode(m any) ([]byte, error) {
 	}
 	buf = append(buf, body[1:]...)
 	return buf, nil
+}
+
+// marshal is json.Marshal without HTML escaping: v1 peers write "<", ">"
+// and "&" as they are, and so do we.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // ErrUnknownType is returned (wrapped) for a frame whose type this side

@@ -146,20 +146,20 @@ func (p Policy) Pick(size int64, registered func(adapter string) bool) (Rule, er
 			return *r, nil
 		}
 		if r.When.SizeAbove != "" {
-			above, err := ParseSize(r.When.SizeAbove)
+			above, err := parseSize(r.When.SizeAbove)
 			if err != nil {
 				return Rule{}, err
 			}
-			if size <= above {
+			if float64(size) <= above {
 				continue
 			}
 		}
 		if r.When.SizeBelow != "" {
-			below, err := ParseSize(r.When.SizeBelow)
+			below, err := parseSize(r.When.SizeBelow)
 			if err != nil {
 				return Rule{}, err
 			}
-			if size >= below {
+			if float64(size) >= below {
 				continue
 			}
 		}
@@ -178,14 +178,12 @@ type AdapterInfo struct {
 }
 
 // ValidateOutputs checks an outputs policy as v1 does, in v1's order and
-// with v1's messages, after Check: no rules; an unregistered adapter; a
-// read-only adapter; no terminal (always or default) rule.
+// with v1's messages: no rules; an unregistered adapter; a read-only
+// adapter; no terminal (always or default) rule. Then it runs Check, so a
+// policy v1 accepted with a bound it could not parse is an error too.
 func ValidateOutputs(p Policy, lookup func(adapter string) AdapterInfo) error {
 	if len(p.Rules) == 0 {
 		return errors.New("Outputs policy has no rules")
-	}
-	if err := p.Check(); err != nil {
-		return fmt.Errorf("Outputs policy: %w", err)
 	}
 	for _, r := range p.Rules {
 		if !lookup(r.Use.Adapter).Registered {
@@ -197,12 +195,17 @@ func ValidateOutputs(p Policy, lookup func(adapter string) AdapterInfo) error {
 			return fmt.Errorf("Outputs policy may not target adapter %q \u2014 it is read-only", r.Use.Adapter)
 		}
 	}
+	terminal := false
 	for _, r := range p.Rules {
-		if r.When.Always || r.When.Default {
-			return nil
-		}
+		terminal = terminal || r.When.Always || r.When.Default
 	}
-	return errors.New("Outputs policy must include a terminal rule (always: true or default: true)")
+	if !terminal {
+		return errors.New("Outputs policy must include a terminal rule (always: true or default: true)")
+	}
+	if err := p.Check(); err != nil {
+		return fmt.Errorf("Outputs policy: %w", err)
+	}
+	return nil
 }
 
 // OutputsOverride is a prompt's outputs_policy: per-prompt changes to the
