@@ -39,6 +39,8 @@ let
     concatMap = builtins.concatMap;
     mapAttrsToList = f: set: map (n: f n set.${n}) (builtins.attrNames set);
     mapAttrs = builtins.mapAttrs;
+    nameValuePair = name: value: { inherit name value; };
+    mapAttrs' = f: set: builtins.listToAttrs (map (n: f n set.${n}) (builtins.attrNames set));
     filterAttrs =
       pred: set:
       builtins.listToAttrs (
@@ -78,6 +80,7 @@ let
     getExe = drv: "${drv}/bin/${drv.meta.mainProgram}";
     fakeHash = "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     id = x: x;
+    isDerivation = x: builtins.isAttrs x && (x.type or null) == "derivation";
     assertMsg = pred: msg: pred || builtins.throw msg;
     throwIf = cond: msg: if cond then builtins.throw msg else x: x;
     trivial = {

@@ -177,7 +177,7 @@ let
       assert lib.assertMsg (
         (args.maxLayers or 100) > 1 && (args.maxLayers or 100) <= 125
       ) "streamLayeredImage: maxLayers must be in 2..125";
-      called "dockerTools.streamLayeredImage" "stream-${args.name}" args {
+      called "dockerTools.streamLayeredImage" "stream-${baseNameOf args.name}" args {
         imageName = args.name;
         imageTag = args.tag or "stand-in-hash";
         isExe = true;

@@ -1,0 +1,194 @@
+# lib.mkBox: a Glovebox image. The base image's packages, the caller's
+# packages and the kit, as a dockerTools.streamLayeredImage (no root, no
+# KVM; `./result | docker load`).
+#
+# The image runs the kit as uid/gid 10001 (user glovebox) with the manifest
+# at /etc/glovebox/glovebox.json and port 8080. /work, /input, /output,
+# /var/glovebox and /home/glovebox belong to 10001: the kit writes prompt
+# inputs into /input (a root-owned /input breaks every prompt with inputs).
+# /tmp is 1777. Timestamps are fixed, so the same inputs give the same image.
+#
+# passthru.glovebox records what the image is made of (base, resolved
+# package names, config, directory layout) for tests and tools.
+{ self }:
+let
+  bases = {
+    base = ../baseimages/base.nix;
+    media = ../baseimages/media.nix;
+    docs = ../baseimages/docs.nix;
+    python = ../baseimages/python.nix;
+    browser = ../baseimages/browser.nix;
+  };
+
+  uid = 10001;
+  owner = "${toString uid}:${toString uid}";
+  manifestPath = "/etc/glovebox/glovebox.json";
+  epoch = "1970-01-01T00:00:01Z";
+
+  # Directories the image creates, with owner and mode.
+  layout = [
+    { path = "/work"; mode = "0755"; inherit owner; }
+    { path = "/input"; mode = "0755"; inherit owner; }
+    { path = "/output"; mode = "0755"; inherit owner; }
+    { path = "/var/glovebox"; mode = "0755"; inherit owner; }
+    { path = "/var/glovebox/files"; mode = "0755"; inherit owner; }
+    { path = "/home/glovebox"; mode = "0755"; inherit owner; }
+    { path = "/tmp"; mode = "1777"; owner = "0:0"; }
+    { path = "/etc/glovebox"; mode = "0755"; owner = "0:0"; }
+  ];
+
+  kitFor =
+    pkgs:
+    let
+      system = pkgs.stdenv.hostPlatform.system;
+    in
+    if self.packages ? ${system} then
+      self.packages.${system}.glovebox-kit
+    else
+      throw "glovebox mkBox: no glovebox-kit for ${system}; pass kit = ... or use x86_64-linux or aarch64-linux";
+in
+{
+  pkgs,
+  name,
+  version ? "0.1.0",
+  base ? "base",
+  packages ? [ ],
+  pythonPackages ? [ ],
+  manifest,
+  env ? { },
+  tag ? version,
+  kit ? kitFor pkgs,
+}:
+let
+  inherit (pkgs) lib;
+
+  fail = msg: throw "glovebox mkBox (${name}): ${msg}";
+
+  common = import bases.base { inherit pkgs; };
+  chosen =
+    if !(bases ? ${base}) then
+      fail "unknown base \"${base}\"; use one of: ${lib.concatStringsSep ", " (builtins.attrNames bases)}"
+    else if base == "base" then
+      {
+        packages = [ ];
+        pythonPackages = [ ];
+        env = { };
+      }
+    else
+      import bases.${base} { inherit pkgs; };
+
+  resolve =
+    attr:
+    let
+      value = lib.attrByPath (lib.splitString "." attr) (fail "package \"${attr}\" is not an attribute of nixpkgs; check the name at https://search.nixos.org/packages (channel 26.05)") pkgs;
+    in
+    if lib.isDerivation value then value else fail "\"${attr}\" names an attribute of nixpkgs that is not a package";
+
+  pythonNames = lib.unique (chosen.pythonPackages ++ pythonPackages);
+  python = lib.optional (pythonNames != [ ]) (
+    pkgs.python3.withPackages (
+      ps: map (n: ps.${n} or (fail "python package \"${n}\" is not in python3Packages")) pythonNames
+    )
+  );
+
+  user = map resolve packages;
+
+  nss = pkgs.dockerTools.fakeNss.override {
+    extraPasswdLines = [ "glovebox:x:${owner}:glovebox:/home/glovebox:/bin/sh" ];
+    extraGroupLines = [ "glovebox:x:${toString uid}:" ];
+  };
+
+  contents = [ kit nss ] ++ common.packages ++ chosen.packages ++ python ++ user;
+
+  manifestFile =
+    if builtins.isPath manifest then
+      let
+        text = builtins.readFile manifest;
+        parsed = builtins.fromJSON text;
+      in
+      assert lib.assertMsg (builtins.isAttrs parsed && (parsed.protocol_version or null) == 1)
+        "glovebox mkBox (${name}): ${toString manifest} is not a glovebox.json (protocol_version 1)";
+      builtins.path {
+        path = manifest;
+        name = "glovebox.json";
+      }
+    else
+      manifest;
+
+  reserved = [ "GLOVEBOX_MANIFEST" ];
+  fixedEnv = {
+    GLOVEBOX_MANIFEST = manifestPath;
+    GLOVEBOX_PORT = "8080";
+    GLOVEBOX_BASE = base;
+    HOME = "/home/glovebox";
+    PATH = "/bin:/usr/bin";
+    SSL_CERT_FILE = "/etc/ssl/certs/ca-bundle.crt";
+    TZDIR = "${pkgs.tzdata}/share/zoneinfo";
+    TMPDIR = "/tmp";
+    LANG = "C.UTF-8";
+  };
+  allEnv =
+    let
+      bad = builtins.filter (k: builtins.elem k reserved) (builtins.attrNames env);
+    in
+    if bad != [ ] then
+      fail "env may not set ${lib.concatStringsSep ", " bad}"
+    else
+      fixedEnv // common.env // chosen.env // env;
+
+  config = {
+    User = owner;
+    WorkingDir = "/work";
+    Entrypoint = [ "${kit}/bin/${kit.meta.mainProgram or "glovebox-kit"}" ];
+    Env = lib.mapAttrsToList (k: v: "${k}=${toString v}") allEnv;
+    ExposedPorts = {
+      "8080/tcp" = { };
+    };
+    Labels = {
+      "org.opencontainers.image.title" = name;
+      "org.opencontainers.image.version" = version;
+      "dev.glovebox.base" = base;
+    };
+  };
+
+  # Runs under fakeroot in the customisation layer's root, so paths are
+  # relative and chown is recorded in the layer's tar.
+  fakeRootCommands =
+    lib.concatMapStringsSep "\n" (d: ''
+      mkdir -p .${d.path}
+      chown ${d.owner} .${d.path}
+      chmod ${d.mode} .${d.path}'') layout
+    + ''
+
+      cp ${manifestFile} .${manifestPath}
+      chmod 0444 .${manifestPath}
+    '';
+
+  packageName = p: (builtins.parseDrvName (p.name or "unknown")).name;
+in
+pkgs.dockerTools.streamLayeredImage {
+  inherit
+    name
+    tag
+    contents
+    config
+    fakeRootCommands
+    ;
+  created = epoch;
+  mtime = epoch;
+  passthru.glovebox = {
+    inherit
+      base
+      version
+      tag
+      uid
+      layout
+      config
+      manifestPath
+      ;
+    packages = packages;
+    pythonPackages = pythonNames;
+    contents = map packageName contents;
+    env = allEnv;
+  };
+}

@@ -1,0 +1,1 @@
+"sha256-3TCnNo/Gw5SskULEM2xHaH6YumXn9TfaRPpewaBhVAU="
