@@ -1,0 +1,415 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// protocolVersion is the ACP version this package speaks.
+const protocolVersion = 1
+
+var errClosed = errors.New("acp: session closed")
+
+// conversation is one Glovebox session's ACP agent: its process (restarted
+// when it dies), the ACP session inside it and the prompt in flight.
+type conversation struct {
+	a     *acpAgent
+	s     *agent.Session
+	log   *slog.Logger
+	env   []string
+	areas []area
+	terms *terminals
+
+	startMu sync.Mutex // serialises starting the process
+
+	mu     sync.Mutex
+	proc   *proc
+	cur    *turnState
+	early  []json.RawMessage // updates that arrived between prompts
+	closed bool
+}
+
+var _ agent.Conversation = (*conversation)(nil)
+
+// ensure returns the running agent process, starting one (initialize,
+// session/new) when there is none or the last one died.
+func (c *conversation) ensure(ctx context.Context) (*proc, error) {
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClosed
+	}
+	old := c.proc
+	c.mu.Unlock()
+	if old != nil && old.alive() {
+		return old, nil
+	}
+	if old != nil {
+		old.stop(c.a.stopGrace)
+		c.terms.killAll()
+		c.log.Warn("acp: restarting the agent process", "status", exitStatus(old.waitErr))
+	}
+
+	p, err := startProc(c.a.command, workDir(c.s), c.env, c, c.log, c.a.maxLine, c.a.maxInbound)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		p.stop(c.a.stopGrace)
+		return nil, errClosed
+	}
+	c.proc = p
+	c.mu.Unlock()
+	if err := c.handshake(ctx, p); err != nil {
+		p.stop(c.a.stopGrace)
+		return nil, err
+	}
+	return p, nil
+}
+
+type initializeResult struct {
+	ProtocolVersion int               `json:"protocolVersion"`
+	AuthMethods     []json.RawMessage `json:"authMethods"`
+	AgentInfo       *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"agentInfo"`
+}
+
+// handshake sends initialize and session/new.
+func (c *conversation) handshake(ctx context.Context, p *proc) error {
+	init := map[string]any{
+		"protocolVersion": protocolVersion,
+		"clientCapabilities": map[string]any{
+			"fs":       map[string]bool{"readTextFile": true, "writeTextFile": true},
+			"terminal": true,
+		},
+		"clientInfo": map[string]string{"name": "glovebox-kit", "title": "Glovebox", "version": "1"},
+	}
+	var ir initializeResult
+	if err := p.conn.roundTrip(ctx, "initialize", init, &ir); err != nil {
+		return c.startError(ctx, p, err)
+	}
+	if ir.ProtocolVersion != protocolVersion {
+		return fmt.Errorf("acp: the agent speaks ACP protocol version %d; glovebox speaks %d", ir.ProtocolVersion, protocolVersion)
+	}
+	if ir.AgentInfo != nil {
+		p.log.Info("acp: agent initialized", "name", ir.AgentInfo.Name, "version", ir.AgentInfo.Version)
+	}
+	newSession := map[string]any{"cwd": workDir(c.s), "mcpServers": []any{}}
+	var ns struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := p.conn.roundTrip(ctx, "session/new", newSession, &ns); err != nil {
+		var re *rpcError
+		if errors.As(err, &re) && re.Code == codeAuthRequired {
+			return fmt.Errorf("acp: the agent requires authentication before session/new (auth methods %s): %w", authMethodIDs(ir.AuthMethods), err)
+		}
+		return c.startError(ctx, p, err)
+	}
+	if ns.SessionID == "" {
+		return errors.New("acp: protocol violation: session/new returned no sessionId")
+	}
+	c.mu.Lock()
+	p.sessionID = ns.SessionID
+	c.mu.Unlock()
+	p.log.Info("acp: session opened", "acp_session", ns.SessionID)
+	return nil
+}
+
+// startError explains a failed handshake, with the exit status and stderr
+// when the process died.
+func (c *conversation) startError(ctx context.Context, p *proc, err error) error {
+	if p.conn.err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("acp: start the agent: %w", p.exitError(ctx, c.a.stopGrace))
+	}
+	return fmt.Errorf("acp: start the agent: %w", err)
+}
+
+func authMethodIDs(methods []json.RawMessage) string {
+	var ids []string
+	for _, m := range methods {
+		var v struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(m, &v) == nil && v.ID != "" {
+			ids = append(ids, v.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
+// Prompt implements agent.Conversation: one session/prompt.
+func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error) {
+	p, err := c.ensure(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		return "", &agent.Error{Code: protocol.CodeAgent, Err: err}
+	}
+	ts := newTurnState(ctx, t, c.log)
+	c.begin(ts)
+	defer c.end(ts)
+
+	c.mu.Lock()
+	first := !p.prompted
+	p.prompted = true
+	sessionID := p.sessionID
+	c.mu.Unlock()
+	params := map[string]any{"sessionId": sessionID, "prompt": c.promptBlocks(t, first)}
+	id, ch := p.conn.call(ctx, "session/prompt", params)
+
+	var r response
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		c.cancel(p, id, ch, sessionID)
+		return "", context.Cause(ctx)
+	}
+	if r.err != nil {
+		if ctx.Err() != nil {
+			c.cancel(p, id, ch, sessionID)
+			return "", context.Cause(ctx)
+		}
+		if p.conn.err() != nil {
+			if p.alive() { // it broke the protocol but still runs
+				p.stop(c.a.stopGrace)
+			}
+			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace)}
+		}
+		return "", &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: session/prompt: %w", r.err)}
+	}
+
+	var res struct {
+		StopReason string `json:"stopReason"`
+	}
+	if err := json.Unmarshal(r.result, &res); err != nil || res.StopReason == "" {
+		return "", &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: protocol violation: session/prompt result has no stopReason: %s", clip(r.result))}
+	}
+	ts.mu.Lock()
+	_ = ts.emit("stop", stopData(r.result, res.StopReason))
+	msg := ts.text.String()
+	ts.mu.Unlock()
+	if res.StopReason == "cancelled" {
+		return "", &agent.Error{Code: protocol.CodeAborted, Err: errors.New("acp: the agent cancelled the turn")}
+	}
+	return msg, nil
+}
+
+// cancel sends session/cancel and waits, at most the cancel grace, for
+// the prompt's response. An agent that does not answer in time is
+// stopped; the next prompt starts a new one.
+func (c *conversation) cancel(p *proc, id int64, ch <-chan response, sessionID string) {
+	wctx, done := context.WithTimeout(context.Background(), c.a.cancelGrace)
+	defer done()
+	if err := p.conn.notifyAgent(wctx, "session/cancel", map[string]string{"sessionId": sessionID}); err != nil {
+		c.log.Warn("acp: session/cancel not sent", "err", err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			c.log.Info("acp: cancelled prompt ended with an error", "err", r.err)
+		} else {
+			c.log.Debug("acp: cancelled prompt answered", "result", clip(r.result))
+		}
+	case <-wctx.Done():
+		p.conn.forget(id)
+		c.log.Warn("acp: the agent did not answer session/cancel in time; stopping it", "grace", c.a.cancelGrace)
+		p.stop(c.a.stopGrace)
+		c.terms.killAll()
+	}
+}
+
+// promptBlocks builds session/prompt's content.
+func (c *conversation) promptBlocks(t agent.Turn, first bool) []any {
+	var blocks []any
+	text := func(s string) { blocks = append(blocks, map[string]string{"type": "text", "text": s}) }
+	if first && c.s.Preamble != "" {
+		text(c.s.Preamble)
+	}
+	for _, sk := range t.Skills() {
+		text("[Skill: " + sk.Name + "]\n" + sk.Content)
+	}
+	if t.Text() != "" || len(blocks) == 0 {
+		text(t.Text())
+	}
+	for _, in := range t.Inputs() {
+		link := map[string]any{
+			"type": "resource_link",
+			"uri":  (&url.URL{Scheme: "file", Path: in.Path}).String(),
+			"name": in.Name,
+			"size": in.Size,
+		}
+		if in.Mime != "" {
+			link["mimeType"] = in.Mime
+		}
+		blocks = append(blocks, link)
+	}
+	return blocks
+}
+
+// begin makes ts the turn that receives updates, after emitting the
+// updates held since the last prompt. ts.mu is held until they are out,
+// so the reader cannot overtake them.
+func (c *conversation) begin(ts *turnState) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c.mu.Lock()
+	early := c.early
+	c.early = nil
+	c.cur = ts
+	c.mu.Unlock()
+	for _, u := range early {
+		ts.handleLocked(u)
+	}
+}
+
+func (c *conversation) end(ts *turnState) {
+	c.mu.Lock()
+	if c.cur == ts {
+		c.cur = nil
+	}
+	c.mu.Unlock()
+}
+
+// hold keeps an update for the next prompt.
+func (c *conversation) hold(u json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.early) >= maxEarlyUpdates {
+		c.log.Warn("acp: too many updates between prompts; dropping the oldest", "limit", maxEarlyUpdates)
+		c.early = c.early[1:]
+	}
+	c.early = append(c.early, u)
+}
+
+// notify implements handler: the agent's notifications.
+func (c *conversation) notify(method string, params json.RawMessage) {
+	if method != "session/update" {
+		c.log.Warn("acp: ignoring an unknown notification from the agent", "method", method, "params", clip(params))
+		return
+	}
+	var n struct {
+		SessionID string          `json:"sessionId"`
+		Update    json.RawMessage `json:"update"`
+	}
+	if err := json.Unmarshal(params, &n); err != nil || len(n.Update) == 0 {
+		c.log.Error("acp: protocol violation: session/update without an update", "params", clip(params))
+		n.Update = params
+	}
+	c.mu.Lock()
+	ts := c.cur
+	if c.proc != nil && c.proc.sessionID != "" && n.SessionID != c.proc.sessionID {
+		c.log.Warn("acp: session/update for another ACP session", "acp_session", n.SessionID)
+	}
+	c.mu.Unlock()
+	if ts == nil {
+		c.hold(n.Update)
+		return
+	}
+	ts.mu.Lock()
+	err := ts.handleLocked(n.Update)
+	ts.mu.Unlock()
+	if errors.Is(err, agent.ErrTurnDone) && ts.ctx.Err() == nil {
+		c.hold(n.Update) // it came after the prompt's response: keep it for the next
+	}
+}
+
+// request implements handler: the agent's requests.
+func (c *conversation) request(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case "session/request_permission":
+		return c.requestPermission(ctx, params)
+	case "fs/read_text_file":
+		return c.readTextFile(params)
+	case "fs/write_text_file":
+		return c.writeTextFile(params)
+	case "terminal/create":
+		return c.terms.create(params)
+	case "terminal/output":
+		return c.terms.output(params)
+	case "terminal/wait_for_exit":
+		return c.terms.waitForExit(ctx, params)
+	case "terminal/kill":
+		return c.terms.kill(params)
+	case "terminal/release":
+		return c.terms.release(params)
+	}
+	c.log.Warn("acp: the agent called a method the kit does not serve", "method", method)
+	return nil, rpcErrorf(codeMethodNotFound, "method not found: %s", method)
+}
+
+// Close implements agent.Conversation: it stops the agent's process group
+// and every terminal, and waits for them.
+func (c *conversation) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	p := c.proc
+	c.mu.Unlock()
+	if p != nil {
+		p.stop(c.a.stopGrace)
+	}
+	c.terms.killAll()
+	return nil
+}
+
+// turnState is one prompt as the reader goroutine sees it.
+type turnState struct {
+	ctx context.Context
+	t   agent.Turn
+	log *slog.Logger
+
+	mu    sync.Mutex // held while an update is mapped and emitted
+	text  strings.Builder
+	tools map[string]*toolInfo
+}
+
+type toolInfo struct {
+	name  string
+	start time.Time
+}
+
+func newTurnState(ctx context.Context, t agent.Turn, log *slog.Logger) *turnState {
+	return &turnState{ctx: ctx, t: t, log: log, tools: map[string]*toolInfo{}}
+}
+
+// emit sends one event, logging what could not be sent.
+func (ts *turnState) emit(eventType string, data json.RawMessage) error {
+	err := ts.t.Emit(eventType, data)
+	if err != nil && !errors.Is(err, agent.ErrTurnDone) {
+		ts.log.Debug("acp: event not delivered", "event_type", eventType, "err", err)
+	}
+	return err
+}
+
+// handleLocked maps one update to events and emits them. ts.mu is held.
+func (ts *turnState) handleLocked(u json.RawMessage) error {
+	for _, ev := range ts.mapUpdate(u) {
+		if err := ts.emit(ev.typ, ev.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package acp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one running agent process and its connection.
+type proc struct {
+	cmd  *exec.Cmd
+	conn *conn
+	log  *slog.Logger
+
+	exited  chan struct{} // closed once the process is reaped
+	waitErr error         // the process's exit, valid after exited
+
+	stderrDone chan struct{}
+	tailMu     sync.Mutex
+	tail       []string // the last lines of stderr
+
+	// Set by the conversation after session/new.
+	sessionID   string
+	prompted    bool // a prompt was sent on this ACP session
+	initialized bool
+}
+
+const stderrTail = 5
+
+// startProc starts command in its own process group, with stdin and
+// stdout as the JSON-RPC channel and stderr lines going to log.
+func startProc(command []string, dir string, env []string, h handler, log *slog.Logger, maxLine, maxInbound int) (*proc, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("acp: stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, fmt.Errorf("acp: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, fmt.Errorf("acp: stderr pipe: %w", err)
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("acp: start agent %q: %w", command[0], err)
+	}
+	// The child has its copies; ours would keep the pipes open forever.
+	closeAll(inR, outW, errW)
+
+	p := &proc{
+		cmd:        cmd,
+		log:        log.With("pid", cmd.Process.Pid),
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	p.conn = newConn(inW, outR, h, p.log, maxLine, maxInbound)
+	go p.drainStderr(errR)
+	go p.reap(inW, outR, errR)
+	p.log.Info("acp: agent started", "command", command)
+	return p, nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// reap waits for the process, then makes sure nothing it left behind
+// keeps the pipes open: it kills the process group and bounds how long
+// the readers may still wait for buffered output.
+func (p *proc) reap(inW, outR, errR *os.File) {
+	p.waitErr = p.cmd.Wait()
+	p.signalGroup(syscall.SIGKILL)
+	deadline := time.Now().Add(2 * time.Second)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
+	<-p.conn.done
+	<-p.stderrDone
+	p.conn.shutdown(errConnClosed)
+	closeAll(inW, outR, errR)
+	p.log.Info("acp: agent exited", "status", exitStatus(p.waitErr))
+	close(p.exited)
+}
+
+func (p *proc) drainStderr(r *os.File) {
+	defer close(p.stderrDone)
+	br := bufio.NewReaderSize(r, 4096)
+	const maxLine = 64 << 10
+	var buf []byte
+	for {
+		line, err := readLine(br, maxLine, buf)
+		var tooLong errLineTooLong
+		if errors.As(err, &tooLong) {
+			// Keep logging what follows: stderr is for people, not a protocol.
+			p.log.Warn("acp: agent stderr line too long; skipped", "limit", maxLine)
+			if _, err := br.ReadString('\n'); err != nil {
+				return
+			}
+			continue
+		}
+		if len(line) > 0 {
+			s := strings.TrimRight(string(line), "\r\n")
+			p.log.Info("acp: agent stderr", "line", s)
+			p.tailMu.Lock()
+			p.tail = append(p.tail, s)
+			if len(p.tail) > stderrTail {
+				p.tail = p.tail[1:]
+			}
+			p.tailMu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+		if cap(line) <= 4096 {
+			buf = line
+		}
+	}
+}
+
+// signalGroup signals the agent's whole process group.
+func (p *proc) signalGroup(sig syscall.Signal) {
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("acp: signal agent process group", "signal", sig, "err", err)
+	}
+}
+
+// alive reports whether the process and its connection are usable.
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return p.conn.err() == nil
+	}
+}
+
+// stop ends the process: SIGTERM to its group, SIGKILL after grace, and
+// waits until it is reaped and its goroutines have returned.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+		p.conn.wait()
+		return
+	default:
+	}
+	p.conn.shutdown(errors.New("acp: agent stopped"))
+	p.signalGroup(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	select {
+	case <-p.exited:
+		t.Stop()
+	case <-t.C:
+		p.log.Warn("acp: agent ignored SIGTERM; killing it", "grace", grace)
+		p.signalGroup(syscall.SIGKILL)
+		<-p.exited
+	}
+	p.conn.wait()
+}
+
+// exitError describes how the process ended, for the prompt it broke.
+func (p *proc) exitError(ctx context.Context, grace time.Duration) error {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		return fmt.Errorf("acp: lost the connection to the agent: %w", p.conn.err())
+	case <-ctx.Done():
+		return fmt.Errorf("acp: lost the connection to the agent: %w", p.conn.err())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp: agent process exited (%s) during the prompt", exitStatus(p.waitErr))
+	if cause := p.conn.err(); cause != nil && !errors.Is(cause, errConnClosed) {
+		fmt.Fprintf(&b, " after %v", cause)
+	}
+	p.tailMu.Lock()
+	if len(p.tail) > 0 {
+		fmt.Fprintf(&b, "; last stderr: %s", strings.Join(p.tail, " | "))
+	}
+	p.tailMu.Unlock()
+	b.WriteString("; the next prompt starts a new agent process")
+	return errors.New(b.String())
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by " + ws.Signal().String()
+		}
+		return ee.String()
+	}
+	return err.Error()
+}
