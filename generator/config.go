@@ -265,6 +265,9 @@ func (d *doc) env(path string, v any, c *Config) {
 		}
 		if x, ok := t["default"]; ok {
 			spec.Default, _ = d.str(p+".default", x)
+			if strings.ContainsAny(spec.Default, "\x00\n\r") {
+				d.errorf(p+".default", "a default must be one line of text (it becomes an image environment value)")
+			}
 		}
 		if x, ok := t["description"]; ok {
 			spec.Description, _ = d.str(p+".description", x)

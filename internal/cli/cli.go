@@ -35,7 +35,10 @@ type command struct {
 }
 
 // commands lists every subcommand. Each is defined in its own file.
-var commands = []command{}
+var commands = []command{
+	initCommand,
+	generateCommand,
+}
 
 // ErrUsage marks an error caused by how gbx was called; main exits 2 on it.
 var ErrUsage = errors.New("usage")

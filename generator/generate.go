@@ -1,0 +1,331 @@
+package generator
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"text/template"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Port is the port the kit listens on in every image.
+const Port = 8080
+
+// KitModule is the Go package of the kit binary, installed by nixpacks.
+const KitModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-kit"
+
+// Names of the files Generate returns.
+const (
+	FlakeFile      = "flake.nix"
+	LockFile       = "flake.lock"
+	NixpacksFile   = "nixpacks.toml"
+	ManifestFile   = "glovebox.json"
+	KeyFile        = "glovebox.key"
+	EnvExampleFile = ".env.example"
+	FlyFile        = "fly.toml"
+	DockerFile     = "Dockerfile"
+	GitignoreFile  = ".gitignore"
+)
+
+// File is one generated file.
+type File struct {
+	Name string // a base name inside the output directory
+	Data []byte
+	Mode fs.FileMode
+}
+
+// Options are the inputs of Generate besides the config.
+type Options struct {
+	// Key is the box key. Only its fingerprint enters the manifest; it is
+	// written to glovebox.key.
+	Key string
+	// Nixpkgs is the nixpkgs pin; zero means the verified pin of
+	// DefaultBranch. Tests pass the stand-in's narHash here.
+	Nixpkgs Pin
+	// Glovebox, when set, locks the glovebox input too (a release pin).
+	// Otherwise the lock leaves it out and the first networked `nix flake
+	// lock` adds it.
+	Glovebox *Pin
+	// KitVersion is the version of the kit nixpacks installs with `go
+	// install` ("latest" when empty).
+	KitVersion string
+}
+
+// Result is what Generate produces.
+type Result struct {
+	Files []File
+	// Warnings are things the author should know, one line each.
+	Warnings []string
+}
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Option("missingkey=error").Funcs(template.FuncMap{
+	"nixstr":     nixstr,
+	"nixlist":    nixlist,
+	"tomlstr":    tomlstr,
+	"tomllist":   tomllist,
+	"shellquote": shellquote,
+	"shelljoin":  shelljoin,
+	"jsonstr":    jsonstr,
+	"dockerstr":  dockerstr,
+	"comment":    comment,
+}).ParseFS(templateFS, "templates/*.tmpl"))
+
+var kitVersionRE = regexp.MustCompile(`^(latest|v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*)$`)
+
+// Generate renders every artefact of the box. It is a pure function: the
+// same config and options give the same bytes on any machine.
+func Generate(c *Config, opts Options) (*Result, error) {
+	if c == nil {
+		return nil, errors.New("generate: no config")
+	}
+	if len(strings.TrimSpace(opts.Key)) == 0 {
+		return nil, errors.New("generate: no box key")
+	}
+	if opts.Nixpkgs == (Pin{}) {
+		opts.Nixpkgs = pins[DefaultBranch]
+	}
+	if err := opts.Nixpkgs.check("nixpkgs"); err != nil {
+		return nil, err
+	}
+	if opts.Glovebox != nil {
+		if err := opts.Glovebox.check("glovebox"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.KitVersion == "" {
+		opts.KitVersion = "latest"
+	}
+	if !kitVersionRE.MatchString(opts.KitVersion) {
+		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
+	}
+
+	m := c.Manifest(protocol.Fingerprint(opts.Key))
+	if err := m.Check(); err != nil {
+		return nil, fmt.Errorf("generate: manifest: %w", err)
+	}
+	manifest, err := marshalJSON(m)
+	if err != nil {
+		return nil, fmt.Errorf("generate: manifest: %w", err)
+	}
+	lock, err := marshalJSON(lockFile(opts))
+	if err != nil {
+		return nil, fmt.Errorf("generate: flake.lock: %w", err)
+	}
+
+	v := newView(c, opts)
+	res := &Result{Warnings: v.warnings}
+	add := func(name string, data []byte, mode fs.FileMode) {
+		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
+	}
+	for _, t := range []struct{ file, tmpl string }{
+		{FlakeFile, "flake.nix.tmpl"},
+		{NixpacksFile, "nixpacks.toml.tmpl"},
+		{FlyFile, "fly.toml.tmpl"},
+		{DockerFile, "Dockerfile.tmpl"},
+		{GitignoreFile, "gitignore.tmpl"},
+	} {
+		var b bytes.Buffer
+		if err := templates.ExecuteTemplate(&b, t.tmpl, v); err != nil {
+			return nil, fmt.Errorf("generate: %s: %w", t.file, err)
+		}
+		add(t.file, b.Bytes(), 0o644)
+	}
+	add(LockFile, lock, 0o644)
+	add(ManifestFile, manifest, 0o644)
+	add(EnvExampleFile, envExample(c), 0o644)
+	add(KeyFile, []byte(strings.TrimSpace(opts.Key)+"\n"), 0o600)
+	sortFiles(res.Files)
+	return res, nil
+}
+
+func sortFiles(fs []File) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].Name < fs[j-1].Name; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+// marshalJSON is JSON as Nix and v1 write it: 2-space indent, map keys
+// sorted, no HTML escaping, a trailing newline.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// lockFile is the flake.lock (version 7) of the generated flake. nixpkgs is
+// locked to the pin; glovebox only when a release pin is given, following
+// nixpkgs as flake.nix says.
+func lockFile(opts Options) map[string]any {
+	nodes := map[string]any{"nixpkgs": opts.Nixpkgs.lockNode()}
+	rootInputs := map[string]any{"nixpkgs": "nixpkgs"}
+	if opts.Glovebox != nil {
+		g := opts.Glovebox.lockNode()
+		g["inputs"] = map[string]any{"nixpkgs": []string{"nixpkgs"}}
+		nodes["glovebox"] = g
+		rootInputs["glovebox"] = "glovebox"
+	}
+	nodes["root"] = map[string]any{"inputs": rootInputs}
+	return map[string]any{"nodes": nodes, "root": "root", "version": 7}
+}
+
+// view is what the templates see. Every string in it is raw; templates
+// escape at the point of use.
+type view struct {
+	Name, Version, Base string
+	NixpkgsURL          string
+	NixpkgsRev          string
+	// NixPackages are nixpkgs attribute paths for the flake.
+	NixPackages []string
+	// PythonPackages are python3Packages attribute names.
+	PythonPackages []string
+	// Pip and Npm are the packages as the author wrote them.
+	Pip, Npm []string
+	// ImageEnv are environment defaults baked into the images, sorted.
+	ImageEnv []kv
+	// SetupPkgs are nixpacks' setup nixPkgs.
+	SetupPkgs []string
+	// InstallCmds and BuildCmds are nixpacks shell commands.
+	InstallCmds, BuildCmds []string
+	// Paths are added to PATH by nixpacks.
+	Paths      []string
+	Dirs       []string
+	Port       int
+	CPUs       int
+	MemoryMB   int64
+	KitVersion string
+	AgentType  string
+	warnings   []string
+}
+
+type kv struct{ Key, Value string }
+
+func newView(c *Config, opts Options) *view {
+	v := &view{
+		Name: c.Name, Version: c.Version, Base: c.Base,
+		NixpkgsURL:  opts.Nixpkgs.url(),
+		NixpkgsRev:  opts.Nixpkgs.Rev,
+		NixPackages: c.Packages.Nix,
+		Pip:         c.Packages.Pip,
+		Npm:         c.Packages.Npm,
+		Port:        Port,
+		CPUs:        1,
+		MemoryMB:    1024,
+		KitVersion:  opts.KitVersion,
+		AgentType:   c.Agent.Type,
+	}
+	if c.Limits.CPU != "" {
+		v.CPUs = cpus(c.Limits.CPU)
+	}
+	if c.Limits.Memory != "" {
+		if mb, err := MemoryMB(c.Limits.Memory); err == nil {
+			v.MemoryMB = mb
+		}
+	}
+	for _, p := range c.Packages.Pip {
+		v.PythonPackages = append(v.PythonPackages, pythonAttr(p))
+	}
+	for _, k := range sortedKeys(c.Env) {
+		if e := c.Env[k]; e.Default != "" && !e.Secret {
+			v.ImageEnv = append(v.ImageEnv, kv{k, e.Default})
+		}
+	}
+	for _, k := range sortedKeys(c.FS) {
+		v.Dirs = append(v.Dirs, c.FS[k].Path)
+	}
+	v.Dirs = append(v.Dirs, "/var/glovebox/files")
+
+	// nixpacks: the kit is installed from source with Go from the pinned
+	// nixpkgs; the box's nix packages come from the same nixpkgs.
+	v.SetupPkgs = append([]string{"cacert", "go"}, c.Packages.Nix...)
+	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion)}
+	if len(c.Packages.Pip) > 0 {
+		if !contains(v.SetupPkgs, "python3") {
+			v.SetupPkgs = append(v.SetupPkgs, "python3")
+		}
+		v.InstallCmds = append(v.InstallCmds,
+			"python3 -m venv /app/venv",
+			"/app/venv/bin/pip install --no-cache-dir "+shelljoin(c.Packages.Pip))
+		v.Paths = append(v.Paths, "/app/venv/bin")
+	}
+	if len(c.Packages.Npm) > 0 {
+		if !hasNode(v.SetupPkgs) {
+			v.SetupPkgs = append(v.SetupPkgs, "nodejs_22")
+		}
+		v.InstallCmds = append(v.InstallCmds, "npm install -g "+shelljoin(c.Packages.Npm))
+		v.warnings = append(v.warnings, fmt.Sprintf(
+			"npm packages (%s) are installed by nixpacks only: the Nix image (flake.nix, Dockerfile) has no npm step, so list their nixpkgs attributes under packages.nix too",
+			strings.Join(c.Packages.Npm, ", ")))
+	}
+	v.BuildCmds = []string{"mkdir -p " + shelljoin(v.Dirs)}
+	if c.Agent.Type == protocol.AgentGo {
+		v.warnings = append(v.warnings, "agent type \"go\": the generated images run the stock glovebox-kit; a Go agent needs its own kit binary built from your main package")
+	}
+	return v
+}
+
+func hasNode(pkgs []string) bool {
+	for _, p := range pkgs {
+		if p == "nodejs" || strings.HasPrefix(p, "nodejs_") {
+			return true
+		}
+	}
+	return false
+}
+
+var pipSepRE = regexp.MustCompile(`[-_.]+`)
+
+// pythonAttr is the python3Packages attribute for a pip name, normalised
+// as PEP 503 and nixpkgs do: lower case, separators as "-".
+func pythonAttr(pip string) string {
+	return pipSepRE.ReplaceAllString(strings.ToLower(pip), "-")
+}
+
+// envExample renders .env.example in v1's format.
+func envExample(c *Config) []byte {
+	var b strings.Builder
+	b.WriteString("# Auth key for the glovebox server (generated by `gbx generate`: the contents of glovebox.key)\n")
+	b.WriteString("GLOVEBOX_KEY=\n\n")
+	b.WriteString("# Optional: override the listening port (default 8080)\n")
+	b.WriteString("# GLOVEBOX_PORT=8080\n")
+	if len(c.EnvOrder) > 0 {
+		b.WriteString("\n")
+	}
+	for _, name := range c.EnvOrder {
+		e := c.Env[name]
+		if e.Description != "" {
+			b.WriteString("# " + comment(e.Description) + "\n")
+		}
+		if e.Required {
+			b.WriteString("# (required)\n")
+		}
+		if e.Secret {
+			b.WriteString("# (secret)\n")
+		}
+		val := ""
+		if e.Default != "" {
+			val = envvalue(e.Default)
+		}
+		b.WriteString(name + "=" + val + "\n\n")
+	}
+	out := b.String()
+	if len(c.EnvOrder) > 0 {
+		out = strings.TrimSuffix(out, "\n")
+	}
+	return []byte(out)
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/glovebox-dev/glovebox/generator"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+var generateCommand = command{
+	name:    "generate",
+	summary: "write dist/ (flake, nixpacks.toml, manifest, key, deploy files) from glovebox.toml",
+	run:     runGenerate,
+}
+
+func runGenerate(ctx context.Context, stdio IO, args []string) error {
+	fs := pflag.NewFlagSet("generate", pflag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	out := fs.String("out", "", "output directory (default DIR/dist)")
+	check := fs.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
+	rotate := fs.Bool("rotate-key", false, "replace the box key with a new one")
+	fs.Usage = func() {
+		fmt.Fprintf(stdio.Stderr, "Usage: gbx generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
+			"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
+			"The key in glovebox.key is kept across runs; --rotate-key replaces it.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: generate: %v", ErrUsage, err)
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: generate takes at most one directory, got %d arguments", ErrUsage, fs.NArg())
+	}
+	if *check && *rotate {
+		return fmt.Errorf("%w: --check writes nothing, so it cannot rotate the key", ErrUsage)
+	}
+	dir := stdio.Dir
+	if fs.NArg() == 1 {
+		dir = abs(stdio.Dir, fs.Arg(0))
+	}
+	outDir := filepath.Join(dir, "dist")
+	if *out != "" {
+		outDir = abs(stdio.Dir, *out)
+	}
+	show := func(p string) string { return display(stdio.Dir, p) }
+
+	cfg, err := generator.Load(dir)
+	if err != nil {
+		return err
+	}
+	key, created, err := generator.LoadKey(outDir, *rotate)
+	if err != nil {
+		return err
+	}
+	opts := generator.Options{Key: key, KitVersion: kitVersion()}
+	if pin, ok := generator.ReleasePin(); ok {
+		opts.Glovebox = &pin
+	}
+	res, err := generator.Generate(cfg, opts)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stdio.Stderr, "gbx: warning: %s\n", w)
+	}
+
+	if *check {
+		drifts, err := generator.Diff(outDir, res.Files)
+		if err != nil {
+			return err
+		}
+		if len(drifts) == 0 {
+			fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
+			return nil
+		}
+		for _, d := range drifts {
+			if strings.Contains(d.Diff, "\n") {
+				fmt.Fprintf(stdio.Stdout, "%s: differs\n  %s\n", show(filepath.Join(outDir, d.Name)), strings.ReplaceAll(d.Diff, "\n", "\n  "))
+			} else {
+				fmt.Fprintf(stdio.Stdout, "%s: %s\n", show(filepath.Join(outDir, d.Name)), d.Diff)
+			}
+		}
+		fmt.Fprintf(stdio.Stdout, "%d file(s) differ: run `gbx generate` to update %s\n", len(drifts), show(outDir))
+		return &ExitError{Code: 1}
+	}
+
+	changed, err := generator.Write(outDir, res.Files)
+	if err != nil {
+		return err
+	}
+	for _, name := range changed {
+		fmt.Fprintf(stdio.Stdout, "wrote %s\n", show(filepath.Join(outDir, name)))
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
+	}
+	switch {
+	case *rotate:
+		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", protocol.Fingerprint(key))
+	case created:
+		fmt.Fprintf(stdio.Stdout, "new box key: fingerprint %s (keep %s secret)\n", protocol.Fingerprint(key), show(filepath.Join(outDir, generator.KeyFile)))
+	default:
+		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", protocol.Fingerprint(key))
+	}
+	return nil
+}
+
+// kitVersion is the kit release nixpacks installs: this gbx's own version
+// when it is a release, otherwise the latest.
+func kitVersion() string {
+	if strings.HasPrefix(Version, "v") && strings.Count(Version, ".") >= 2 {
+		return Version
+	}
+	return "latest"
+}
+
+func abs(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+// display shows p relative to the working directory when it is below it.
+func display(wd, p string) string {
+	if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/glovebox-dev/glovebox/generator"
+)
+
+var initCommand = command{
+	name:    "init",
+	summary: "scaffold a box: a commented glovebox.toml with a working exec agent",
+	run:     runInit,
+}
+
+func runInit(ctx context.Context, stdio IO, args []string) error {
+	flags := pflag.NewFlagSet("init", pflag.ContinueOnError)
+	flags.SetOutput(stdio.Stderr)
+	force := flags.Bool("force", false, "overwrite files that already exist")
+	name := flags.String("name", "", "box name (default: the directory's name)")
+	flags.Usage = func() {
+		fmt.Fprintf(stdio.Stderr, "Usage: gbx init [DIR] [--name NAME] [--force]\n\n"+
+			"Creates DIR (default .) with glovebox.toml, README.md and .gitignore.\n\nFlags:\n")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: init: %v", ErrUsage, err)
+	}
+	if flags.NArg() > 1 {
+		return fmt.Errorf("%w: init takes at most one directory, got %d arguments", ErrUsage, flags.NArg())
+	}
+	dir := stdio.Dir
+	if flags.NArg() == 1 {
+		dir = abs(stdio.Dir, flags.Arg(0))
+	}
+	n := *name
+	if n == "" {
+		n = filepath.Base(dir)
+	}
+	files, err := generator.Scaffold(n)
+	if err != nil {
+		return err
+	}
+	if !*force {
+		var exist []string
+		for _, f := range files {
+			if _, err := os.Lstat(filepath.Join(dir, f.Name)); err == nil {
+				exist = append(exist, display(stdio.Dir, filepath.Join(dir, f.Name)))
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("init: %w", err)
+			}
+		}
+		if len(exist) > 0 {
+			return fmt.Errorf("init: %s already exist: nothing written (pass --force to overwrite)", strings.Join(exist, ", "))
+		}
+	}
+	if _, err := generator.Write(dir, files); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	for _, f := range files {
+		fmt.Fprintf(stdio.Stdout, "wrote %s\n", display(stdio.Dir, filepath.Join(dir, f.Name)))
+	}
+	fmt.Fprintf(stdio.Stdout, "next: `gbx dev` to run the box locally, `gbx generate` to write dist/\n")
+	return nil
+}
