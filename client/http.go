@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -244,4 +245,16 @@ func outputNames(outs map[string]protocol.FileRef) string {
 		return "no outputs"
 	}
 	return strings.Join(sortedNames(outs), ", ")
+}
+
+var fileIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// File opens the file the box stores under id (GET /files/{id}), the
+// route server refs point at, resolved against the box's own URL.
+func (b *Box) File(ctx context.Context, id string, opts ...ReadOption) (io.ReadCloser, error) {
+	if !fileIDRE.MatchString(id) {
+		return nil, fmt.Errorf("file id %q: want letters, digits, _ and - only", id)
+	}
+	u := b.route("files/" + id)
+	return b.Open(ctx, protocol.FileRef{Kind: protocol.KindServer, Name: id, ID: id, URL: u.String()}, opts...)
 }

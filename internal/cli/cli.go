@@ -38,6 +38,10 @@ type command struct {
 var commands = []command{
 	initCommand,
 	generateCommand,
+	promptCommand,
+	envCommand,
+	healthCommand,
+	filesCommand,
 }
 
 // ErrUsage marks an error caused by how gbx was called; main exits 2 on it.
