@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -56,6 +57,9 @@ func parseSize(s string) (float64, error) {
 		return 0, fmt.Errorf("size %q is not a number: want a number with an optional unit B, KB, MB or GB (e.g. \"1.5MB\")", s)
 	}
 	f, err := strconv.ParseFloat(num, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("size %q is not a number: %w", s, err)
 	}
