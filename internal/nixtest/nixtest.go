@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -124,17 +125,26 @@ func Parse(t testing.TB, file string) {
 // by walking up from the working directory.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := FindModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// FindModuleRoot is ModuleRoot for callers without a testing.TB.
+func FindModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
+			return "", errors.New("nixtest: no go.mod above the working directory")
 		}
 		dir = parent
 	}
@@ -207,6 +217,15 @@ func StandInNixpkgs(t testing.TB) StandIn {
 func CopyTree(t testing.TB, src string, keep func(rel string, dir bool) bool) string {
 	t.Helper()
 	dst := t.TempDir()
+	if err := CopyTreeTo(src, dst, keep); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// CopyTreeTo is CopyTree into an existing directory dst, for callers
+// without a testing.TB (TestMain).
+func CopyTreeTo(src, dst string, keep func(rel string, dir bool) bool) error {
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -239,25 +258,29 @@ func CopyTree(t testing.TB, src string, keep func(rel string, dir bool) bool) st
 		return os.WriteFile(target, data, 0o644)
 	})
 	if err != nil {
-		t.Fatalf("copy %s: %v", src, err)
+		return fmt.Errorf("copy %s: %w", src, err)
 	}
-	return dst
+	return nil
 }
 
-// RepoCopy copies the repository (without .git, node_modules, result links
-// and dist) into a temporary directory, for evaluating the root flake as
-// path:<dir>: a flake in a git work tree is otherwise read through git,
-// which hides files that are not yet added.
+// RepoFiles is the filter RepoCopy uses: everything but .git,
+// node_modules, result links and a top-level dist.
+func RepoFiles(rel string, dir bool) bool {
+	base := filepath.Base(rel)
+	switch {
+	case base == ".git", base == "node_modules", strings.HasPrefix(base, "result"):
+		return false
+	case dir && rel == "dist":
+		return false
+	}
+	return true
+}
+
+// RepoCopy copies the repository (filtered by RepoFiles) into a temporary
+// directory, for evaluating the root flake as path:<dir>: a flake in a git
+// work tree is otherwise read through git, which hides files that are not
+// yet added.
 func RepoCopy(t testing.TB) string {
 	t.Helper()
-	return CopyTree(t, ModuleRoot(t), func(rel string, dir bool) bool {
-		base := filepath.Base(rel)
-		switch {
-		case base == ".git", base == "node_modules", strings.HasPrefix(base, "result"):
-			return false
-		case dir && rel == "dist":
-			return false
-		}
-		return true
-	})
+	return CopyTree(t, ModuleRoot(t), RepoFiles)
 }
