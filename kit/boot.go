@@ -1,0 +1,275 @@
+package kit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// boot collects every problem found while preparing a Server.
+type boot struct {
+	problems []string
+}
+
+func (b *boot) add(format string, args ...any) { b.problems = append(b.problems, errorf(format, args...)) }
+
+func (b *boot) err() error {
+	if len(b.problems) == 0 {
+		return nil
+	}
+	return &BootError{Problems: b.problems}
+}
+
+// run checks opts and builds the server. It returns a partial server (so
+// that opened storage can be closed) or nil.
+func (b *boot) run(opts Options) *Server {
+	m := opts.Manifest
+	if m == nil {
+		b.add("manifest: none given")
+		return nil
+	}
+	if err := m.Check(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			b.add("%s", line)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = discardLogger()
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	s := &Server{
+		opts:         opts,
+		log:          log,
+		man:          m,
+		getenv:       getenv,
+		sessions:     map[string]*session{},
+		maxMessage:   DefaultMaxMessage,
+		maxInput:     DefaultMaxInput,
+		inputTimeout: DefaultInputTimeout,
+		maxSessions:  DefaultMaxSessions,
+		maxQueue:     DefaultMaxQueue,
+		resumeGrace:  DefaultResumeGrace,
+		pingInterval: opts.PingInterval,
+		caps:         capabilities,
+	}
+	if s.pingInterval <= 0 {
+		s.pingInterval = DefaultPingInterval
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+
+	// The key.
+	switch {
+	case strings.TrimSpace(opts.Key) == "":
+		b.add("GLOVEBOX_KEY is not set: set it to the box key generated with the manifest (glovebox.key)")
+	case m.KeyFingerprint == "":
+		b.add("manifest: key_fingerprint is empty: regenerate the manifest with its key")
+	case protocol.Fingerprint(opts.Key) != m.KeyFingerprint:
+		b.add("GLOVEBOX_KEY does not match the manifest's key_fingerprint (%s): use the key generated with this manifest", m.KeyFingerprint)
+	}
+	s.keySum = sha256.Sum256([]byte(opts.Key))
+
+	// Required environment variables; defaults count.
+	for _, name := range sortedKeys(m.Env) {
+		spec := m.Env[name]
+		if spec.Required && getenv(name) == "" && spec.Default == "" {
+			b.add("missing required env var %s (declared in the manifest's env): set it or give it a default", name)
+		}
+	}
+	if opts.Agent == nil {
+		b.add("no agent: Options.Agent is nil")
+	}
+
+	// Limits and session settings (their syntax was checked by m.Check).
+	if v := m.Limits.MaxMessage; v != "" {
+		if n, err := protocol.ParseSize(v); err == nil {
+			s.maxMessage = n
+		}
+	}
+	if v := m.Limits.MaxInput; v != "" {
+		if n, err := protocol.ParseSize(v); err == nil {
+			s.maxInput = n
+		}
+	}
+	if v := m.Limits.InputTimeout; v != "" {
+		if d, err := protocol.ParseDuration(v); err == nil {
+			s.inputTimeout = d
+		}
+	}
+	if v := m.Limits.Timeout; v != "" {
+		if d, err := protocol.ParseDuration(v); err == nil {
+			s.timeout = d
+		}
+	}
+	if ss := m.Sessions; ss != nil {
+		if ss.Max > 0 {
+			s.maxSessions = ss.Max
+		}
+		if ss.MaxQueue > 0 {
+			s.maxQueue = ss.MaxQueue
+		}
+		if ss.ResumeGrace != "" {
+			if d, err := protocol.ParseDuration(ss.ResumeGrace); err == nil {
+				s.resumeGrace = d
+			}
+		}
+		s.sharedDirs = ss.SharedDirs
+	}
+
+	// Directories: every writable mount, and the input mount the kit
+	// writes inputs into, must exist and be writable.
+	s.mounts = make(map[string]string, len(m.FS))
+	for _, k := range sortedKeys(m.FS) {
+		mt := m.FS[k]
+		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
+			continue // reported by m.Check
+		}
+		p := hostPath(opts.Root, mt.Path)
+		s.mounts[k] = p
+		if mt.Writable || k == protocol.MountInput {
+			if err := ensureWritableDir(p); err != nil {
+				b.add("fs.%s: %v", k, err)
+			}
+		}
+	}
+	state := opts.StateDir
+	if state == "" {
+		state = DefaultStateDir
+	}
+	s.stateDir = hostPath(opts.Root, state)
+	if err := ensureWritableDir(s.stateDir); err != nil {
+		b.add("state dir: %v", err)
+	}
+
+	// Storage. The built-in adapters need a writable state dir.
+	s.registry = storage.NewRegistry()
+	s.registry.Register(protocol.AdapterURL, storage.NewURL(storage.URLOptions{Timeout: s.inputTimeout, Logger: log}))
+	if dirOK(s.stateDir) {
+		if err := s.openStorage(); err != nil {
+			b.add("storage: %v", err)
+		}
+	}
+	for k, a := range opts.Adapters {
+		if a == nil {
+			b.add("storage: adapter %q is nil", k)
+			continue
+		}
+		s.registry.Register(k, a)
+	}
+	if err := s.registry.ValidateOutputs(m.StoragePolicy.Outputs); err != nil {
+		b.add("manifest: storage_policy.outputs: %v", err)
+	}
+
+	// Agent environment.
+	s.baseEnv = s.agentBaseEnv()
+
+	// Precomputed bodies.
+	s.healthBody, _ = json.Marshal(protocol.Health{OK: true, Name: m.Name, Version: m.Version})
+	s.envBody, _ = json.Marshal(m.Environment(s.caps))
+	return s
+}
+
+// agentBaseEnv is the environment every session's agent starts from: the
+// process environment without the box key, the manifest's env (values
+// from the kit's environment, else their defaults) and agent.env.
+func (s *Server) agentBaseEnv() []string {
+	base := s.opts.Environ
+	if base == nil {
+		base = osEnviron()
+	}
+	set := map[string]string{}
+	var order []string
+	put := func(k, v string) {
+		if _, ok := set[k]; !ok {
+			order = append(order, k)
+		}
+		set[k] = v
+	}
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "GLOVEBOX_KEY" {
+			continue
+		}
+		put(k, v)
+	}
+	for _, name := range sortedKeys(s.man.Env) {
+		if v := s.getenv(name); v != "" {
+			put(name, v)
+		} else if d := s.man.Env[name].Default; d != "" {
+			put(name, d)
+		}
+	}
+	if a := s.man.Agent; a != nil {
+		for _, k := range sortedKeys(a.Env) {
+			put(k, a.Env[k])
+		}
+	}
+	env := make([]string, 0, len(order)+4)
+	for _, k := range order {
+		if strings.HasPrefix(k, "GLOVEBOX_") && isSessionVar(k) {
+			continue
+		}
+		env = append(env, k+"="+set[k])
+	}
+	return env
+}
+
+func isSessionVar(k string) bool {
+	switch k {
+	case "GLOVEBOX_WORK", "GLOVEBOX_INPUT", "GLOVEBOX_OUTPUT", "GLOVEBOX_SESSION":
+		return true
+	}
+	return false
+}
+
+// ensureWritableDir creates dir and checks that files can be made in it.
+func ensureWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %w", dir, pathCause(err))
+	}
+	f, err := os.CreateTemp(dir, ".gbx-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, pathCause(err))
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}
+
+// pathCause strips the path from a *fs.PathError, whose message would
+// repeat it.
+func pathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func dirOK(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

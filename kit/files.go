@@ -1,0 +1,309 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// checkInputName rejects an input name that is not a plain file name.
+func checkInputName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("input name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("input name %q is not a file name", name)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("input name %q contains a NUL byte", name)
+	case strings.ContainsAny(name, `/\`):
+		return fmt.Errorf("input name %q contains a path separator: inputs are plain file names", name)
+	}
+	return nil
+}
+
+// inputAccepted reports whether the inputs policy names the adapter key.
+func (s *Server) inputAccepted(key string) bool {
+	for _, r := range s.man.StoragePolicy.Inputs.Rules {
+		if r.Use.Adapter == key {
+			return true
+		}
+	}
+	return false
+}
+
+// materialise writes a prompt's inputs into the session's input directory.
+// Every name and kind is checked before anything is fetched.
+func (ss *session) materialise(ctx context.Context, refs map[string]protocol.FileRef) ([]agent.Input, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	srv := ss.srv
+	dir := ss.info.Dirs.Input
+	if dir == "" {
+		return nil, codeErr(protocol.CodeInput, errors.New("this box has no input directory (manifest fs.input), so it takes no inputs"))
+	}
+	names := sortedKeys(refs)
+	adapters := make([]storage.Adapter, len(names))
+	for i, name := range names {
+		ref := refs[name]
+		if err := checkInputName(name); err != nil {
+			return nil, codeErr(protocol.CodeInput, err)
+		}
+		if err := ref.Validate(); err != nil {
+			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
+		}
+		if ref.Kind == protocol.KindServer {
+			if srv.local == nil {
+				return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: this box has no file store for server refs", name))
+			}
+			adapters[i] = srv.local
+			continue
+		}
+		a, err := srv.registry.ForRef(ref)
+		if err != nil {
+			return nil, codeErr(protocol.CodeInput, err)
+		}
+		if key := storage.KeyForKind(ref.Kind); !srv.inputAccepted(key) {
+			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %s inputs are not accepted by this box (its storage_policy.inputs does not name the %q adapter)", name, ref.Kind, key))
+		}
+		adapters[i] = a
+	}
+	out := make([]agent.Input, 0, len(names))
+	for i, name := range names {
+		ref := refs[name]
+		n, err := ss.writeInput(ctx, adapters[i], ref, filepath.Join(dir, name))
+		if err != nil {
+			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
+		}
+		mime := ref.Mime
+		if mime == "" {
+			mime = protocol.GuessMime(name)
+		}
+		out = append(out, agent.Input{Name: name, Path: filepath.Join(dir, name), Mime: mime, Size: n})
+	}
+	return out, nil
+}
+
+// writeInput streams one input into a temporary file beside dst and
+// renames it into place, so the agent never sees a partial file.
+func (ss *session) writeInput(ctx context.Context, a storage.Adapter, ref protocol.FileRef, dst string) (int64, error) {
+	max := ss.srv.maxInput
+	rc, err := a.Open(ctx, ref, max)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(filepath.Dir(dst), ".input-*")
+	if err != nil {
+		return 0, err
+	}
+	tmp := f.Name()
+	n, err := io.Copy(f, io.LimitReader(rc, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("larger than limits.max_input (%s)", protocol.FormatSize(max))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
+	return n, nil
+}
+
+// fileState is what tells a changed file from an unchanged one.
+type fileState struct {
+	size  int64
+	mtime int64
+	ino   uint64
+}
+
+// snapshot maps the slash paths of the regular files under a directory to
+// their state. Symbolic links are not followed.
+type snapshot map[string]fileState
+
+func takeSnapshot(dir string) snapshot {
+	snap := snapshot{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return nil
+		}
+		snap[filepath.ToSlash(rel)] = stateOf(info)
+		return nil
+	})
+	return snap
+}
+
+func stateOf(info fs.FileInfo) fileState {
+	st := fileState{size: info.Size(), mtime: info.ModTime().UnixNano()}
+	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st
+}
+
+// output is one file to return.
+type output struct {
+	name string // the key in the outputs map
+	path string
+}
+
+// collect stores the files the prompt created or changed under the output
+// directory and the tagged files through the outputs policy.
+func (ss *session) collect(ctx context.Context, promptID string, before snapshot, tags []string, policy protocol.Policy) (map[string]protocol.FileRef, error) {
+	var outs []output
+	taken := map[string]bool{}
+	seen := map[string]bool{}
+	outDir := ss.info.Dirs.Output
+	if outDir != "" {
+		after := takeSnapshot(outDir)
+		for _, rel := range sortedKeys(after) {
+			if old, ok := before[rel]; ok && old == after[rel] {
+				continue
+			}
+			p := filepath.Join(outDir, filepath.FromSlash(rel))
+			outs = append(outs, output{name: rel, path: p})
+			taken[rel] = true
+			seen[p] = true
+		}
+	}
+	for _, tag := range tags {
+		real, err := filepath.EvalSymlinks(tag)
+		if err != nil {
+			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: %w", tag, pathCause(err)))
+		}
+		if !ss.inDirs(real) {
+			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: resolves to %s, outside the session's directories", tag, real))
+		}
+		info, err := os.Stat(real)
+		if err != nil {
+			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: %w", tag, pathCause(err)))
+		}
+		if !info.Mode().IsRegular() {
+			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: not a regular file", tag))
+		}
+		if seen[real] {
+			continue
+		}
+		seen[real] = true
+		name := filepath.Base(real)
+		if outDir != "" && within(outDir, real) {
+			rel, _ := filepath.Rel(outDir, real)
+			name = filepath.ToSlash(rel)
+		}
+		name = unique(name, taken)
+		taken[name] = true
+		outs = append(outs, output{name: name, path: real})
+	}
+	refs := make(map[string]protocol.FileRef, len(outs))
+	for _, o := range outs {
+		ref, err := ss.store(ctx, promptID, o, policy)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("output %q: %w", o.name, err))
+		}
+		refs[o.name] = ref
+	}
+	return refs, nil
+}
+
+// store streams one output file to the adapter the policy picks.
+func (ss *session) store(ctx context.Context, promptID string, o output, policy protocol.Policy) (protocol.FileRef, error) {
+	f, err := os.OpenFile(o.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return protocol.FileRef{}, pathCause(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return protocol.FileRef{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return protocol.FileRef{}, errors.New("not a regular file")
+	}
+	meta := storage.Meta{
+		Name:      o.name,
+		Mime:      protocol.GuessMime(o.name),
+		Size:      info.Size(),
+		PromptID:  promptID,
+		SessionID: ss.id,
+	}
+	return ss.srv.registry.Store(ctx, policy, meta, io.LimitReader(f, info.Size()))
+}
+
+// unique returns name, or name with a counter before its extension when
+// name is taken.
+func unique(name string, taken map[string]bool) string {
+	if !taken[name] {
+		return name
+	}
+	ext := path.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 2; ; i++ {
+		n := stem + "-" + strconv.Itoa(i) + ext
+		if !taken[n] {
+			return n
+		}
+	}
+}
+
+// inDirs reports whether p lies inside one of the session's directories.
+func (ss *session) inDirs(p string) bool {
+	d := ss.info.Dirs
+	for _, dir := range []string{d.Work, d.Input, d.Output} {
+		if dir != "" && within(dir, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or lies below it (both clean, absolute).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
+}
+
+func joinDirs(d agent.Dirs) string {
+	var ds []string
+	for _, p := range []string{d.Work, d.Input, d.Output} {
+		if p != "" {
+			ds = append(ds, p)
+		}
+	}
+	sort.Strings(ds)
+	return strings.Join(ds, ", ")
+}

@@ -1,0 +1,139 @@
+package kit
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+)
+
+// Subprotocols a browser client offers: SubprotocolV1 (which the kit
+// selects) and SubprotocolBearerPrefix + key, which carries the key because
+// browsers cannot set an Authorization header on a WebSocket. The bearer
+// entry is never echoed back.
+const (
+	SubprotocolV1           = "glovebox.v1"
+	SubprotocolBearerPrefix = "bearer."
+)
+
+var fileIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == "/health":
+		s.serveHealth(w, r)
+	case p == "/environment":
+		s.serveEnvironment(w, r)
+	case strings.HasPrefix(p, "/files/"):
+		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
+	case wsconn.IsUpgrade(r):
+		s.serveWS(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(s.healthBody)))
+	h.Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(s.healthBody)
+}
+
+func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !s.authorized(bearerHeader(r)) {
+		unauthorized(w)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Content-Length", strconv.Itoa(len(s.envBody)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(s.envBody)
+}
+
+func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, id string) {
+	if !fileIDRE.MatchString(id) {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !s.authorized(bearerHeader(r)) {
+		unauthorized(w)
+		return
+	}
+	if s.files == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.files.ServeHTTP(w, r)
+}
+
+// bearerHeader extracts the token of an Authorization header as v1 does:
+// the header must start with "Bearer " (case-sensitive) and the token is
+// the rest, trimmed. ok is false when there is no such header.
+func bearerHeader(r *http.Request) (token string, ok bool) {
+	h := r.Header.Get("Authorization")
+	rest, found := strings.CutPrefix(h, "Bearer ")
+	if !found {
+		return "", false
+	}
+	return strings.TrimSpace(rest), true
+}
+
+// bearerSubprotocol extracts the key a browser offers as "bearer.<key>" in
+// Sec-WebSocket-Protocol.
+func bearerSubprotocol(r *http.Request) (token string, ok bool) {
+	for _, p := range wsconn.RequestedSubprotocols(r) {
+		if t, found := strings.CutPrefix(p, SubprotocolBearerPrefix); found {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// authorized compares a token with the key in constant time. Both are
+// hashed first, so neither the comparison's time nor its early exit says
+// anything about the key's length.
+func (s *Server) authorized(token string, ok bool) bool {
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="glovebox"`)
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusUnauthorized)
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+}

@@ -1,0 +1,305 @@
+// Package kit is the Glovebox runtime: it serves one box's agent behind an
+// authenticated WebSocket endpoint, one session per connection.
+//
+// New checks everything a box needs before it serves (the manifest, the key,
+// required environment variables, the outputs policy, the directories) and
+// reports every problem at once, one line each. A Server then answers
+//
+//	GET|HEAD /health       liveness, no auth
+//	GET /environment       the box's environment and capabilities (bearer)
+//	GET /files/{id}        files parked by the localServer adapter (bearer)
+//	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
+//
+// Every connection is a session of its own: its own agent Conversation,
+// ordered event stream, display slots and (unless the manifest shares them)
+// work, input and output directories, removed when the session ends. Prompts
+// on a session run one at a time in arrival order; abort cancels the running
+// prompt or removes a queued one; closing the socket cancels both. A client
+// that announces the "resume" capability keeps its session through a dropped
+// socket for a grace period and gets the frames it missed on reconnect.
+//
+// Inputs policy. v1 never read storage_policy.inputs; here it says which
+// FileRef kinds a box accepts: an input of kind inline, url, s3 or gcs is
+// accepted only when some inputs rule names that kind's adapter (inline,
+// url, s3, gcs), and the adapter is registered. server refs name files in
+// the box's own store and are always accepted. The default inputs policy
+// names url and inline. Every input is capped by limits.max_input.
+//
+// Main implements the glovebox-kit command line so that a Go agent's own
+// main is a few lines.
+package kit
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// DefaultStateDir is where the kit keeps its own state (the local file
+// store) inside a box.
+const DefaultStateDir = "/var/glovebox"
+
+// Defaults for the manifest's optional limits and sessions fields.
+const (
+	DefaultMaxMessage   = 100 * protocol.MB
+	DefaultMaxInput     = protocol.GB
+	DefaultInputTimeout = 60 * time.Second
+	DefaultMaxSessions  = 10000
+	DefaultMaxQueue     = 16
+	DefaultResumeGrace  = 60 * time.Second
+	DefaultPingInterval = 30 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// Manifest is the box's glovebox.json. Required.
+	Manifest *protocol.Manifest
+	// Key is the box key clients present as a bearer token. It must match
+	// the manifest's key_fingerprint.
+	Key string
+	// Root re-roots every fs path of the manifest and the state directory,
+	// so that a box runs outside a container: with Root "/tmp/box" the
+	// work mount /work is /tmp/box/work. Empty means the real root.
+	Root string
+	// StateDir holds the kit's own state (the local file store's SQLite
+	// database and files). Default /var/glovebox. It is re-rooted under
+	// Root like the fs paths.
+	StateDir string
+	// PublicURL is the base URL clients reach the box at; server FileRefs
+	// point at PublicURL + "/files/<id>". Empty gives relative URLs.
+	PublicURL string
+	// Agent serves the sessions. Required.
+	Agent agent.Agent
+	// Adapters are storage adapters to add to the built-in inline, url and
+	// localServer ones, by registry key; a key that names a built-in
+	// replaces it (the /files route always serves the built-in store).
+	Adapters map[string]storage.Adapter
+	// Logger receives the kit's logs. Nil discards them.
+	Logger *slog.Logger
+	// Getenv reads the environment (required env vars, their defaults).
+	// Nil means os.Getenv. An empty value counts as unset.
+	Getenv func(string) string
+	// Environ is the environment agents start from, before the manifest's
+	// env defaults and the GLOVEBOX_* variables are added. Nil means
+	// os.Environ(). GLOVEBOX_KEY is never passed to agents.
+	Environ []string
+	// Now is the clock of the file store's TTLs. Nil means time.Now.
+	Now func() time.Time
+	// PingInterval is how often the kit pings an idle client; a client
+	// silent for twice as long is dropped. Default 30s.
+	PingInterval time.Duration
+}
+
+// Server is a running box. It is an http.Handler factory plus the sessions
+// it serves; Close ends them.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	man      *protocol.Manifest
+	keySum   [sha256.Size]byte
+	mounts   map[string]string // manifest fs key -> host path
+	stateDir string
+	getenv   func(string) string
+	baseEnv  []string
+
+	registry *storage.Registry
+	local    *storage.Local // the built-in store, nil if it did not open
+	files    http.Handler // serves GET /files/{id} from the built-in store
+	closers  []func() error
+
+	maxMessage   int64
+	maxInput     int64
+	inputTimeout time.Duration
+	timeout      time.Duration // 0: none
+	maxSessions  int
+	maxQueue     int
+	resumeGrace  time.Duration
+	sharedDirs   bool
+	pingInterval time.Duration
+
+	healthBody []byte
+	envBody    []byte
+	caps       []string
+
+	ctx    context.Context // ends when Close starts
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	servers  []*http.Server
+	closed   bool
+	wg       sync.WaitGroup // connections, runners, grace timers
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("kit: server closed")
+
+// errShutdown is the cause of every cancellation Close makes.
+var errShutdown = errors.New("kit: server shutting down")
+
+// New checks the options and prepares a Server. On failure the error is a
+// *BootError listing every problem found, one line each.
+func New(opts Options) (*Server, error) {
+	b := &boot{}
+	s := b.run(opts)
+	if err := b.err(); err != nil {
+		if s != nil {
+			s.closeStorage()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// BootError lists every problem that keeps a box from starting.
+type BootError struct {
+	Problems []string
+}
+
+func (e *BootError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// Handler returns the box's HTTP handler: /health, /environment,
+// /files/{id} and the WebSocket upgrade.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Serve accepts connections on ln until ctx ends or Close is called. It
+// returns nil after a shutdown it was asked for.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	s.servers = append(s.servers, hs)
+	s.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() { hs.Close() })
+	defer stop()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops serving: it cancels every running and queued prompt, sends
+// each client a close frame (1001, going away), waits for the sessions to
+// end and closes storage. When ctx ends first, remaining connections are
+// cut and Close returns ctx's error after the same cleanup.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	servers := s.servers
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+
+	for _, hs := range servers {
+		hs.Close() // stops listening; hijacked connections are ours
+	}
+	s.cancel(errShutdown)
+
+	var wg sync.WaitGroup
+	for _, ss := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ss.end(errShutdown)
+			ss.goingAway()
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		s.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.mu.Lock()
+		for _, ss := range s.sessions {
+			ss.kill()
+		}
+		s.mu.Unlock()
+		for _, ss := range sessions {
+			ss.kill()
+		}
+		<-done
+	}
+	if cerr := s.closeStorage(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Server) closeStorage() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// hostPath maps an absolute box path to the host under Root.
+func hostPath(root, p string) string {
+	if root == "" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(root, filepath.FromSlash(p))
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func osEnviron() []string { return os.Environ() }
+
+// capabilities this kit announces.
+var capabilities = []string{
+	protocol.CapSeq,
+	protocol.CapResume,
+	protocol.CapOrdered,
+	protocol.CapCancelQueued,
+	protocol.CapSessions,
+	protocol.CapSubprotocol,
+}
+
+// sessionCount reports the live sessions (tests and benchmarks use it).
+func (s *Server) sessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// errorf formats a boot problem line.
+func errorf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

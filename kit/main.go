@@ -1,0 +1,184 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// DefaultPort is the port the kit listens on when neither GLOVEBOX_PORT
+// nor PORT is set.
+const DefaultPort = 8080
+
+// shutdownGrace bounds a graceful shutdown after SIGTERM or SIGINT.
+const shutdownGrace = 10 * time.Second
+
+// Main is the glovebox-kit command line:
+//
+//	glovebox-kit [--manifest PATH] [--root DIR] [--state-dir DIR]
+//
+// The manifest path comes from --manifest, else GLOVEBOX_MANIFEST, else
+// glovebox.json in the working directory; --root (GLOVEBOX_ROOT) re-roots
+// the manifest's fs paths and the state directory. The key is GLOVEBOX_KEY,
+// the public URL GLOVEBOX_PUBLIC_URL (default http://localhost:<port>; set
+// but empty gives relative file URLs, as v1), the port GLOVEBOX_PORT, else
+// PORT, else 8080. GLOVEBOX_LOG=debug turns on debug logs.
+//
+// resolve returns the agent for the manifest. Main serves until ctx ends,
+// then shuts down gracefully. It writes every problem to stderr itself, one
+// line each, and returns a non-nil error whenever the process should exit
+// with a failure status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+	fl := flag.NewFlagSet("glovebox-kit", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	manifestPath := fl.String("manifest", os.Getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")
+	root := fl.String("root", os.Getenv("GLOVEBOX_ROOT"), "re-root the manifest's fs paths and the state dir under `DIR` (env GLOVEBOX_ROOT)")
+	stateDir := fl.String("state-dir", os.Getenv("GLOVEBOX_STATE_DIR"), "the kit's state `DIR` (default /var/glovebox, re-rooted; env GLOVEBOX_STATE_DIR)")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q\n", fl.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
+	}
+	if *manifestPath == "" {
+		*manifestPath = "glovebox.json"
+	}
+
+	level := slog.LevelInfo
+	if strings.EqualFold(os.Getenv("GLOVEBOX_LOG"), "debug") {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var problems []string
+	report := func() error {
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "glovebox-kit: %s\n", p)
+		}
+		return &BootError{Problems: problems}
+	}
+
+	port, err := listenPort()
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	key := os.Getenv("GLOVEBOX_KEY")
+	publicURL, set := os.LookupEnv("GLOVEBOX_PUBLIC_URL")
+	if !set {
+		publicURL = "http://localhost:" + strconv.Itoa(port)
+	}
+
+	var man *protocol.Manifest
+	data, err := os.ReadFile(*manifestPath)
+	if err == nil {
+		man, err = protocol.ParseManifest(data)
+	}
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("manifest %s: %v", *manifestPath, pathCause(err)))
+		if strings.TrimSpace(key) == "" {
+			problems = append(problems, "GLOVEBOX_KEY is not set: set it to the box key generated with the manifest (glovebox.key)")
+		}
+		return report()
+	}
+	if *root != "" {
+		if abs, err := filepath.Abs(*root); err == nil {
+			*root = abs
+		}
+	}
+
+	ag, err := resolve(man, log)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("agent: %v", err))
+	}
+	srv, err := New(Options{
+		Manifest:  man,
+		Key:       key,
+		Root:      *root,
+		StateDir:  *stateDir,
+		PublicURL: publicURL,
+		Agent:     orPlaceholder(ag),
+		Logger:    log,
+	})
+	var be *BootError
+	if errors.As(err, &be) {
+		problems = append(problems, be.Problems...)
+	} else if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		if srv != nil {
+			srv.Close(context.Background())
+		}
+		return report()
+	}
+
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		srv.Close(context.Background())
+		problems = append(problems, fmt.Sprintf("listen on port %d: %v", port, err))
+		return report()
+	}
+	log.Info("glovebox-kit serving", "name", man.Name, "version", man.Version, "agent", man.AgentType(), "addr", ln.Addr().String())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ctx, ln) }()
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		<-serveErr
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if cerr := srv.Close(sctx); cerr != nil {
+		log.Warn("shutdown", "err", cerr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "glovebox-kit: serve: %v\n", err)
+		return err
+	}
+	log.Info("glovebox-kit stopped")
+	return nil
+}
+
+// orPlaceholder keeps New's own "no agent" line out of the report when the
+// agent could not be resolved (that problem is reported already).
+func orPlaceholder(a agent.Agent) agent.Agent {
+	if a == nil {
+		return agent.Func(func(context.Context, agent.Turn) (string, error) {
+			return "", errors.New("no agent")
+		})
+	}
+	return a
+}
+
+// listenPort reads GLOVEBOX_PORT, else PORT, else DefaultPort.
+func listenPort() (int, error) {
+	for _, name := range []string{"GLOVEBOX_PORT", "PORT"} {
+		v := strings.TrimSpace(os.Getenv(name))
+		if v == "" {
+			continue
+		}
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 65535 {
+			return DefaultPort, fmt.Errorf("%s %q is not a port number (0-65535)", name, v)
+		}
+		return p, nil
+	}
+	return DefaultPort, nil
+}

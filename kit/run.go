@@ -1,0 +1,246 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// promptError is a failure with the protocol error code the client sees.
+type promptError struct {
+	code string
+	err  error
+}
+
+func (e *promptError) Error() string { return e.err.Error() }
+func (e *promptError) Unwrap() error { return e.err }
+
+func codeErr(code string, err error) error { return &promptError{code: code, err: err} }
+
+// runPrompt runs one prompt and sends its complete or error frame.
+func (ss *session) runPrompt(ctx context.Context, p *promptRun) {
+	if d := ss.srv.timeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, errTimeout)
+		defer cancel()
+	}
+	msg, outputs, err := ss.execute(ctx, p.msg)
+	if err == nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	// Frames about a prompt go out even when its context ended.
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		code, text := ss.describe(ctx, err)
+		ss.log.Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
+		ss.sendError(bg, p.msg.ID, code, text)
+		return
+	}
+	if err := ss.sendMessage(bg, &protocol.Complete{ID: p.msg.ID, Message: msg, Outputs: outputs}); err != nil {
+		ss.log.Debug("complete not sent", "id", p.msg.ID, "err", err)
+	}
+}
+
+// describe maps a prompt's failure to a protocol error code and message.
+func (ss *session) describe(ctx context.Context, err error) (code, msg string) {
+	if ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errTimeout):
+			return protocol.CodeTimeout, fmt.Sprintf("prompt exceeded limits.timeout (%s)", ss.srv.man.Limits.Timeout)
+		default:
+			return protocol.CodeAborted, abortMessage
+		}
+	}
+	var pe *promptError
+	if errors.As(err, &pe) {
+		return pe.code, pe.Error()
+	}
+	var ae *agent.Error
+	if errors.As(err, &ae) && ae.Code != "" {
+		return ae.Code, ae.Error()
+	}
+	return protocol.CodeAgent, err.Error()
+}
+
+// execute runs a prompt: policy, directives, inputs, the agent, outputs.
+func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map[string]protocol.FileRef, error) {
+	srv := ss.srv
+	policy := srv.man.StoragePolicy.Outputs
+	if m.OutputsPolicy != nil {
+		if err := m.OutputsPolicy.Check(); err != nil {
+			return "", nil, codeErr(protocol.CodeBadMessage, err)
+		}
+		policy = m.OutputsPolicy.Apply(policy)
+		if err := srv.registry.ValidateOutputs(policy); err != nil {
+			return "", nil, codeErr(protocol.CodeError, err)
+		}
+	}
+	text, directives := parseDirectives(m.Text)
+
+	if err := ss.prepare(ctx); err != nil {
+		return "", nil, err
+	}
+	t := newTurn(ctx, ss, m.ID)
+	t.text = text
+	defer ss.clearSlots(m.ID)
+	defer t.finish()
+
+	// Check every directive before anything runs.
+	for _, d := range directives {
+		if d.name == dirOutput {
+			if d.args == "" {
+				return "", nil, codeErr(protocol.CodeInput, errors.New("/output needs a path: /output <path>"))
+			}
+			p, err := ss.resolveTag(d.args)
+			if err != nil {
+				return "", nil, codeErr(protocol.CodeInput, fmt.Errorf("/output: %w", err))
+			}
+			t.tags = append(t.tags, p)
+		}
+	}
+	inputs, err := ss.materialise(ctx, m.Inputs)
+	if err != nil {
+		return "", nil, err
+	}
+	t.inputs = inputs
+
+	var before snapshot
+	if out := ss.info.Dirs.Output; out != "" {
+		before = takeSnapshot(out)
+	}
+
+	onlyHooks := len(directives) > 0 && text == ""
+	t.mu.RLock()
+	for _, d := range directives {
+		switch d.name {
+		case dirOutput, dirClearWorkspace:
+			name := d.name[1:]
+			if d.name == dirClearWorkspace {
+				ss.clearWorkspace()
+			}
+			err = t.emitLocked("hook_invoked", hookEvent{Name: name})
+		case dirEnvironment, dirWorkspace:
+			onlyHooks = false
+			name := d.name[1:]
+			err = t.emitLocked("skill_invoked", skillEvent{Name: name, Source: "user", Args: d.args})
+			t.skills = append(t.skills, agent.SkillResult{Name: name, Content: ss.skill(name)})
+		}
+		if err != nil {
+			break
+		}
+	}
+	t.mu.RUnlock()
+	if err != nil {
+		return "", nil, err
+	}
+
+	var message string
+	if !onlyHooks {
+		message, err = ss.conv.Prompt(ctx, t)
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if ctx.Err() != nil {
+		return "", nil, context.Cause(ctx)
+	}
+	t.finish()
+	ss.clearSlots(m.ID)
+
+	outputs, err := ss.collect(ctx, m.ID, before, t.tags, policy)
+	if err != nil {
+		return "", nil, err
+	}
+	return message, outputs, nil
+}
+
+type hookEvent struct {
+	Name string `json:"name"`
+}
+
+type skillEvent struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Args   string `json:"args,omitempty"`
+}
+
+// prepare creates the session's directories and opens the agent's
+// conversation, the first time a prompt runs.
+func (ss *session) prepare(ctx context.Context) error {
+	if ss.conv != nil {
+		return nil
+	}
+	srv := ss.srv
+	if !ss.made {
+		var dirs agent.Dirs
+		for _, d := range []struct {
+			key string
+			dst *string
+		}{{protocol.MountWork, &dirs.Work}, {protocol.MountInput, &dirs.Input}, {protocol.MountOutput, &dirs.Output}} {
+			root, ok := srv.mounts[d.key]
+			if !ok {
+				continue
+			}
+			p := root
+			if !srv.sharedDirs {
+				p = filepath.Join(root, ss.id)
+			}
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
+			}
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
+			*d.dst = p
+		}
+		ss.made = true
+		env := make([]string, 0, len(srv.baseEnv)+4)
+		env = append(env, srv.baseEnv...)
+		env = append(env,
+			"GLOVEBOX_WORK="+dirs.Work,
+			"GLOVEBOX_INPUT="+dirs.Input,
+			"GLOVEBOX_OUTPUT="+dirs.Output,
+			"GLOVEBOX_SESSION="+ss.id,
+		)
+		ss.info = &agent.Session{
+			ID:       ss.id,
+			Dirs:     dirs,
+			Env:      env,
+			Preamble: preamble(srv.man, dirs),
+			Manifest: srv.man,
+			Log:      ss.log,
+		}
+	}
+	conv, err := srv.opts.Agent.Open(ss.ctx, ss.info)
+	if err != nil {
+		return codeErr(protocol.CodeAgent, fmt.Errorf("start the agent: %w", err))
+	}
+	if conv == nil {
+		return codeErr(protocol.CodeAgent, errors.New("start the agent: Open returned no conversation"))
+	}
+	ss.conv = conv
+	return nil
+}
+
+// clearWorkspace empties the session's work directory.
+func (ss *session) clearWorkspace() {
+	dir := ss.info.Dirs.Work
+	if dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		ss.log.Warn("clear-workspace", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			ss.log.Warn("clear-workspace", "err", err)
+		}
+	}
+}

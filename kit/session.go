@@ -1,0 +1,538 @@
+package kit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Causes of a prompt's cancellation.
+var (
+	errAborted = errors.New("kit: prompt aborted")
+	errClosed  = errors.New("kit: connection closed")
+	errTimeout = errors.New("kit: prompt timed out")
+)
+
+// abortMessage is v1's message for an aborted prompt.
+const abortMessage = "This operation was aborted"
+
+// session is one client's state: its agent conversation, prompt queue,
+// display slots, directories and numbered frame stream. It usually lives
+// as long as its connection; a resumable session outlives a dropped one
+// for the resume grace period.
+type session struct {
+	srv *Server
+	id  string
+	log *slog.Logger
+	ctx context.Context // ends with the session
+
+	cancel context.CancelCauseFunc
+
+	// sendMu orders the numbered frames: a frame's seq and its place in
+	// the connection's queue are decided together.
+	sendMu     sync.Mutex
+	seq        uint64
+	conn       *conn // nil while detached
+	canResume  bool  // the client announced "resume"
+	replay     replay
+	graceGen   int
+	graceTimer *time.Timer
+
+	mu      sync.Mutex
+	queue   []*promptRun
+	running *promptRun
+	runner  bool
+	ended   bool
+	slots   map[string]*slot
+	slotN   int
+	runWG   sync.WaitGroup
+
+	endOnce sync.Once
+
+	// Owned by the runner goroutine (and end, after the runner is gone).
+	conv agent.Conversation
+	info *agent.Session
+	made bool // session directories created
+}
+
+// promptRun is a prompt in the queue or running.
+type promptRun struct {
+	msg    *protocol.Prompt
+	cancel context.CancelCauseFunc // set when it starts
+}
+
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) newSession() *session {
+	ss := &session{srv: s, id: newSessionID()}
+	ss.log = s.log.With("session", ss.id)
+	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
+	return ss
+}
+
+// reserve registers a new session unless the box is closed or full.
+func (s *Server) reserve() (*session, int) {
+	ss := s.newSession()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, http.StatusServiceUnavailable
+	}
+	if len(s.sessions) >= s.maxSessions {
+		return nil, http.StatusServiceUnavailable
+	}
+	s.sessions[ss.id] = ss
+	s.wg.Add(1) // the connection's handler goroutine
+	return ss, 0
+}
+
+func (s *Server) removeSession(ss *session) {
+	s.mu.Lock()
+	if s.sessions[ss.id] == ss {
+		delete(s.sessions, ss.id)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) lookup(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// serveWS authenticates and upgrades a connection, then reads it until it
+// ends. The handler goroutine is the connection's reader.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	tok, ok := bearerHeader(r)
+	if !ok {
+		tok, ok = bearerSubprotocol(r)
+	}
+	if !s.authorized(tok, ok) {
+		unauthorized(w)
+		return
+	}
+	fresh, status := s.reserve()
+	if fresh == nil {
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(status)
+		return
+	}
+	defer s.wg.Done()
+
+	ws, err := wsconn.Upgrade(w, r, wsconn.UpgradeOptions{
+		Subprotocols:   []string{SubprotocolV1},
+		ReadBufferSize: readBufferSize,
+	})
+	if err != nil {
+		// Upgrade has answered the request already.
+		s.log.Debug("websocket upgrade", "err", err)
+		s.removeSession(fresh)
+		return
+	}
+	c := newConn(ws)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.writeLoop(s.pingInterval)
+	}()
+
+	ss := fresh
+	resumeFailed := ""
+	if rid := r.URL.Query().Get("resume"); rid != "" {
+		last, perr := strconv.ParseUint(r.URL.Query().Get("last_seq"), 10, 64)
+		old := s.lookup(rid)
+		switch {
+		case perr != nil:
+			resumeFailed = fmt.Sprintf("cannot resume session %s: last_seq must be a whole number", rid)
+		case old == nil || old == fresh:
+			resumeFailed = fmt.Sprintf("cannot resume session %s: it is unknown or expired", rid)
+		case !old.resumable():
+			resumeFailed = fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
+		case !old.resume(c, last):
+			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
+			old.end(errClosed)
+		default:
+			ss = old
+			s.removeSession(fresh)
+			fresh.cancel(errClosed)
+		}
+	}
+	if ss == fresh {
+		ss.attach(c)
+		if resumeFailed != "" {
+			ss.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
+		}
+		ss.log.Debug("session started")
+	} else {
+		ss.log.Debug("session resumed")
+	}
+
+	clean := s.readLoop(ss, c)
+	c.finish()
+	<-c.writerDone
+	ss.connGone(c, clean)
+}
+
+// readLoop reads frames until the connection ends. clean reports whether
+// the client ended it with a close frame (or the server is closing).
+func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
+	c.ws.SetReadLimit(s.maxMessage)
+	wait := 2 * s.pingInterval
+	c.ws.SetReadDeadline(time.Now().Add(wait))
+	c.ws.SetPongHandler(func() { c.ws.SetReadDeadline(time.Now().Add(wait)) })
+	for {
+		data, err := c.ws.ReadMessage()
+		if err != nil {
+			code := wsconn.CloseCode(err)
+			ss.log.Debug("connection ended", "err", err, "close_code", code)
+			return code != 0 || s.ctx.Err() != nil
+		}
+		c.ws.SetReadDeadline(time.Now().Add(wait))
+		ss.handle(c, data)
+	}
+}
+
+// handle dispatches one client frame.
+func (ss *session) handle(c *conn, data []byte) {
+	m, err := protocol.DecodeClient(data)
+	if err != nil {
+		if errors.Is(err, protocol.ErrUnknownType) {
+			ss.log.Debug("ignoring frame of unknown type", "err", err)
+			return
+		}
+		ss.sendError(context.Background(), protocol.PeekID(data), protocol.CodeBadMessage, err.Error())
+		return
+	}
+	switch m := m.(type) {
+	case *protocol.Ping:
+		b, _ := protocol.Encode(&protocol.Pong{TS: m.TS})
+		c.send(b)
+	case *protocol.Prompt:
+		ss.enqueue(m)
+	case *protocol.Abort:
+		ss.abort(m.ID)
+	case *protocol.DisplayResolve:
+		ss.settle(m.SlotID, slotResult{value: m.Value})
+	case *protocol.DisplayReject:
+		ss.settle(m.SlotID, slotResult{rejected: true, value: m.Error})
+	case *protocol.ClientHello:
+		for _, cp := range m.Capabilities {
+			if cp == protocol.CapResume {
+				ss.sendMu.Lock()
+				ss.canResume = true
+				ss.sendMu.Unlock()
+			}
+		}
+	}
+}
+
+// attach makes c the session's connection and greets the client.
+func (ss *session) attach(c *conn) {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	ss.conn = c
+	c.send(ss.hello(false))
+}
+
+func (ss *session) hello(resumed bool) []byte {
+	h := &protocol.ServerHello{
+		ProtocolVersion: protocol.Version,
+		SessionID:       ss.id,
+		Capabilities:    ss.srv.caps,
+		Name:            ss.srv.man.Name,
+		Version:         ss.srv.man.Version,
+		Resumed:         resumed,
+	}
+	if resumed {
+		h.LastSeq = ss.seq
+	}
+	b, _ := protocol.Encode(h)
+	return b
+}
+
+func (ss *session) resumable() bool {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	return ss.canResume
+}
+
+// resume reattaches a dropped session to c and replays the frames after
+// last. It fails when the session cannot resume or no longer holds them.
+func (ss *session) resume(c *conn, last uint64) bool {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	if ss.ctx.Err() != nil || !ss.canResume {
+		return false
+	}
+	frames, ok := ss.replay.since(last, ss.seq)
+	if !ok {
+		return false
+	}
+	old := ss.conn
+	ss.conn = c
+	ss.graceGen++
+	ss.stopGraceLocked()
+	c.send(ss.hello(true))
+	for _, f := range frames {
+		if !c.send(f) {
+			break
+		}
+	}
+	if old != nil {
+		old.finish()
+	}
+	return true
+}
+
+// connGone detaches c. A resumable session whose client vanished without
+// a close frame waits for a resume; any other session ends.
+func (ss *session) connGone(c *conn, clean bool) {
+	ss.sendMu.Lock()
+	if ss.conn != c {
+		ss.sendMu.Unlock()
+		return // replaced by a resume
+	}
+	ss.conn = nil
+	wait := ss.canResume && !clean && ss.ctx.Err() == nil
+	if wait {
+		ss.graceGen++
+		gen := ss.graceGen
+		ss.srv.wg.Add(1)
+		ss.graceTimer = time.AfterFunc(ss.srv.resumeGrace, func() {
+			defer ss.srv.wg.Done()
+			ss.sendMu.Lock()
+			expired := ss.conn == nil && ss.graceGen == gen
+			if expired {
+				ss.graceTimer = nil
+			}
+			ss.sendMu.Unlock()
+			if expired {
+				ss.log.Debug("resume grace expired")
+				ss.end(errClosed)
+			}
+		})
+		ss.log.Debug("connection dropped; waiting for a resume", "grace", ss.srv.resumeGrace)
+	}
+	ss.sendMu.Unlock()
+	if !wait {
+		ss.end(errClosed)
+	}
+}
+
+func (ss *session) stopGraceLocked() {
+	if ss.graceTimer != nil && ss.graceTimer.Stop() {
+		ss.srv.wg.Done()
+	}
+	ss.graceTimer = nil
+}
+
+// goingAway closes the session's connection with a close frame.
+func (ss *session) goingAway() {
+	ss.sendMu.Lock()
+	c := ss.conn
+	ss.sendMu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+// kill cuts the session's connection at once.
+func (ss *session) kill() {
+	ss.sendMu.Lock()
+	c := ss.conn
+	ss.sendMu.Unlock()
+	if c != nil {
+		c.finish()
+	}
+}
+
+// sendSeq numbers a frame and queues it. body is a JSON object without its
+// closing brace; sendSeq appends the seq field and the brace. It blocks
+// while the connection's queue is full, until ctx ends; while the session
+// is detached the frame goes to the replay buffer only.
+func (ss *session) sendSeq(ctx context.Context, body []byte) error {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	seq := ss.seq + 1
+	body = append(body, `,"seq":`...)
+	body = strconv.AppendUint(body, seq, 10)
+	body = append(body, '}')
+	if c := ss.conn; c != nil {
+		select {
+		case c.out <- body:
+		default:
+			select {
+			case c.out <- body:
+			case <-c.done:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	}
+	ss.seq = seq
+	if ss.canResume {
+		ss.replay.push(seq, body)
+	}
+	return nil
+}
+
+// sendMessage encodes a numbered server message and queues it.
+func (ss *session) sendMessage(ctx context.Context, m protocol.ServerMessage) error {
+	b, err := protocol.Encode(m)
+	if err != nil {
+		return err
+	}
+	return ss.sendSeq(ctx, b[:len(b)-1])
+}
+
+func (ss *session) sendError(ctx context.Context, id, code, msg string) {
+	if err := ss.sendMessage(ctx, &protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}}); err != nil {
+		ss.log.Debug("error frame not sent", "id", id, "err", err)
+	}
+}
+
+// enqueue queues a prompt, or answers it with an error at once.
+func (ss *session) enqueue(m *protocol.Prompt) {
+	ss.mu.Lock()
+	if ss.ended {
+		ss.mu.Unlock()
+		return
+	}
+	dup := ss.running != nil && ss.running.msg.ID == m.ID
+	for _, q := range ss.queue {
+		dup = dup || q.msg.ID == m.ID
+	}
+	if dup {
+		ss.mu.Unlock()
+		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
+			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
+		return
+	}
+	if len(ss.queue) >= ss.srv.maxQueue {
+		ss.mu.Unlock()
+		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
+			fmt.Sprintf("prompt %q refused: %d prompts are already queued on this session", m.ID, len(ss.queue)))
+		return
+	}
+	ss.queue = append(ss.queue, &promptRun{msg: m})
+	start := !ss.runner
+	if start {
+		ss.runner = true
+		ss.runWG.Add(1)
+		ss.srv.wg.Add(1)
+	}
+	ss.mu.Unlock()
+	if start {
+		go ss.runLoop()
+	}
+}
+
+// abort cancels the running prompt with that id, or removes it from the
+// queue (it then gets its error at once and never runs).
+func (ss *session) abort(id string) {
+	ss.mu.Lock()
+	if r := ss.running; r != nil && r.msg.ID == id {
+		r.cancel(errAborted)
+		ss.mu.Unlock()
+		return
+	}
+	for i, q := range ss.queue {
+		if q.msg.ID == id {
+			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
+			ss.mu.Unlock()
+			ss.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
+			return
+		}
+	}
+	ss.mu.Unlock()
+	ss.log.Debug("abort of an unknown prompt ignored", "id", id)
+}
+
+// runLoop runs queued prompts one at a time until the queue is empty.
+func (ss *session) runLoop() {
+	defer ss.srv.wg.Done()
+	defer ss.runWG.Done()
+	for {
+		ss.mu.Lock()
+		if ss.ended || len(ss.queue) == 0 {
+			ss.runner = false
+			ss.mu.Unlock()
+			return
+		}
+		p := ss.queue[0]
+		ss.queue[0] = nil
+		ss.queue = ss.queue[1:]
+		ctx, cancel := context.WithCancelCause(ss.ctx)
+		p.cancel = cancel
+		ss.running = p
+		ss.mu.Unlock()
+
+		ss.runPrompt(ctx, p)
+		cancel(nil)
+
+		ss.mu.Lock()
+		ss.running = nil
+		ss.mu.Unlock()
+	}
+}
+
+// end cancels everything the session runs, waits for its prompt to
+// return, closes the agent's conversation and removes the session's
+// directories. Safe to call more than once.
+func (ss *session) end(cause error) {
+	ss.endOnce.Do(func() {
+		ss.mu.Lock()
+		ss.ended = true
+		queued := ss.queue
+		ss.queue = nil
+		if ss.running != nil {
+			ss.running.cancel(cause)
+		}
+		ss.mu.Unlock()
+		ss.cancel(cause)
+		for _, p := range queued {
+			ss.sendError(context.Background(), p.msg.ID, protocol.CodeAborted, abortMessage)
+		}
+		ss.runWG.Wait()
+
+		ss.sendMu.Lock()
+		ss.stopGraceLocked()
+		ss.replay = replay{}
+		ss.sendMu.Unlock()
+
+		if ss.conv != nil {
+			if err := ss.conv.Close(); err != nil {
+				ss.log.Warn("closing the agent's conversation", "err", err)
+			}
+		}
+		if ss.made && !ss.srv.sharedDirs {
+			for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
+				if d == "" {
+					continue
+				}
+				if err := os.RemoveAll(d); err != nil {
+					ss.log.Warn("removing a session directory", "dir", d, "err", err)
+				}
+			}
+		}
+		ss.srv.removeSession(ss)
+		ss.log.Debug("session ended", "cause", cause)
+	})
+}

@@ -1,0 +1,317 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+var errInvalidRaw = errors.New("kit: event data is not valid JSON")
+
+// turn is one prompt as its agent sees it.
+type turn struct {
+	ss     *session
+	ctx    context.Context
+	id     string
+	text   string
+	inputs []agent.Input
+	skills []agent.SkillResult
+	prefix []byte // {"type":"event","id":"<id>","event_type":
+
+	mu   sync.RWMutex // held for reading by every send, for writing by finish
+	done bool
+
+	tagMu sync.Mutex
+	tags  []string
+}
+
+var _ agent.Turn = (*turn)(nil)
+
+func newTurn(ctx context.Context, ss *session, id string) *turn {
+	t := &turn{ss: ss, ctx: ctx, id: id}
+	t.prefix = append(t.prefix, `{"type":"event","id":`...)
+	t.prefix = appendString(t.prefix, id)
+	t.prefix = append(t.prefix, `,"event_type":`...)
+	return t
+}
+
+func (t *turn) ID() string                  { return t.id }
+func (t *turn) Text() string                { return t.text }
+func (t *turn) Inputs() []agent.Input       { return t.inputs }
+func (t *turn) Skills() []agent.SkillResult { return t.skills }
+func (t *turn) Session() *agent.Session     { return t.ss.info }
+
+// finish ends the turn: later calls fail with agent.ErrTurnDone, and every
+// send already under way has completed when it returns.
+func (t *turn) finish() {
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+}
+
+// live reports whether the turn accepts calls; the caller holds t.mu for
+// reading.
+func (t *turn) live() error {
+	if t.done {
+		return agent.ErrTurnDone
+	}
+	if t.ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", agent.ErrTurnDone, context.Cause(t.ctx))
+	}
+	return nil
+}
+
+// Emit implements agent.Turn.
+func (t *turn) Emit(eventType string, data any) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if err := t.live(); err != nil {
+		return err
+	}
+	return t.emitLocked(eventType, data)
+}
+
+func (t *turn) emitLocked(eventType string, data any) error {
+	b := make([]byte, 0, len(t.prefix)+len(eventType)+rawLen(data)+48)
+	b = append(b, t.prefix...)
+	b = appendString(b, eventType)
+	b = append(b, `,"data":`...)
+	b, err := appendData(b, data)
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", eventType, err)
+	}
+	if err := t.ss.sendSeq(t.ctx, b); err != nil {
+		return fmt.Errorf("%w: %w", agent.ErrTurnDone, err)
+	}
+	return nil
+}
+
+func rawLen(data any) int {
+	if r, ok := data.(json.RawMessage); ok {
+		return len(r)
+	}
+	return 64
+}
+
+// Ask implements agent.Turn.
+func (t *turn) Ask(ctx context.Context, renderer string, input any) (json.RawMessage, error) {
+	sl, err := t.push(renderer, input, true)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-sl.wait:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.rejected {
+			return nil, &agent.RejectedError{SlotID: sl.id, Reason: r.value}
+		}
+		return r.value, nil
+	case <-ctx.Done():
+	case <-t.ctx.Done():
+	}
+	t.mu.RLock()
+	if !t.done && t.ss.takeSlot(sl.id) != nil {
+		t.ss.sendClear(sl)
+	}
+	t.mu.RUnlock()
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return nil, fmt.Errorf("%w: %w", agent.ErrTurnDone, context.Cause(t.ctx))
+}
+
+// Show implements agent.Turn.
+func (t *turn) Show(renderer string, input any) (string, error) {
+	sl, err := t.push(renderer, input, false)
+	if err != nil {
+		return "", err
+	}
+	return sl.id, nil
+}
+
+// Clear implements agent.Turn.
+func (t *turn) Clear(slotID string) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if err := t.live(); err != nil {
+		return err
+	}
+	sl := t.ss.takeSlot(slotID)
+	if sl == nil || sl.promptID != t.id {
+		if sl != nil {
+			t.ss.putSlot(sl) // not ours: leave it
+		}
+		return fmt.Errorf("clear display slot %s: no such slot on this prompt", slotID)
+	}
+	t.ss.sendClear(sl)
+	return nil
+}
+
+func (t *turn) push(renderer string, input any, wait bool) (*slot, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if err := t.live(); err != nil {
+		return nil, err
+	}
+	raw, err := appendData(nil, input)
+	if err != nil {
+		return nil, fmt.Errorf("display slot input: %w", err)
+	}
+	sl := t.ss.newSlot(t.id, wait)
+	b, err := protocol.Encode(&protocol.DisplayPush{
+		Slot:     protocol.Slot{Renderer: renderer, Input: raw, ID: sl.id},
+		PromptID: t.id,
+	})
+	if err == nil {
+		err = t.ss.sendSeq(t.ctx, b[:len(b)-1])
+	}
+	if err != nil {
+		t.ss.takeSlot(sl.id)
+		return nil, fmt.Errorf("push display slot: %w", err)
+	}
+	return sl, nil
+}
+
+// TagOutput implements agent.Turn.
+func (t *turn) TagOutput(path string) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if err := t.live(); err != nil {
+		return err
+	}
+	abs, err := t.ss.resolveTag(path)
+	if err != nil {
+		return err
+	}
+	t.tagMu.Lock()
+	t.tags = append(t.tags, abs)
+	t.tagMu.Unlock()
+	return nil
+}
+
+// resolveTag makes a tagged path absolute (relative to the work directory)
+// and checks that it lies inside one of the session's directories.
+func (ss *session) resolveTag(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("output path is empty")
+	}
+	d := ss.info.Dirs
+	if !filepath.IsAbs(p) {
+		if d.Work == "" {
+			return "", fmt.Errorf("output path %q is relative and the box has no work directory", p)
+		}
+		p = filepath.Join(d.Work, p)
+	}
+	p = filepath.Clean(p)
+	for _, dir := range []string{d.Work, d.Input, d.Output} {
+		if dir != "" && within(dir, p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
+}
+
+// slot is a display slot pushed by a prompt.
+type slot struct {
+	id       string
+	promptID string
+	wait     chan slotResult // nil for slots that need no answer
+}
+
+type slotResult struct {
+	value    json.RawMessage
+	rejected bool
+	err      error
+}
+
+func (ss *session) newSlot(promptID string, wait bool) *slot {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.slotN++
+	sl := &slot{id: "slot_" + strconv.Itoa(ss.slotN), promptID: promptID}
+	if wait {
+		sl.wait = make(chan slotResult, 1)
+	}
+	if ss.slots == nil {
+		ss.slots = map[string]*slot{}
+	}
+	ss.slots[sl.id] = sl
+	return sl
+}
+
+func (ss *session) takeSlot(id string) *slot {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	sl := ss.slots[id]
+	if sl != nil {
+		delete(ss.slots, id)
+	}
+	return sl
+}
+
+func (ss *session) putSlot(sl *slot) {
+	ss.mu.Lock()
+	ss.slots[sl.id] = sl
+	ss.mu.Unlock()
+}
+
+func (ss *session) sendClear(sl *slot) {
+	if err := ss.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
+		ss.log.Debug("display_clear not sent", "slot", sl.id, "err", err)
+	}
+}
+
+// settle answers a slot from the client: it leaves the display (the
+// client is told so) and its waiter gets the answer. Slots of other
+// sessions, unknown slots and slots that need no answer are ignored.
+func (ss *session) settle(id string, r slotResult) {
+	ss.mu.Lock()
+	sl := ss.slots[id]
+	if sl == nil || sl.wait == nil {
+		ss.mu.Unlock()
+		ss.log.Debug("display answer for an unknown slot ignored", "slot", id)
+		return
+	}
+	delete(ss.slots, id)
+	ss.mu.Unlock()
+	ss.sendClear(sl)
+	sl.wait <- r
+}
+
+// clearSlots removes the slots a finished prompt left on the display.
+func (ss *session) clearSlots(promptID string) {
+	ss.mu.Lock()
+	var left []*slot
+	for id, sl := range ss.slots {
+		if sl.promptID == promptID {
+			delete(ss.slots, id)
+			left = append(left, sl)
+		}
+	}
+	ss.mu.Unlock()
+	sortSlots(left)
+	for _, sl := range left {
+		if sl.wait != nil {
+			sl.wait <- slotResult{err: agent.ErrTurnDone}
+		}
+		ss.sendClear(sl)
+	}
+}
+
+func sortSlots(s []*slot) {
+	n := func(sl *slot) int { v, _ := strconv.Atoi(sl.id[len("slot_"):]); return v }
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && n(s[j]) < n(s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
