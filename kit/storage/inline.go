@@ -65,8 +65,7 @@ func (a *Inline) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.
 	if ref.Kind != protocol.KindInline {
 		return nil, fmt.Errorf("inline adapter cannot read a %s ref (file %q)", ref.Kind, ref.Name)
 	}
-	// Every 4 base64 characters make at most 3 bytes, white space included.
-	if max > 0 && int64(len(ref.Data))/4*3 > max+3 {
+	if max > 0 && decodedLen(ref.Data) > max {
 		return nil, fmt.Errorf("inline file %q: over %d bytes: %w", ref.Name, max, ErrTooLarge)
 	}
 	b, err := protocol.DecodeBase64(ref.Data)
@@ -78,6 +77,25 @@ func (a *Inline) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.
 	}
 	return io.NopCloser(bytes.NewReader(b)), nil
 }
+
+// decodedLen is the length protocol.DecodeBase64 would return for valid
+// data, computed without decoding: white space is ignored, trailing "="
+// padding is dropped, and every 4 remaining characters make 3 bytes.
+func decodedLen(s string) int64 {
+	end := len(s)
+	for end > 0 && (s[end-1] == '=' || isBase64Space(s[end-1])) {
+		end--
+	}
+	var n int64
+	for i := 0; i < end; i++ {
+		if !isBase64Space(s[i]) {
+			n++
+		}
+	}
+	return n * 3 / 4
+}
+
+func isBase64Space(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // readExactly fills buf from r and then checks that r has nothing more.
 func readExactly(r io.Reader, buf []byte) error {
