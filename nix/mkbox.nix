@@ -127,14 +127,8 @@ let
     TMPDIR = "/tmp";
     LANG = "C.UTF-8";
   };
-  allEnv =
-    let
-      bad = builtins.filter (k: builtins.elem k reserved) (builtins.attrNames env);
-    in
-    if bad != [ ] then
-      fail "env may not set ${lib.concatStringsSep ", " bad}"
-    else
-      fixedEnv // common.env // chosen.env // env;
+  badEnv = builtins.filter (k: builtins.elem k reserved) (builtins.attrNames env);
+  allEnv = fixedEnv // common.env // chosen.env // env;
 
   config = {
     User = owner;
@@ -166,6 +160,7 @@ let
 
   packageName = p: (builtins.parseDrvName (p.name or "unknown")).name;
 in
+assert badEnv == [ ] || fail "env may not set ${lib.concatStringsSep ", " badEnv}";
 pkgs.dockerTools.streamLayeredImage {
   inherit
     name

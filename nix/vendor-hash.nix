@@ -1,1 +1,1 @@
-"sha256-3TCnNo/Gw5SskULEM2xHaH6YumXn9TfaRPpewaBhVAU="
+"sha256-Ayp+7emrDLyxWpDyWlSFe3U99/P9aG7l5hX9zKoTnLc="

@@ -1,0 +1,132 @@
+package nix_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/glovebox-dev/glovebox/internal/nixtest"
+)
+
+// The nixos-26.05 pin (rev, narHash, lastModified), as read from real
+// flake.lock files on that branch.
+const (
+	pinRev          = "78e9c786dc08cd4f3420c2395cd977206a9b1da2"
+	pinNarHash      = "sha256-VfjaoJ1Uyb7JZTrBgE5Jf2nhjtQPmD9KOd19HJwmZwM="
+	pinLastModified = 1790750587
+)
+
+// lockFile renders a version-7 lock for the nixpkgs pin with narHash as
+// Nix writes it: sorted keys, two-space indent, a trailing newline.
+func lockFile(t *testing.T, narHash string) []byte {
+	t.Helper()
+	lock := map[string]any{
+		"nodes": map[string]any{
+			"nixpkgs": map[string]any{
+				"locked": map[string]any{
+					"lastModified": pinLastModified,
+					"narHash":      narHash,
+					"owner":        "NixOS",
+					"repo":         "nixpkgs",
+					"rev":          pinRev,
+					"type":         "github",
+				},
+				"original": map[string]any{
+					"owner": "NixOS",
+					"ref":   "nixos-26.05",
+					"repo":  "nixpkgs",
+					"type":  "github",
+				},
+			},
+			"root": map[string]any{"inputs": map[string]any{"nixpkgs": "nixpkgs"}},
+		},
+		"root":    "root",
+		"version": 7,
+	}
+	out, err := json.MarshalIndent(lock, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, '\n')
+}
+
+func TestFlakeLockIsThePin(t *testing.T) {
+	got, err := os.ReadFile(filepath.Join(nixtest.ModuleRoot(t), "flake.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lockFile(t, pinNarHash); !bytes.Equal(got, want) {
+		t.Errorf("flake.lock =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFlakeInputs(t *testing.T) {
+	nixtest.Require(t)
+	flake := filepath.Join(nixtest.ModuleRoot(t), "flake.nix")
+	out, _ := nixtest.Run(t, "nix-instantiate", "--eval", "--strict", "--json", "--expr",
+		`builtins.mapAttrs (n: i: i.url) (import `+flake+`).inputs`)
+	if got, want := strings.TrimSpace(string(out)), `{"nixpkgs":"github:NixOS/nixpkgs/nixos-26.05"}`; got != want {
+		t.Errorf("flake.nix inputs = %s, want %s", got, want)
+	}
+}
+
+// TestLockShapeOffline evaluates the root flake with its real lock, only
+// narHash swapped for the stand-in's: Nix finds the stand-in registered as
+// "source" and fetches nothing. This checks the lock's version, root and
+// node wiring, and that "original" matches flake.nix (a mismatch makes Nix
+// re-lock over the network, which fails offline).
+func TestLockShapeOffline(t *testing.T) {
+	s := nixtest.StandInNixpkgs(t)
+	dir := repo(t)
+	copyDir := nixtest.CopyTree(t, dir, func(rel string, _ bool) bool { return true })
+	real, err := os.ReadFile(filepath.Join(copyDir, "flake.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := bytes.Replace(real, []byte(pinNarHash), []byte(s.NarHash), 1)
+	if bytes.Equal(swapped, real) {
+		t.Fatal("flake.lock does not carry the pin's narHash")
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "flake.lock"), swapped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	nixtest.EvalJSON(t, &got, "path:"+copyDir+"#packages", "--apply", "p: builtins.attrNames p")
+	if strings.Join(got, " ") != "aarch64-linux x86_64-linux" {
+		t.Errorf("packages systems = %v", got)
+	}
+}
+
+// TestParseNixFiles runs nix-instantiate --parse on every .nix file in the
+// repository.
+func TestParseNixFiles(t *testing.T) {
+	nixtest.Require(t)
+	root := nixtest.ModuleRoot(t)
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".nix") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 15 {
+		t.Fatalf("found %d .nix files, want the flake, nix/, baseimages/ and the stand-in", len(files))
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(root, f)
+		t.Run(rel, func(t *testing.T) { nixtest.Parse(t, f) })
+	}
+}

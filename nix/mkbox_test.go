@@ -1,0 +1,187 @@
+package nix_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/internal/nixtest"
+)
+
+// consumerFlake calls lib.mkBox the way generated flakes do: nixpkgs and
+// glovebox as inputs, glovebox's nixpkgs following the caller's.
+const consumerFlake = `{
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-26.05";
+  inputs.glovebox.url = "github:glovebox-dev/glovebox";
+  inputs.glovebox.inputs.nixpkgs.follows = "nixpkgs";
+
+  outputs = { self, nixpkgs, glovebox }:
+    let
+      pkgs = nixpkgs.legacyPackages.x86_64-linux;
+      box = args: glovebox.lib.mkBox ({ inherit pkgs; name = "acme/box"; manifest = ./glovebox.json; } // args);
+      facts = b: {
+        inherit (b.passthru.glovebox) base tag packages pythonPackages env;
+        inherit (b.standIn.args.config) Entrypoint Labels;
+        contents = map (c: c.name) b.standIn.args.contents;
+        python = map (c: c.standIn.args.packages)
+          (builtins.filter (c: (c.standIn.function or "") == "python3.withPackages") b.standIn.args.contents);
+      };
+    in
+    {
+      kits = builtins.mapAttrs (s: p: "${p.glovebox-kit}") glovebox.packages;
+      cases = builtins.mapAttrs (n: facts) {
+        defaults = box { };
+        nested = box { packages = [ "python3Packages.rich" "jq" ]; };
+        python = box { base = "python"; pythonPackages = [ "rich" "numpy" ]; };
+        pythonOnBase = box { pythonPackages = [ "requests" ]; };
+        env = box { env = { FOO = "bar"; PATH = "/opt/bin:/bin"; }; };
+        tag = box { version = "2.0.0"; tag = "latest"; };
+        kit = box { kit = pkgs.jq; };
+        aarch64 = glovebox.lib.mkBox { pkgs = nixpkgs.legacyPackages.aarch64-linux; name = "a"; manifest = ./glovebox.json; };
+      };
+      errors = {
+        unknownBase = box { base = "gpu"; };
+        missingPackage = box { packages = [ "nosuchpkg" ]; };
+        notAPackage = box { packages = [ "python3Packages" ]; };
+        renamedPackage = box { packages = [ "noto-fonts-emoji" ]; };
+        missingPython = box { pythonPackages = [ "nosuchpy" ]; };
+        reservedEnv = box { env.GLOVEBOX_MANIFEST = "/elsewhere.json"; };
+        badManifest = box { manifest = ./not-a-manifest.json; };
+        noManifest = glovebox.lib.mkBox { inherit pkgs; name = "x"; };
+        unsupportedSystem = glovebox.lib.mkBox {
+          pkgs = pkgs // { stdenv = pkgs.stdenv // { hostPlatform = { system = "riscv64-linux"; }; }; };
+          name = "x";
+          manifest = ./glovebox.json;
+        };
+      };
+    };
+}
+`
+
+func consumer(t *testing.T) (dir string, flags []string) {
+	t.Helper()
+	r := repo(t)
+	s := nixtest.StandInNixpkgs(t)
+	dir = t.TempDir()
+	manifest, err := os.ReadFile(filepath.Join(r, "baseimages", "manifests", "base.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{
+		"flake.nix":           consumerFlake,
+		"glovebox.json":       string(manifest),
+		"not-a-manifest.json": `{"name": "x"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags = append(s.OverrideInput("nixpkgs"), "--override-input", "glovebox", "path:"+r)
+	return dir, flags
+}
+
+func TestMkBox(t *testing.T) {
+	dir, flags := consumer(t)
+	type facts struct {
+		Base           string            `json:"base"`
+		Tag            string            `json:"tag"`
+		Packages       []string          `json:"packages"`
+		PythonPackages []string          `json:"pythonPackages"`
+		Env            map[string]string `json:"env"`
+		Entrypoint     []string          `json:"Entrypoint"`
+		Labels         map[string]string `json:"Labels"`
+		Contents       []string          `json:"contents"`
+		Python         [][]string        `json:"python"`
+	}
+	var cases map[string]facts
+	nixtest.EvalJSON(t, &cases, append(flags, "path:"+dir+"#cases")...)
+	var kits map[string]string
+	nixtest.EvalJSON(t, &kits, append(flags, "path:"+dir+"#kits")...)
+
+	t.Run("defaults", func(t *testing.T) {
+		c := cases["defaults"]
+		if c.Base != "base" || c.Tag != "0.1.0" || c.Labels["org.opencontainers.image.version"] != "0.1.0" {
+			t.Errorf("base %q tag %q labels %v, want base, 0.1.0", c.Base, c.Tag, c.Labels)
+		}
+		if len(c.Python) != 0 {
+			t.Errorf("python %v, want none", c.Python)
+		}
+		if diff := cmp.Diff([]string{kits["x86_64-linux"] + "/bin/glovebox-kit"}, c.Entrypoint); diff != "" {
+			t.Errorf("Entrypoint (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("nested attribute paths", func(t *testing.T) {
+		c := cases["nested"]
+		if !slices.Contains(c.Contents, "rich") || !slices.Contains(c.Contents, "jq") {
+			t.Errorf("contents %v, want rich and jq", c.Contents)
+		}
+		if diff := cmp.Diff([]string{"python3Packages.rich", "jq"}, c.Packages); diff != "" {
+			t.Errorf("passthru packages (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("python packages merge with the base's", func(t *testing.T) {
+		want := [][]string{{"numpy", "pandas", "pillow", "scipy", "matplotlib", "rich"}}
+		if diff := cmp.Diff(want, cases["python"].Python); diff != "" {
+			t.Errorf("python3.withPackages (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([][]string{{"requests"}}, cases["pythonOnBase"].Python); diff != "" {
+			t.Errorf("python3.withPackages on base (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("env", func(t *testing.T) {
+		c := cases["env"]
+		if c.Env["FOO"] != "bar" || c.Env["PATH"] != "/opt/bin:/bin" || c.Env["GLOVEBOX_PORT"] != "8080" {
+			t.Errorf("env %v, want FOO=bar, PATH overridden, GLOVEBOX_PORT kept", c.Env)
+		}
+	})
+	t.Run("tag and version", func(t *testing.T) {
+		c := cases["tag"]
+		if c.Tag != "latest" || c.Labels["org.opencontainers.image.version"] != "2.0.0" {
+			t.Errorf("tag %q version label %q, want latest, 2.0.0", c.Tag, c.Labels["org.opencontainers.image.version"])
+		}
+	})
+	t.Run("custom kit", func(t *testing.T) {
+		e := cases["kit"].Entrypoint
+		if len(e) != 1 || !strings.HasSuffix(e[0], "-jq/bin/jq") {
+			t.Errorf("Entrypoint %v, want the given kit's mainProgram", e)
+		}
+	})
+	t.Run("kit follows pkgs' system", func(t *testing.T) {
+		want := []string{kits["aarch64-linux"] + "/bin/glovebox-kit"}
+		if diff := cmp.Diff(want, cases["aarch64"].Entrypoint); diff != "" || kits["aarch64-linux"] == kits["x86_64-linux"] {
+			t.Errorf("Entrypoint (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestMkBoxErrors(t *testing.T) {
+	dir, flags := consumer(t)
+	tests := []struct {
+		name, want string
+	}{
+		{"unknownBase", `unknown base "gpu"; use one of: base, browser, docs, media, python`},
+		{"missingPackage", `package "nosuchpkg" is not an attribute of nixpkgs`},
+		{"notAPackage", `"python3Packages" names an attribute of nixpkgs that is not a package`},
+		{"renamedPackage", `renamed to 'noto-fonts-color-emoji'`},
+		{"missingPython", `python package "nosuchpy" is not in python3Packages`},
+		{"reservedEnv", `env may not set GLOVEBOX_MANIFEST`},
+		{"badManifest", `not-a-manifest.json is not a glovebox.json`},
+		{"noManifest", `without required argument 'manifest'`},
+		{"unsupportedSystem", `no glovebox-kit for riscv64-linux`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, err := nixtest.Try(t.Context(), "nix", append([]string{"eval", "--offline", "--raw"}, append(flags, "path:"+dir+"#errors."+tt.name+".drvPath")...)...)
+			if err == nil {
+				t.Fatalf("errors.%s evaluated, want an error mentioning %q", tt.name, tt.want)
+			}
+			if !strings.Contains(string(stderr), tt.want) {
+				t.Errorf("errors.%s: %s\nwant it to mention %q", tt.name, stderr, tt.want)
+			}
+		})
+	}
+}
