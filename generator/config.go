@@ -98,7 +98,7 @@ var (
 // aptToNix suggests the nixpkgs attribute for apt names authors of v1
 // boxes commonly listed.
 var aptToNix = map[string]string{
-	"poppler-utils":          "poppler_utils",
+	"poppler-utils":          "poppler-utils",
 	"imagemagick":            "imagemagick",
 	"ffmpeg":                 "ffmpeg-headless",
 	"libreoffice":            "libreoffice",

@@ -154,11 +154,3 @@ func comment(s string) string {
 		return r
 	}, s)
 }
-
-// dockerstr renders s as a double-quoted Dockerfile word (ENV value):
-// backslash, quote and $ (variable substitution) are escaped. Values with
-// line breaks never reach it: the config refuses them.
-func dockerstr(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "\n", " ", "\r", " ")
-	return `"` + r.Replace(s) + `"`
-}

@@ -57,7 +57,11 @@ func TestGolden(t *testing.T) {
 			dir := filepath.Join("testdata", name)
 			res := generateCase(t, dir, Options{})
 			files := append([]File(nil), res.Files...)
-			files = append(files, File{Name: "warnings.txt", Data: []byte(strings.Join(res.Warnings, "\n")), Mode: 0o644})
+			warnings := ""
+			for _, w := range res.Warnings {
+				warnings += w + "\n"
+			}
+			files = append(files, File{Name: "warnings.txt", Data: []byte(warnings), Mode: 0o644})
 			golden := filepath.Join(dir, "dist")
 			if *update {
 				if err := os.RemoveAll(golden); err != nil {

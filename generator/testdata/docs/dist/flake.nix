@@ -24,7 +24,7 @@
           name = "pdf-tools";
           version = "0.1.0";
           base = "docs";
-          packages = [ "poppler_utils" "qpdf" ];
+          packages = [ "poppler-utils" "qpdf" ];
           pythonPackages = [ ];
           env = {
           };

@@ -25,7 +25,7 @@
           version = "0.1.0";
           base = "python";
           packages = [ "python3Packages.numpy" ];
-          pythonPackages = [ "typing-extensions" "rich" "scikit-learn" ];
+          pythonPackages = [ "pillow" "requests" "rich" ];
           env = {
           };
           manifest = ./glovebox.json;
