@@ -21,7 +21,9 @@ type boot struct {
 	problems []string
 }
 
-func (b *boot) add(format string, args ...any) { b.problems = append(b.problems, errorf(format, args...)) }
+func (b *boot) add(format string, args ...any) {
+	b.problems = append(b.problems, errorf(format, args...))
+}
 
 func (b *boot) err() error {
 	if len(b.problems) == 0 {

@@ -117,7 +117,7 @@ type Server struct {
 
 	registry *storage.Registry
 	local    *storage.Local // the built-in store, nil if it did not open
-	files    http.Handler // serves GET /files/{id} from the built-in store
+	files    http.Handler   // serves GET /files/{id} from the built-in store
 	closers  []func() error
 
 	maxMessage   int64

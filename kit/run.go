@@ -22,8 +22,10 @@ func (e *promptError) Unwrap() error { return e.err }
 
 func codeErr(code string, err error) error { return &promptError{code: code, err: err} }
 
-// runPrompt runs one prompt and sends its complete or error frame.
-func (ss *session) runPrompt(ctx context.Context, p *promptRun) {
+// runPrompt runs one prompt and sends its complete or error frame. done
+// is called after the prompt has stopped and before that frame goes out,
+// so that a client may reuse the id as soon as it sees the frame.
+func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 	if d := ss.srv.timeout; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errTimeout)
@@ -33,6 +35,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun) {
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
+	done()
 	// Frames about a prompt go out even when its context ended.
 	bg := context.WithoutCancel(ctx)
 	if err != nil {

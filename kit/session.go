@@ -190,6 +190,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ss.connGone(c, clean)
 }
 
+// closeAbnormal is the code a read error carries when the connection
+// dropped without a close frame (RFC 6455 7.4.1: never sent on the wire).
+const closeAbnormal = 1006
+
 // readLoop reads frames until the connection ends. clean reports whether
 // the client ended it with a close frame (or the server is closing).
 func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
@@ -202,7 +206,7 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 		if err != nil {
 			code := wsconn.CloseCode(err)
 			ss.log.Debug("connection ended", "err", err, "close_code", code)
-			return code != 0 || s.ctx.Err() != nil
+			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil
 		}
 		c.ws.SetReadDeadline(time.Now().Add(wait))
 		ss.handle(c, data)
@@ -484,12 +488,12 @@ func (ss *session) runLoop() {
 		ss.running = p
 		ss.mu.Unlock()
 
-		ss.runPrompt(ctx, p)
+		ss.runPrompt(ctx, p, func() {
+			ss.mu.Lock()
+			ss.running = nil
+			ss.mu.Unlock()
+		})
 		cancel(nil)
-
-		ss.mu.Lock()
-		ss.running = nil
-		ss.mu.Unlock()
 	}
 }
 
