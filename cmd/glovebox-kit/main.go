@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,14 +28,11 @@ func main() {
 }
 
 func resolve(m *protocol.Manifest, log *slog.Logger) (agent.Agent, error) {
-	switch t := m.AgentType(); t {
+	switch m.AgentType() {
 	case protocol.AgentExec:
 		return exec.New(), nil
 	case protocol.AgentACP:
 		return acp.New(m.Agent, log)
-	case protocol.AgentGo:
-		return nil, errors.New(`type "go" is a Go agent: build it with its own main that calls kit.Main (see examples/echo-agent); glovebox-kit serves exec and acp agents`)
-	default:
-		return nil, fmt.Errorf("unknown agent type %q", t)
 	}
+	return nil, fmt.Errorf(`type %q: glovebox-kit serves exec and acp agents; a Go agent is built with its own main that calls kit.Main (see examples/echo-agent)`, m.AgentType())
 }

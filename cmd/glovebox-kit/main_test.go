@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// The test binary doubles as glovebox-kit when this variable is set, so
+// the tests run the real command in a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("GLOVEBOX_KIT_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func kitCmd(t *testing.T, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append([]string{"GLOVEBOX_KIT_AS_MAIN=1", "PATH=" + os.Getenv("PATH")}, env...)
+	return cmd
+}
+
+func writeManifest(t *testing.T, key, agent string) string {
+	m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"` + agent + `"}}`))
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	b, _ := json.Marshal(m)
+	p := filepath.Join(t.TempDir(), "glovebox.json")
+	os.WriteFile(p, b, 0o644)
+	return p
+}
+
+func TestBootFailures(t *testing.T) {
+	key := protocol.NewKey()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"no manifest, no key", []string{"GLOVEBOX_MANIFEST=/nonexistent/glovebox.json"},
+			[]string{"glovebox-kit: manifest /nonexistent/glovebox.json: no such file or directory", "glovebox-kit: GLOVEBOX_KEY is not set"}},
+		{"go agent", []string{"GLOVEBOX_MANIFEST=" + writeManifest(t, key, "go"), "GLOVEBOX_KEY=" + key, "GLOVEBOX_ROOT=" + t.TempDir()},
+			[]string{`glovebox-kit: agent: type "go": glovebox-kit serves exec and acp agents; a Go agent is built with its own main`}},
+		{"bad port and key", []string{"GLOVEBOX_MANIFEST=" + writeManifest(t, key, "exec"), "GLOVEBOX_KEY=wrong", "GLOVEBOX_PORT=http", "GLOVEBOX_ROOT=" + t.TempDir()},
+			[]string{`glovebox-kit: GLOVEBOX_PORT "http" is not a port number`, "glovebox-kit: GLOVEBOX_KEY does not match"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cmd := kitCmd(t, tc.env...)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1; stderr:\n%s", err, stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// TestServeExec runs glovebox-kit with the exec agent, prompts it over a
+// real socket and stops it with SIGTERM.
+func TestServeExec(t *testing.T) {
+	key := protocol.NewKey()
+	root := t.TempDir()
+	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0")
+	cmd.Args = append(cmd.Args, "--manifest", writeManifest(t, key, "exec"), "--root", root)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	addrRE := regexp.MustCompile(`addr=\S*:(\d+)`)
+	sc := bufio.NewScanner(stderr)
+	port := ""
+	for port == "" && sc.Scan() {
+		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	if port == "" {
+		t.Fatal("no listen address logged")
+	}
+	go func() {
+		for sc.Scan() {
+			t.Log(sc.Text())
+		}
+	}()
+
+	resp, err := http.Get("http://127.0.0.1:" + port + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	c, _, err := wsconn.Dial(context.Background(), "ws://127.0.0.1:"+port+"/run", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	c.WriteText([]byte(`{"type":"prompt","id":"req_1","text":"echo hello; echo x > \"$GLOVEBOX_OUTPUT/x.txt\"","inputs":{}}`))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var done map[string]any
+	for done == nil {
+		b, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m["type"] == "complete" || m["type"] == "error" {
+			done = m
+		}
+	}
+	if done["type"] != "complete" || !strings.Contains(done["message"].(string), "hello") {
+		t.Fatalf("final frame = %v", done)
+	}
+	if outs := done["outputs"].(map[string]any); outs["x.txt"] == nil {
+		t.Errorf("outputs = %v", outs)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	// The kit says goodbye with a close frame 1001.
+	_, err = c.ReadMessage()
+	if code := wsconn.CloseCode(err); code != wsconn.CloseGoingAway {
+		t.Errorf("after SIGTERM: %v, want close 1001", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+}
