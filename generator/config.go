@@ -341,9 +341,11 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 		d.errorf(p, "missing use: name the adapter (inline, url, localServer, s3, gcs or a custom one)")
 		return r, false
 	}
-	r.Use.Adapter, _ = d.str(p+".use", use)
-	if r.Use.Adapter != "" && !adapterRE.MatchString(r.Use.Adapter) {
-		d.errorf(p+".use", "%q is not a valid adapter name", r.Use.Adapter)
+	if s, ok := d.str(p+".use", use); ok {
+		r.Use.Adapter = s
+		if !adapterRE.MatchString(s) {
+			d.errorf(p+".use", "%q is not an adapter name: use inline, url, localServer, s3, gcs or a custom adapter's key", s)
+		}
 	}
 	if outputs && r.Use.Adapter == protocol.AdapterURL {
 		d.errorf(p+".use", "outputs may not use adapter \"url\": it is read-only")
@@ -520,7 +522,7 @@ func (d *doc) fs(key string, v any, c *Config) {
 		if x, ok := t["writable"]; ok {
 			mt.Writable, _ = d.boolean(p+".writable", x)
 		}
-		if mt.Path != "" && (!pathpkg.IsAbs(mt.Path) || pathpkg.Clean(mt.Path) != mt.Path || mt.Path == "/") {
+		if _, given := t["path"]; given && (!pathpkg.IsAbs(mt.Path) || pathpkg.Clean(mt.Path) != mt.Path || mt.Path == "/") {
 			d.errorf(p+".path", "%q must be a clean absolute path other than /, e.g. \"/work\"", mt.Path)
 		}
 		if other, dup := paths[mt.Path]; dup && mt.Path != "" {

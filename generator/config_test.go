@@ -1,0 +1,227 @@
+package generator
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse("glovebox.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		File:    "glovebox.toml",
+		Name:    "glovebox-app",
+		Version: "0.1.0",
+		Base:    "base",
+		Env:     map[string]protocol.EnvSpec{},
+		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
+		FS:      protocol.DefaultFS(),
+		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
+	}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("Parse(empty) mismatch (-want +got):\n%s", diff)
+	}
+	m := c.Manifest("ba7816bf...15ad")
+	if m.Base != "glovebox/base" || m.ProtocolVersion != 1 || m.AgentType() != protocol.AgentExec {
+		t.Errorf("Manifest = %+v", m)
+	}
+	if err := m.Check(); err != nil {
+		t.Errorf("default manifest does not pass Check: %v", err)
+	}
+}
+
+// TestParseStorageRules checks that TOML rules mean what v1's rule
+// constructors mean.
+func TestParseStorageRules(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte(`
+[[storage.outputs]]
+use = "inline"
+below = "1MB"
+
+[[storage.outputs]]
+use = "localServer"
+ttl = "24h"
+above = "1KB"
+
+[[storage.outputs]]
+use = "s3"
+bucket = "b"
+
+[[storage.outputs]]
+use = "localServer"
+
+[[storage.inputs]]
+use = "url"
+below = "10MB"
+above = "1KB"
+
+[[storage.inputs]]
+use = "inline"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protocol.StoragePolicy{
+		Inputs: protocol.Policy{Rules: []protocol.Rule{
+			{Use: protocol.Use{Adapter: "url"}, When: protocol.When{SizeAbove: "1KB", SizeBelow: "10MB"}},
+			{Use: protocol.Use{Adapter: "inline"}, When: protocol.When{Default: true}},
+		}},
+		Outputs: protocol.Policy{Rules: []protocol.Rule{
+			{Use: protocol.Use{Adapter: "inline"}, When: protocol.When{SizeBelow: "1MB"}},
+			{Use: protocol.Use{Adapter: "localServer", Options: map[string]any{"ttl": "24h"}}, When: protocol.When{SizeAbove: "1KB"}},
+			{Use: protocol.Use{Adapter: "s3", Options: map[string]any{"bucket": "b"}}, When: protocol.When{Always: true}},
+			{Use: protocol.Use{Adapter: "localServer", Options: map[string]any{"ttl": "1h"}}, When: protocol.When{Default: true}},
+		}},
+	}
+	if diff := cmp.Diff(want, c.Storage); diff != "" {
+		t.Errorf("storage mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		toml string
+		want []string // each "line: text" must appear, in this order
+	}{
+		{"syntax", "name = \n", []string{"glovebox.toml:1: not valid TOML"}},
+		{"duplicate key", "name = \"a\"\nname = \"b\"\n", []string{"glovebox.toml:2: not valid TOML"}},
+		{"unknown top key", "name = \"a\"\n\nnmae = \"b\"\n", []string{`glovebox.toml:3: nmae: unknown key "nmae"; allowed here: name, version, base`}},
+		{"bad name", `name = "My Box"`, []string{`glovebox.toml:1: name: "My Box" is not a valid box name`}},
+		{"name type", `name = 3`, []string{`glovebox.toml:1: name: want a string, got the integer 3`}},
+		{"bad version", `version = "1 0"`, []string{`glovebox.toml:1: version: "1 0" is not a valid version`}},
+		{"bad base", `base = "ubuntu:22.04"`, []string{`glovebox.toml:1: base: "ubuntu:22.04" is not a base image: use one of base, media, docs, python, browser`}},
+		{"apt refused", "[packages]\napt = [\"poppler-utils\", \"libfoo\"]\n", []string{
+			`glovebox.toml:2: packages.apt[0]: apt packages are not supported`, `list the nixpkgs attribute "poppler-utils" under packages.nix`,
+			`glovebox.toml:2: packages.apt[1]`, `search.nixos.org`}},
+		{"bad nix attr", "[packages]\nnix = [\n  \"jq\",\n  \"foo bar\",\n]\n", []string{`glovebox.toml:4: packages.nix[1]: "foo bar" is not a valid nixpkgs attribute path`}},
+		{"nix attr injection", "[packages]\nnix = [\"jq\\\"; x = \\\"\"]\n", []string{`packages.nix[0]`, `is not a valid nixpkgs attribute path`}},
+		{"pip version", "[packages]\npip = [\"rich==13\"]\n", []string{`glovebox.toml:2: packages.pip[0]: "rich==13" is not a valid Python package name (names only`}},
+		{"duplicate package", "[packages]\nnix = [\"jq\", \"jq\"]\n", []string{`packages.nix[1]: "jq" is listed twice`}},
+		{"unknown package kind", "[packages]\nbrew = [\"jq\"]\n", []string{`glovebox.toml:2: packages.brew: unknown key "brew"; allowed here: nix, pip, npm, apt`}},
+		{"env unknown field", "[env.KEY]\nrequired = true\nsecert = true\n", []string{`glovebox.toml:3: env.KEY.secert: unknown key "secert"; allowed here: required, secret, default, description`}},
+		{"env bad name", "[env.\"1BAD\"]\nrequired = true\n", []string{`glovebox.toml:1: env.1BAD: "1BAD" is not a valid variable name`}},
+		{"env reserved", "[env.GLOVEBOX_KEY]\nrequired = true\n", []string{`env.GLOVEBOX_KEY: "GLOVEBOX_KEY" is reserved`}},
+		{"env required type", "[env.A]\nrequired = \"yes\"\n", []string{`glovebox.toml:2: env.A.required: want true or false, got the string "yes"`}},
+		{"env multi-line default", "[env.A]\ndefault = \"a\\nb\"\n", []string{`glovebox.toml:2: env.A.default: a default must be one line`}},
+		{"bad size", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MiB\"\n[[storage.outputs]]\nuse = \"localServer\"\n", []string{`glovebox.toml:3: storage.outputs[0].below: size "1MiB" has unit "MiB": want B, KB, MB or GB`}},
+		{"bad ttl", "[[storage.outputs]]\nuse = \"localServer\"\nttl = \"forever\"\n", []string{`glovebox.toml:3: storage.outputs[0].ttl: duration "forever"`}},
+		{"second rule line", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MB\"\n\n[[storage.outputs]]\nuse = \"localServer\"\nttll = \"1h\"\n", []string{`glovebox.toml:7: storage.outputs[1].ttll: unknown key "ttll"`}},
+		{"outputs to url", "[[storage.outputs]]\nuse = \"url\"\n", []string{`glovebox.toml:2: storage.outputs[0].use: outputs may not use adapter "url": it is read-only`}},
+		{"no terminal", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MB\"\n", []string{`glovebox.toml:1: storage.outputs: outputs need a terminal rule`}},
+		{"s3 without bucket", "[[storage.outputs]]\nuse = \"s3\"\n", []string{`storage.outputs[0]: use = "s3" needs a bucket`}},
+		{"ttl on inline", "[[storage.outputs]]\nuse = \"inline\"\nttl = \"1h\"\n", []string{`glovebox.toml:3: storage.outputs[0].ttl: ttl is only for use = "localServer"`}},
+		{"storage not array", "[storage.outputs]\nuse = \"inline\"\n", []string{`storage.outputs: want one or more rules`}},
+		{"bad limits", "[limits]\ntimeout = \"5x\"\nmemory = \"lots\"\ncpu = \"two\"\nmax_message = \"1TB\"\n", []string{
+			`glovebox.toml:2: limits.timeout: duration "5x"`,
+			`glovebox.toml:3: limits.memory: memory "lots"`,
+			`glovebox.toml:4: limits.cpu: "two" is not a CPU count`,
+			`glovebox.toml:5: limits.max_message: size "1TB"`}},
+		{"fs relative", "[fs.work]\npath = \"work\"\nwritable = true\n", []string{`glovebox.toml:2: fs.work.path: "work" must be a clean absolute path`}},
+		{"fs read-only work", "[fs.work]\npath = \"/work\"\n", []string{`glovebox.toml:1: fs.work: the work mount must be writable`}},
+		{"sessions", "[sessions]\nmax = -1\nresume_grace = \"0s\"\n", []string{`glovebox.toml:2: sessions.max: -1 is out of range`, `glovebox.toml:3: sessions.resume_grace`}},
+		{"agent type", "[agent]\ntype = \"python\"\n", []string{`glovebox.toml:2: agent.type: "python" is not an agent type: use exec, acp or go`}},
+		{"acp without command", "[agent]\ntype = \"acp\"\n", []string{`glovebox.toml:1: agent: type = "acp" needs a command`}},
+		{"exec with command", "[agent]\ncommand = [\"x\"]\n", []string{`glovebox.toml:2: agent.command: command is only for type = "acp"`}},
+		{"acp env type", "[agent]\ntype = \"acp\"\ncommand = [\"x\"]\nenv = { A = 1 }\n", []string{`glovebox.toml:4: agent.env.A: want a string, got the integer 1`}},
+		{"all problems at once", "name = \"Bad\"\nbogus = 1\n[limits]\ntimeout = \"x\"\n", []string{"glovebox.toml:1: name", "glovebox.toml:2: bogus", "glovebox.toml:4: limits.timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("glovebox.toml", []byte(tc.toml))
+			if err == nil {
+				t.Fatalf("Parse(%q) = nil error, want %q", tc.toml, tc.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse error is a %T, want *ConfigError: %v", err, err)
+			}
+			msg := err.Error()
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("Parse(%q) = %q, want it to contain %q (in order)", tc.toml, msg, w)
+				}
+				at += i + len(w)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "gbx init") {
+		t.Errorf("Load(empty dir) = %v, want a hint to run gbx init", err)
+	}
+	file := filepath.Join(dir, ConfigFile)
+	if err := os.WriteFile(file, []byte("name = \"ok\"\nbad = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.HasPrefix(err.Error(), file+":2: bad:") {
+		t.Errorf("Load = %v, want an error starting with %s:2", err, file)
+	}
+}
+
+func TestScaffoldParsesAndGenerates(t *testing.T) {
+	for _, in := range []string{"My Agent!", "", "---", strings.Repeat("x", 100), "ok-name"} {
+		files, err := Scaffold(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toml []byte
+		for _, f := range files {
+			if f.Name == ConfigFile {
+				toml = f.Data
+			}
+		}
+		c, err := Parse(ConfigFile, toml)
+		if err != nil {
+			t.Fatalf("scaffold for %q does not parse: %v", in, err)
+		}
+		if !protocol.NameRE.MatchString(c.Name) || c.Agent.Type != protocol.AgentExec {
+			t.Errorf("scaffold for %q: name %q agent %q", in, c.Name, c.Agent.Type)
+		}
+		if _, err := Generate(c, Options{Key: testKey}); err != nil {
+			t.Errorf("scaffold for %q does not generate: %v", in, err)
+		}
+	}
+	if got := BoxName("My Agent!"); got != "my-agent" {
+		t.Errorf("BoxName(%q) = %q, want my-agent", "My Agent!", got)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	entries, _ := filepath.Glob("testdata/*/glovebox.toml")
+	for _, e := range entries {
+		if data, err := os.ReadFile(e); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("[[storage.outputs]]\nuse = \"inline\"\n[storage.outputs.x]\n"))
+	f.Add([]byte("a.b.c = 1\n[a]\n[[x.y]]\n[x.y.z]\nq = {r = [1, {s = 2}]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.toml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("Parse error %T without problems: %v", err, err)
+			}
+			return
+		}
+		// Whatever parses must generate and give a manifest that passes
+		// the kit's own check.
+		if _, err := Generate(c, Options{Key: testKey}); err != nil {
+			t.Fatalf("Parse accepted a config Generate refuses: %v\n%s", err, data)
+		}
+	})
+}
