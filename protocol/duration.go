@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 		if mult != 0 {
 			n, err := strconv.ParseInt(t[:i], 10, 64)
-			if err != nil || n <= 0 || n > int64(1<<62)/int64(mult) {
+			if err != nil || n <= 0 || n > math.MaxInt64/int64(mult) {
 				return 0, fmt.Errorf("duration %q is out of range: want a positive number of %s", s, unit)
 			}
 			return time.Duration(n) * mult, nil

@@ -124,6 +124,12 @@ func TestParseDuration(t *testing.T) {
 		{"1H30M", 90 * time.Minute},
 		{"1 h 30 m", 90 * time.Minute},
 		{"1m0s", time.Minute},
+		// The largest durations, in both forms: FormatDuration writes the
+		// first, so both must parse.
+		{"2562047h", 2562047 * time.Hour},
+		{"2562047h0m", 2562047 * time.Hour},
+		{"106751d", 106751 * 24 * time.Hour},
+		{"9223372036s", 9223372036 * time.Second},
 	}
 	for _, tt := range tests {
 		got, err := protocol.ParseDuration(tt.in)
@@ -148,8 +154,9 @@ func TestParseDurationError(t *testing.T) {
 		{"1.5d", `duration "1.5d": want a number and a unit`},
 		{"h", `duration "h": want a number and a unit`},
 		{"99999999999999999999d", `is out of range`},
-		{"200000d", `is out of range`},
-		{"9999999999h", `duration "9999999999h" is out of range`},
+		{"106752d", `duration "106752d" is out of range`},
+		{"2562048h", `duration "2562048h" is out of range`},
+		{"2562048h0m", `duration "2562048h0m": want a number and a unit`},
 		{"1d2", `duration "1d2": want a number and a unit`},
 	}
 	for _, tt := range tests {
