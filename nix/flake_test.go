@@ -179,7 +179,7 @@ func TestGoBinaries(t *testing.T) {
 				if diff := cmp.Diff([]string{"cmd/" + name}, g.SubPackages); diff != "" {
 					t.Errorf("subPackages (-want +got):\n%s", diff)
 				}
-				wantFlags := []string{"-s", "-w", "-X " + versionVar[name] + "=0.1.0"}
+				wantFlags := []string{"-s", "-w", "-X " + versionVar[name] + "=v0.1.0"}
 				if diff := cmp.Diff(wantFlags, g.Ldflags); diff != "" {
 					t.Errorf("ldflags (-want +got):\n%s", diff)
 				}

@@ -62,10 +62,12 @@ let
       description,
     }:
     let
+      # Go-side versions carry the tag's "v" (gbx reads a vX.Y.Z as a
+      # release, to pin the matching kit).
       ldflags = [
         "-s"
         "-w"
-        "-X ${versionVar}=${version}"
+        "-X ${versionVar}=v${version}"
       ];
     in
     buildGoModule (
