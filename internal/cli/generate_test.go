@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/glovebox-dev/glovebox/generator"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// gbx runs the command line in dir and returns stdout, stderr and the error.
+func gbx(t *testing.T, dir string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
+	return out.String(), errb.String(), err
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestInitThenGenerate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "My Box")
+	out, _, err := gbx(t, filepath.Dir(dir), "init", "My Box")
+	if err != nil {
+		t.Fatalf("gbx init: %v", err)
+	}
+	if !strings.Contains(out, "wrote My Box/glovebox.toml") {
+		t.Errorf("gbx init printed %q", out)
+	}
+	cfg, err := generator.Load(dir)
+	if err != nil {
+		t.Fatalf("the scaffolded config does not load: %v", err)
+	}
+	if cfg.Name != "my-box" || cfg.Agent.Type != protocol.AgentExec {
+		t.Errorf("scaffold: name %q agent %q, want my-box exec", cfg.Name, cfg.Agent.Type)
+	}
+
+	// init refuses to overwrite, and writes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "glovebox.toml"), []byte("name = \"mine\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "README.md"))
+	_, _, err = gbx(t, dir, "init")
+	if err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("gbx init over an existing box = %v, want a refusal naming --force", err)
+	}
+	if got := readFile(t, filepath.Join(dir, "glovebox.toml")); got != "name = \"mine\"\n" {
+		t.Errorf("init overwrote glovebox.toml: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README.md")); err == nil {
+		t.Error("a refused init still wrote README.md")
+	}
+	if _, _, err := gbx(t, dir, "init", "--force", "--name", "forced"); err != nil {
+		t.Fatalf("gbx init --force: %v", err)
+	}
+	if got := readFile(t, filepath.Join(dir, "glovebox.toml")); !strings.Contains(got, `name = "forced"`) {
+		t.Errorf("init --force did not rewrite glovebox.toml:\n%s", got)
+	}
+
+	// generate: a new key, 0600, its fingerprint printed and in the manifest.
+	out, _, err = gbx(t, dir, "generate")
+	if err != nil {
+		t.Fatalf("gbx generate: %v", err)
+	}
+	dist := filepath.Join(dir, "dist")
+	key := strings.TrimSpace(readFile(t, filepath.Join(dist, "glovebox.key")))
+	fp := protocol.Fingerprint(key)
+	if !strings.Contains(out, "new box key: fingerprint "+fp) {
+		t.Errorf("gbx generate printed %q, want the new key's fingerprint %s", out, fp)
+	}
+	if st, _ := os.Stat(filepath.Join(dist, "glovebox.key")); st.Mode().Perm() != 0o600 {
+		t.Errorf("glovebox.key mode %v, want 0600", st.Mode())
+	}
+	m, err := protocol.ParseManifest([]byte(readFile(t, filepath.Join(dist, "glovebox.json"))))
+	if err != nil || m.KeyFingerprint != fp {
+		t.Errorf("manifest fingerprint %q, %v; want %s", m.KeyFingerprint, err, fp)
+	}
+	for _, f := range []string{"flake.nix", "flake.lock", "nixpacks.toml", ".env.example", "fly.toml", "Dockerfile", ".gitignore"} {
+		if _, err := os.Stat(filepath.Join(dist, f)); err != nil {
+			t.Errorf("dist lacks %s", f)
+		}
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dist, ".gitignore")), "/glovebox.key") {
+		t.Error("dist/.gitignore does not keep the key out of git")
+	}
+
+	// Again: nothing changes, the key is kept.
+	out, _, err = gbx(t, dir, "generate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "dist is up to date") || !strings.Contains(out, "box key kept: fingerprint "+fp) {
+		t.Errorf("second gbx generate printed %q", out)
+	}
+
+	// --check: clean, then drift after an edit, without writing.
+	if out, _, err := gbx(t, dir, "generate", "--check"); err != nil || !strings.Contains(out, "up to date") {
+		t.Errorf("gbx generate --check on a fresh dist = %q, %v", out, err)
+	}
+	cfgFile := filepath.Join(dir, "glovebox.toml")
+	toml := readFile(t, cfgFile)
+	if err := os.WriteFile(cfgFile, []byte(strings.Replace(toml, `nix = ["jq"]`, `nix = ["jq", "ripgrep"]`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, filepath.Join(dist, "flake.nix"))
+	out, _, err = gbx(t, dir, "generate", "--check")
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Code != 1 {
+		t.Fatalf("gbx generate --check with drift = %v, want exit 1", err)
+	}
+	for _, want := range []string{"dist/flake.nix: differs", `+          packages = [ "jq" "ripgrep" ];`, "dist/nixpacks.toml: differs", "dist/glovebox.json: differs", "3 file(s) differ"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--check output lacks %q:\n%s", want, out)
+		}
+	}
+	if readFile(t, filepath.Join(dist, "flake.nix")) != before {
+		t.Error("--check wrote flake.nix")
+	}
+
+	// --rotate-key: a new key and fingerprint, everywhere.
+	out, _, err = gbx(t, dir, "generate", "--rotate-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2 := strings.TrimSpace(readFile(t, filepath.Join(dist, "glovebox.key")))
+	if key2 == key || !strings.Contains(out, "rotated the box key: fingerprint "+protocol.Fingerprint(key2)) {
+		t.Errorf("--rotate-key: key changed %v, output %q", key2 != key, out)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dist, "glovebox.json")), protocol.Fingerprint(key2)) {
+		t.Error("the manifest does not carry the rotated key's fingerprint")
+	}
+}
+
+func TestGenerateOutAndErrors(t *testing.T) {
+	root := t.TempDir()
+	box := filepath.Join(root, "box")
+	if err := os.MkdirAll(box, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(box, "glovebox.toml"), []byte("name = \"b\"\n[packages]\nnpm = [\"cowsay\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := gbx(t, root, "generate", "box", "--out", "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "wrote elsewhere/flake.nix") {
+		t.Errorf("--out: printed %q", out)
+	}
+	if !strings.Contains(errOut, "gbx: warning: npm packages (cowsay) are installed by nixpacks only") {
+		t.Errorf("no npm warning on stderr: %q", errOut)
+	}
+
+	// Bad config: every problem with file and line, nothing written.
+	if err := os.WriteFile(filepath.Join(box, "glovebox.toml"), []byte("name = \"B\"\n\nbase = \"ubuntu\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = gbx(t, root, "generate", "box", "--out", "bad")
+	if err == nil {
+		t.Fatal("generate with a bad config succeeded")
+	}
+	file := filepath.Join(box, "glovebox.toml")
+	if !regexp.MustCompile(regexp.QuoteMeta(file) + `:1: name: .*\n` + regexp.QuoteMeta(file) + `:3: base: `).MatchString(err.Error()) {
+		t.Errorf("error = %q, want both problems with file:line", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bad")); err == nil {
+		t.Error("a failed generate created its output directory")
+	}
+
+	for _, args := range [][]string{
+		{"generate", "--check", "--rotate-key"},
+		{"generate", "a", "b"},
+		{"generate", "--bogus"},
+		{"init", "a", "b"},
+	} {
+		if _, _, err := gbx(t, box, args...); !errors.Is(err, ErrUsage) {
+			t.Errorf("gbx %v = %v, want a usage error", args, err)
+		}
+	}
+	if _, _, err := gbx(t, t.TempDir(), "generate"); err == nil || !strings.Contains(err.Error(), "gbx init") {
+		t.Errorf("generate without a config = %v, want a hint to run gbx init", err)
+	}
+}
+
+func TestGenerateCheckMissingKey(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := gbx(t, dir, "init"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := gbx(t, dir, "generate", "--check")
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Code != 1 || !strings.Contains(out, "dist/glovebox.key: missing") {
+		t.Errorf("--check without dist = %q, %v; want every file missing and exit 1", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dist")); err == nil {
+		t.Error("--check created dist")
+	}
+}
