@@ -190,7 +190,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 			return "", context.Cause(ctx)
 		}
 		if p.conn.err() != nil {
-			if p.alive() { // it broke the protocol but still runs
+			if !p.hasExited() { // it broke the protocol but still runs
 				p.stop(c.a.stopGrace)
 			}
 			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace)}

@@ -73,20 +73,32 @@ func (c *conversation) outside(path string) *rpcError {
 }
 
 // resolveExisting resolves the symbolic links of p, or of its nearest
-// existing parent with the rest appended.
+// existing parent with the rest appended. A dangling link is followed to
+// where it points, so a write through it lands where the link says.
 func resolveExisting(p string) (string, bool) {
-	rest := ""
-	for cur := p; ; {
-		if r, err := filepath.EvalSymlinks(cur); err == nil {
-			return filepath.Join(r, rest), true
+	for range 40 { // as many links as Linux follows
+		rest := ""
+		cur := p
+		for {
+			if r, err := filepath.EvalSymlinks(cur); err == nil {
+				return filepath.Join(r, rest), true
+			}
+			if target, err := os.Readlink(cur); err == nil {
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(filepath.Dir(cur), target)
+				}
+				p = filepath.Join(target, rest)
+				break
+			}
+			parent := filepath.Dir(cur)
+			if parent == cur {
+				return "", false
+			}
+			rest = filepath.Join(filepath.Base(cur), rest)
+			cur = parent
 		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return "", false
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
 	}
+	return "", false
 }
 
 // openIn opens a file through an os.Root of its area, so no symbolic link

@@ -142,6 +142,16 @@ func (p *proc) signalGroup(sig syscall.Signal) {
 	}
 }
 
+// hasExited reports whether the process was reaped.
+func (p *proc) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // alive reports whether the process and its connection are usable.
 func (p *proc) alive() bool {
 	select {
@@ -207,7 +217,7 @@ func exitStatus(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + ws.Signal().String()
+			return "killed by " + unixSignalName(ws.Signal())
 		}
 		return ee.String()
 	}

@@ -12,6 +12,7 @@
 //   write PATH TEXT   fs/write_text_file
 //   term CMD ARGS...  terminal/create, wait_for_exit, output, release
 //   termkill          starts `sleep 60` in a terminal, kills it, releases it
+//   termleak          starts `sleep 60` in a terminal and leaves it running
 //   wait              streams a chunk, then waits for session/cancel
 //   hang              ignores session/cancel
 //   die               streams a chunk, then exits with status 3
@@ -171,6 +172,11 @@ app.onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
       const exit = await term.waitForExit();
       await term.release();
       await say(JSON.stringify({ exit }));
+      break;
+    }
+    case "termleak": {
+      const term = await client.createTerminal({ sessionId, command: "sleep", args: ["60"] });
+      await say(term.id);
       break;
     }
     case "wait":

@@ -1,0 +1,96 @@
+// A misbehaving ACP agent with no dependencies: it writes JSON-RPC by hand
+// so the kit/acp tests can send what no SDK would. Prompt text commands:
+//
+//   garbage   a line that is not JSON, a response to an id the client never
+//             used, an update the client does not know, an update without
+//             sessionUpdate and a request for a method no client serves;
+//             then it reports the client's answer to that request
+//   huge N    one session/update line of N bytes
+//   crlf      answers with CRLF line endings and blank lines
+//
+// The environment tunes the handshake: RAW_VERSION sets the protocol
+// version initialize answers with, RAW_AUTH=1 makes session/new demand
+// authentication.
+import { createInterface } from "node:readline";
+
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+const pending = new Map();
+let nextId = 1000;
+const call = (method, params) =>
+  new Promise((resolve) => {
+    const id = nextId++;
+    pending.set(id, resolve);
+    send({ jsonrpc: "2.0", id, method, params });
+  });
+const update = (sessionId, u) => send({ jsonrpc: "2.0", method: "session/update", params: { sessionId, update: u } });
+const say = (sessionId, text) => update(sessionId, { sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
+
+async function prompt(id, params) {
+  const sid = params.sessionId;
+  const text = params.prompt.filter((b) => b.type === "text").map((b) => b.text).at(-1) ?? "";
+  const [cmd, arg] = text.trim().split(/\s+/);
+  switch (cmd) {
+    case "garbage": {
+      process.stdout.write("this is not json\n");
+      process.stdout.write("[1,2,3]\n");
+      send({ jsonrpc: "2.0", id: 424242, result: {} });
+      send({ jsonrpc: "2.0", id: "nope", result: {} });
+      update(sid, { sessionUpdate: "_vendor_thing", x: 1, nested: { y: [1, 2] } });
+      update(sid, { what: "no discriminator" });
+      send({ jsonrpc: "2.0", method: "_vendor/notice", params: {} });
+      const res = await call("_vendor/method", { sessionId: sid });
+      say(sid, JSON.stringify(res));
+      break;
+    }
+    case "huge":
+      update(sid, { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "x".repeat(Number(arg)) } });
+      break;
+    case "crlf":
+      process.stdout.write("\r\n\r\n");
+      process.stdout.write(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId: sid, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "crlf ok" } } } }) + "\r\n");
+      break;
+    default:
+      say(sid, text);
+  }
+  send({ jsonrpc: "2.0", id, result: { stopReason: "end_turn" } });
+}
+
+const rl = createInterface({ input: process.stdin });
+rl.on("line", (line) => {
+  let m;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return;
+  }
+  if (m.method === undefined && pending.has(m.id)) {
+    const resolve = pending.get(m.id);
+    pending.delete(m.id);
+    resolve(m.error ? { error: m.error } : { result: m.result });
+    return;
+  }
+  switch (m.method) {
+    case "initialize":
+      send({ jsonrpc: "2.0", id: m.id, result: {
+        protocolVersion: Number(process.env.RAW_VERSION ?? 1),
+        agentCapabilities: {},
+        authMethods: [{ id: "api-key", name: "API key" }],
+      } });
+      break;
+    case "session/new":
+      if (process.env.RAW_AUTH === "1") {
+        send({ jsonrpc: "2.0", id: m.id, error: { code: -32000, message: "Authentication required" } });
+      } else {
+        send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "raw_1" } });
+      }
+      break;
+    case "session/prompt":
+      prompt(m.id, m.params);
+      break;
+    case "session/cancel":
+      break;
+    default:
+      if (m.id !== undefined) send({ jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "nope" } });
+  }
+});
+rl.on("close", () => process.exit(0));
