@@ -20,4 +20,14 @@
 // image has no npm step, so an npm package is only in the Nix image when its
 // nixpkgs attribute is also listed under packages.nix (Generate warns).
 // packages.apt, v1's list, is refused: apt names are not nixpkgs names.
+//
+// Locking. flake.nix follows nixpkgs' nixos-26.05 branch and the glovebox
+// flake (github:glovebox-dev/glovebox, its nixpkgs following ours).
+// flake.lock pins nixpkgs to a verified revision from the embedded pins
+// table, so Nix never re-resolves the branch and nixpacks' nixpkgsArchive
+// names the same commit. The glovebox input's narHash cannot be known
+// before a release exists, so the lock leaves it out unless a release pin
+// is stamped into gbx with -ldflags (see ReleasePin): the first networked
+// `nix flake lock` or `nix build` adds it, and committing that lock pins
+// it from then on.
 package generator

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"text/template"
@@ -31,6 +32,7 @@ const (
 	FlyFile        = "fly.toml"
 	DockerFile     = "Dockerfile"
 	GitignoreFile  = ".gitignore"
+	IgnoreFile     = ".dockerignore"
 )
 
 // File is one generated file.
@@ -131,6 +133,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		{FlyFile, "fly.toml.tmpl"},
 		{DockerFile, "Dockerfile.tmpl"},
 		{GitignoreFile, "gitignore.tmpl"},
+		{IgnoreFile, "dockerignore.tmpl"},
 	} {
 		var b bytes.Buffer
 		if err := templates.ExecuteTemplate(&b, t.tmpl, v); err != nil {
@@ -278,6 +281,14 @@ func newView(c *Config, opts Options) *view {
 			strings.Join(c.Packages.Npm, ", ")))
 	}
 	v.BuildCmds = []string{"mkdir -p " + shelljoin(v.Dirs)}
+	if c.Agent.Type == protocol.AgentACP && len(c.Agent.Command) > 0 {
+		switch filepath.Base(c.Agent.Command[0]) {
+		case "npx", "node", "npm":
+			if !hasNode(c.Packages.Nix) {
+				v.warnings = append(v.warnings, fmt.Sprintf("agent.command runs %s, but no Node.js is listed: add \"nodejs_22\" to packages.nix", c.Agent.Command[0]))
+			}
+		}
+	}
 	if c.Agent.Type == protocol.AgentGo {
 		v.warnings = append(v.warnings, "agent type \"go\": the generated images run the stock glovebox-kit; a Go agent needs its own kit binary built from your main package")
 	}

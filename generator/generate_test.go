@@ -177,3 +177,36 @@ func TestEnvExampleV1Format(t *testing.T) {
 		})
 	}
 }
+
+func TestWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		want       []string
+	}{
+		{"none", `name = "x"`, nil},
+		{"npm", "[packages]\nnpm = [\"cowsay\"]\n", []string{"npm packages (cowsay) are installed by nixpacks only"}},
+		{"npx without node", "[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", []string{`agent.command runs npx, but no Node.js is listed: add "nodejs_22" to packages.nix`}},
+		{"npx with node", "[packages]\nnix = [\"nodejs_24\"]\n[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", nil},
+		{"go agent", "[agent]\ntype = \"go\"\n", []string{`agent type "go"`}},
+		{"custom fs", "[fs.work]\npath = \"/work\"\nwritable = true\n[fs.data]\npath = \"/data\"\nwritable = true\n", []string{"fs.data: the Nix image creates only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Generate(c, Options{Key: testKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Warnings) != len(tc.want) {
+				t.Fatalf("Warnings = %q, want %d matching %q", res.Warnings, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(res.Warnings[i], w) {
+					t.Errorf("Warnings[%d] = %q, want it to contain %q", i, res.Warnings[i], w)
+				}
+			}
+		})
+	}
+}
