@@ -369,10 +369,12 @@ func TestChecks(t *testing.T) {
 		CheckPhase string   `json:"checkPhase"`
 		DoCheck    bool     `json:"doCheck"`
 		Images     string   `json:"images"`
+		Src        string   `json:"src"`
 	}
 	evalRoot(t, &got, "checks", `c: builtins.mapAttrs (sys: s: {
   names = builtins.attrNames s;
   inherit (s.go-test.standIn.args) checkPhase doCheck;
+  src = "${s.go-test.standIn.args.src}";
   images = s.images.standIn.args.text;
 }) c`)
 	for _, sys := range nixtest.Systems {
@@ -382,6 +384,12 @@ func TestChecks(t *testing.T) {
 		}
 		if !c.DoCheck || !strings.Contains(c.CheckPhase, "go test ") || !strings.Contains(c.CheckPhase, "go vet ") {
 			t.Errorf("checks.%s.go-test does not run go vet and go test (doCheck %v):\n%s", sys, c.DoCheck, c.CheckPhase)
+		}
+		// The Go tests read the lock and the example manifests.
+		for _, file := range []string{"flake.lock", "baseimages/manifests/base.json", "go.mod"} {
+			if _, err := os.Stat(filepath.Join(c.Src, file)); err != nil {
+				t.Errorf("checks.%s.go-test source lacks %s: %v", sys, file, err)
+			}
 		}
 		var images map[string]struct {
 			Base string `json:"base"`

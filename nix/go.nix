@@ -23,27 +23,40 @@ let
   go = pkgs.go_1_26;
   buildGoModule = pkgs.buildGo126Module;
 
-  # The Go source: the repository without the Nix files, so editing an image
-  # does not rebuild the binaries. Go testdata (including golden flake.nix
-  # files under generator/) stays in.
-  excluded =
-    rel: type:
+  # What never belongs in a build: VCS data, build results, dependencies
+  # fetched by other tools.
+  junk =
+    rel:
     builtins.elem rel [
       ".git"
-      "flake.nix"
-      "flake.lock"
-      "baseimages"
       "dist"
     ]
     || builtins.match "result.*" rel != null
-    || builtins.match "nix/[^/]*\\.nix" rel != null
     || builtins.match "(.*/)?node_modules" rel != null;
 
-  src = lib.cleanSourceWith {
-    name = "glovebox-source";
-    src = root;
-    filter = path: type: !(excluded (lib.removePrefix (toString root + "/") (toString path)) type);
-  };
+  # The Nix files: left out of the binaries' source so that editing an image
+  # does not rebuild them. Go testdata (including golden flake.nix files
+  # under generator/) stays in.
+  nixFiles =
+    rel:
+    builtins.elem rel [
+      "flake.nix"
+      "flake.lock"
+      "baseimages"
+    ]
+    || builtins.match "nix/[^/]*\\.nix" rel != null;
+
+  source =
+    name: excluded:
+    lib.cleanSourceWith {
+      inherit name;
+      src = root;
+      filter = path: type: !(excluded (lib.removePrefix (toString root + "/") (toString path)));
+    };
+
+  src = source "glovebox-source" (rel: junk rel || nixFiles rel);
+  # The tests read the Nix files too (the lock, the example manifests).
+  testSrc = source "glovebox-test-source" junk;
 
   module = "github.com/glovebox-dev/glovebox";
 
@@ -94,7 +107,12 @@ in
 assert lib.assertMsg (lib.versionAtLeast go.version goDirective)
   "glovebox: go.mod asks for Go ${goDirective} but nix/go.nix uses Go ${go.version}; move nix/go.nix to a newer go_1_XX and buildGo1XXModule";
 {
-  inherit go goDirective src;
+  inherit
+    go
+    goDirective
+    src
+    testSrc
+    ;
 
   glovebox-kit = binary {
     pname = "glovebox-kit";
@@ -112,6 +130,7 @@ assert lib.assertMsg (lib.versionAtLeast go.version goDirective)
     common
     // {
       pname = "glovebox-go-tests";
+      src = testSrc;
       doCheck = true;
       buildPhase = ''
         runHook preBuild
