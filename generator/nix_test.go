@@ -83,15 +83,22 @@ type imageInfo struct {
 			Mode  string `json:"mode"`
 			Owner string `json:"owner"`
 		} `json:"layout"`
-		Config struct {
-			User         string              `json:"User"`
-			WorkingDir   string              `json:"WorkingDir"`
-			Entrypoint   []string            `json:"Entrypoint"`
-			Env          []string            `json:"Env"`
-			ExposedPorts map[string]struct{} `json:"ExposedPorts"`
-		} `json:"config"`
 	} `json:"glovebox"`
 	Manifest json.RawMessage `json:"manifest"`
+	// Config and FakeRoot are the arguments the stand-in's
+	// streamLayeredImage recorded.
+	Config   imageConfig `json:"config"`
+	FakeRoot string      `json:"fakeRoot"`
+	Contents []string    `json:"contents"`
+}
+
+type imageConfig struct {
+	User         string              `json:"User"`
+	WorkingDir   string              `json:"WorkingDir"`
+	Entrypoint   []string            `json:"Entrypoint"`
+	Cmd          []string            `json:"Cmd"`
+	Env          []string            `json:"Env"`
+	ExposedPorts map[string]struct{} `json:"ExposedPorts"`
 }
 
 const imageApply = `packages: builtins.mapAttrs (system: p: {
@@ -100,6 +107,9 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
   tag = p.default.standIn.args.tag;
   same = p.default.drvPath == p.image.drvPath;
   glovebox = p.default.passthru.glovebox;
+  config = p.default.standIn.args.config;
+  fakeRoot = p.default.standIn.args.fakeRootCommands;
+  contents = map (c: c.pname or c.name) p.default.standIn.args.contents;
   manifest = builtins.fromJSON (builtins.readFile (builtins.elemAt (builtins.match ".*cp ([^ ]*glovebox.json) .*" p.default.standIn.args.fakeRootCommands) 0));
 }) packages`
 
@@ -157,20 +167,20 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if img.Name != c.Name || img.Tag != c.Version || g.Version != c.Version || g.Base != c.Base {
 		t.Errorf("%s: image %s:%s base %s, want %s:%s base %s", system, img.Name, img.Tag, g.Base, c.Name, c.Version, c.Base)
 	}
-	if g.UID != 10001 || g.Config.User != "10001:10001" {
-		t.Errorf("%s: uid %d user %q, want 10001", system, g.UID, g.Config.User)
+	if g.UID != 10001 || img.Config.User != "10001:10001" {
+		t.Errorf("%s: uid %d user %q, want 10001", system, g.UID, img.Config.User)
 	}
-	if g.Config.WorkingDir != "/work" {
-		t.Errorf("%s: WorkingDir = %q, want /work", system, g.Config.WorkingDir)
+	if img.Config.WorkingDir != "/work" {
+		t.Errorf("%s: WorkingDir = %q, want /work", system, img.Config.WorkingDir)
 	}
-	if _, ok := g.Config.ExposedPorts["8080/tcp"]; !ok || len(g.Config.ExposedPorts) != 1 {
-		t.Errorf("%s: ExposedPorts = %v, want 8080/tcp", system, g.Config.ExposedPorts)
+	if _, ok := img.Config.ExposedPorts["8080/tcp"]; !ok || len(img.Config.ExposedPorts) != 1 {
+		t.Errorf("%s: ExposedPorts = %v, want 8080/tcp", system, img.Config.ExposedPorts)
 	}
-	if ep := g.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "/bin/glovebox-kit") {
+	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "/bin/glovebox-kit") {
 		t.Errorf("%s: Entrypoint = %q, want the kit", system, ep)
 	}
 	env := map[string]string{}
-	for _, kv := range g.Config.Env {
+	for _, kv := range img.Config.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -189,14 +199,15 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 			t.Errorf("%s: env %s = %q, want %q", system, k, got, e.Default)
 		}
 	}
-	owned := map[string]string{}
-	for _, d := range g.Layout {
-		owned[d.Path] = d.Owner
-	}
+	// The directories the kit writes are created and given to uid 10001
+	// by the image's fakeroot commands.
 	for _, d := range []string{"/work", "/input", "/output", "/var/glovebox", "/var/glovebox/files"} {
-		if owned[d] != "10001:10001" {
-			t.Errorf("%s: %s owned by %q, want 10001:10001", system, d, owned[d])
+		if !strings.Contains(img.FakeRoot, "mkdir -p ."+d+"\n") || !strings.Contains(img.FakeRoot, "chown 10001:10001 ."+d+"\n") {
+			t.Errorf("%s: fakeRootCommands do not create %s owned by 10001:\n%s", system, d, img.FakeRoot)
 		}
+	}
+	if !strings.Contains(img.FakeRoot, " ./etc/glovebox/glovebox.json\n") {
+		t.Errorf("%s: fakeRootCommands do not install the manifest:\n%s", system, img.FakeRoot)
 	}
 	if diff := cmp.Diff(nonNil(c.Packages.Nix), nonNil(g.Packages)); diff != "" {
 		t.Errorf("%s: packages mismatch (-want +got):\n%s", system, diff)
@@ -206,8 +217,14 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 			t.Errorf("%s: pythonPackages = %v, want %q", system, g.PythonPackages, pythonAttr(p))
 		}
 	}
-	if !contains(g.Contents, "glovebox-kit") {
-		t.Errorf("%s: contents %v lack the kit", system, g.Contents)
+	if !contains(img.Contents, "glovebox-kit") {
+		t.Errorf("%s: contents %v lack the kit", system, img.Contents)
+	}
+	for _, p := range c.Packages.Nix {
+		name := p[strings.LastIndex(p, ".")+1:]
+		if !contains(img.Contents, name) {
+			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
+		}
 	}
 	// The manifest copied into the image is the generated glovebox.json.
 	var want, got any
