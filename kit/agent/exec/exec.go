@@ -31,6 +31,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,6 +164,10 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	text := t.Text()
+	if strings.IndexByte(text, 0) >= 0 {
+		return "", errors.New("exec: the prompt text holds a NUL byte, which no shell command can")
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -180,7 +185,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	}
 	cmd := &osexec.Cmd{
 		Path:        c.cfg.shell,
-		Args:        []string{c.cfg.shell, "-c", t.Text()},
+		Args:        []string{c.cfg.shell, "-c", text},
 		Dir:         c.s.Dirs.Work,
 		Env:         env,
 		Stdout:      outW,
@@ -402,7 +407,9 @@ func signalName(sig syscall.Signal) string {
 	return "SIG" + strconv.Itoa(int(sig))
 }
 
-// tail keeps the last limit bytes written to it and counts the rest.
+// tail keeps the last limit bytes written to it and counts the rest. Its
+// buffer holds up to twice the limit, so that dropping old bytes costs one
+// copy per limit bytes written.
 type tail struct {
 	limit int
 	buf   []byte
@@ -417,8 +424,9 @@ func (t *tail) Write(p []byte) {
 		t.buf = append(t.buf[:0], p[len(p)-t.limit:]...)
 		return
 	}
-	if over := len(t.buf) + len(p) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if len(t.buf)+len(p) > 2*t.limit {
+		keep := t.limit - len(p)
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-keep:]...)
 	}
 	t.buf = append(t.buf, p...)
 }
@@ -426,10 +434,13 @@ func (t *tail) Write(p []byte) {
 // String returns the kept bytes, starting on a rune boundary and preceded
 // by a note when earlier output was dropped.
 func (t *tail) String() string {
-	if t.total <= int64(len(t.buf)) {
-		return string(t.buf)
-	}
 	b := t.buf
+	if len(b) > t.limit {
+		b = b[len(b)-t.limit:]
+	}
+	if t.total <= int64(len(b)) {
+		return string(b)
+	}
 	for i := 0; i < utf8.UTFMax && i < len(b) && !utf8.RuneStart(b[0]); i++ {
 		b = b[1:]
 	}

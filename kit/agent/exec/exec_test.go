@@ -23,6 +23,40 @@ import (
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
 
+// TestMain fails the run if a shell the tests started is still a child of
+// the test process once every test is over.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if kids := children(); len(kids) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left running after the tests: %v\n", kids)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// children lists the live (not zombie) child processes of this process.
+func children() []string {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	var kids []string
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			stat, err := os.ReadFile("/proc/" + pid + "/stat")
+			if err != nil {
+				continue
+			}
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+			kids = append(kids, pid+" "+string(stat[:min(len(stat), 40)]))
+		}
+	}
+	return kids
+}
+
 // event is one Emit call as the test turn recorded it.
 type event struct {
 	Type string
@@ -327,23 +361,25 @@ func TestEventJSON(t *testing.T) {
 }
 
 func TestPromptLargeOutput(t *testing.T) {
-	const size = 3<<20 + 17
-	text := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo; echo end", size)
-	tr := &turn{text: text}
+	const n = 500000 // about 3.4 MB of numbered lines
+	var all strings.Builder
+	for i := 1; i <= n; i++ {
+		all.WriteString(strconv.Itoa(i))
+		all.WriteByte('\n')
+	}
+	want := all.String()
+	tr := &turn{text: fmt.Sprintf("seq 1 %d", n)}
 	msg, err := run(t, testContext(t), newSession(t), tr)
 	if err != nil {
 		t.Fatalf("Prompt() error = %v", err)
 	}
-	out := tr.output(exec.Stdout)
-	if want := strings.Repeat("a", size) + "\nend\n"; out != want {
+	if out := tr.output(exec.Stdout); out != want {
 		t.Errorf("stdout events: %d bytes, want %d", len(out), len(want))
 	}
-	note, kept, ok := strings.Cut(msg, "\n")
-	if !ok || !strings.HasPrefix(note, "[stdout truncated") || !strings.Contains(note, strconv.Itoa(len(out))) {
-		t.Errorf("Prompt() message starts %q, want a truncation note naming %d bytes", note, len(out))
-	}
-	if len(kept) != exec.DefaultMessageLimit || !strings.HasSuffix(kept, "a\nend\n") {
-		t.Errorf("Prompt() message keeps %d bytes ending %q, want the last %d", len(kept), kept[max(0, len(kept)-8):], exec.DefaultMessageLimit)
+	wantMsg := fmt.Sprintf("[stdout truncated: the last %d of %d bytes follow]\n", exec.DefaultMessageLimit, len(want)) +
+		want[len(want)-exec.DefaultMessageLimit:]
+	if msg != wantMsg {
+		t.Errorf("Prompt() message: %d bytes starting %q, want the last MiB (%d bytes) after a note", len(msg), msg[:min(len(msg), 60)], len(wantMsg))
 	}
 }
 
@@ -438,6 +474,30 @@ func TestPromptStartError(t *testing.T) {
 			_, err := run(t, testContext(t), s, tr, tt.opts...)
 			if err == nil || !strings.HasPrefix(err.Error(), "exec: start ") || !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("Prompt() error = %v, want exec: start ...: %v", err, os.ErrNotExist)
+			}
+			if ev := tr.recorded(); len(ev) != 0 {
+				t.Errorf("events = %v, want none", ev)
+			}
+		})
+	}
+}
+
+func TestPromptBadText(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want string
+	}{
+		{"NUL byte", "echo a\x00b", "exec: the prompt text holds a NUL byte, which no shell command can"},
+		// Linux caps one argument at 128 KiB.
+		{"longer than an argument may be", "echo " + strings.Repeat("a", 256<<10), "argument list too long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &turn{text: tt.text}
+			_, err := run(t, testContext(t), newSession(t), tr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Prompt() error = %v, want one containing %q", err, tt.want)
 			}
 			if ev := tr.recorded(); len(ev) != 0 {
 				t.Errorf("events = %v, want none", ev)
