@@ -25,7 +25,7 @@ func TestVersionStamp(t *testing.T) {
 		"-ldflags", strings.Join(append(g.Ldflags, "-buildid="), " "),
 		"-o", bin, "./"+g.SubPackages[0])
 	build.Dir = nixtest.ModuleRoot(t)
-	build.Env = append(build.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
