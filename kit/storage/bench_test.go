@@ -130,8 +130,8 @@ func BenchmarkInlineRoundTrip(b *testing.B) {
 // BenchmarkParkMemory parks a 256 MiB output through Put in a fresh
 // subprocess and reports how far its peak RSS rose above the RSS it had
 // just before Put (peak-MiB), and the bytes the Go heap allocated during
-// Put (alloc-KiB). "file" passes an *os.File, as the kit does for outputs;
-// "stream" hides the file behind a plain io.Reader, forcing the buffered
+// Put (alloc-KiB). "file" passes an *os.File; "limited" an io.LimitReader
+// over it, as the kit does for outputs; "stream" hides the file behind a plain io.Reader, forcing the buffered
 // copy path.
 func BenchmarkParkMemory(b *testing.B) {
 	src := filepath.Join(b.TempDir(), "src")
@@ -141,7 +141,7 @@ func BenchmarkParkMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, mode := range []string{"file", "stream"} {
+	for _, mode := range []string{"file", "limited", "stream"} {
 		b.Run(mode, func(b *testing.B) {
 			var peak, alloc float64
 			for b.Loop() {
@@ -192,7 +192,10 @@ func TestParkHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r io.Reader = f
-	if os.Getenv("GLOVEBOX_PARK_MODE") == "stream" {
+	switch os.Getenv("GLOVEBOX_PARK_MODE") {
+	case "limited":
+		r = io.LimitReader(f, st.Size())
+	case "stream":
 		r = struct{ io.Reader }{f}
 	}
 	runtime.GC()

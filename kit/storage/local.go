@@ -276,12 +276,22 @@ func (l *Local) writeFile(ctx context.Context, final string, size int64, r io.Re
 		}
 	}()
 	// Copy in chunks so a cancelled ctx stops a large copy; io.CopyN keeps
-	// the zero-copy path (copy_file_range, splice) when r is a file.
+	// the zero-copy path (copy_file_range, splice) when r is a file, or a
+	// file under an io.LimitReader, which src unwraps.
+	src, lr := r, (*io.LimitedReader)(nil)
+	if l, ok := r.(*io.LimitedReader); ok && l.N >= size {
+		if _, isFile := l.R.(*os.File); isFile {
+			src, lr = l.R, l
+		}
+	}
 	for left := size; left > 0; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := io.CopyN(f, r, min(left, copyChunk))
+		n, err := io.CopyN(f, src, min(left, copyChunk))
+		if lr != nil {
+			lr.N -= n
+		}
 		left -= n
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("short content: got %d of %d bytes", size-left, size)

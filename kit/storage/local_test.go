@@ -131,24 +131,40 @@ func TestLocalPutFromFile(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	n := int64(len(data))
 	for _, tt := range []struct {
 		size    int64
+		limit   int64 // wrap the file in io.LimitReader(f, limit) when > 0
 		wantErr bool
-	}{{int64(len(data)), false}, {int64(len(data)) - 1, true}, {int64(len(data)) + 1, true}} {
+	}{
+		{size: n},
+		{size: n - 1, wantErr: true},
+		{size: n + 1, wantErr: true},
+		{size: n, limit: n},
+		{size: n, limit: n + 10},
+		{size: n - 1, limit: n - 1},
+		{size: n - 1, limit: n, wantErr: true},
+		{size: n + 1, limit: n + 1, wantErr: true},
+		{size: n, limit: n - 1, wantErr: true},
+	} {
 		f, err := os.Open(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := l.Put(t.Context(), Meta{Name: "big.bin", Size: tt.size}, f)
+		var r io.Reader = f
+		if tt.limit > 0 {
+			r = io.LimitReader(f, tt.limit)
+		}
+		ref, err := l.Put(t.Context(), Meta{Name: "big.bin", Size: tt.size}, r)
 		f.Close()
 		if (err != nil) != tt.wantErr {
-			t.Fatalf("Put(size %d of %d) error = %v, want error %v", tt.size, len(data), err, tt.wantErr)
+			t.Fatalf("Put(size %d of %d, limit %d) error = %v, want error %v", tt.size, len(data), tt.limit, err, tt.wantErr)
 		}
 		if err != nil {
 			continue
 		}
 		got, err := os.ReadFile(filepath.Join(l.Dir(), ref.ID))
-		if err != nil || !bytes.Equal(got, data) {
+		if err != nil || !bytes.Equal(got, data[:tt.size]) {
 			t.Errorf("stored file differs from the source (err %v)", err)
 		}
 	}
