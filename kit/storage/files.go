@@ -72,8 +72,9 @@ func (l *Local) ServeFile(w http.ResponseWriter, r *http.Request, id string) {
 	consume := r.Method == http.MethodGet && r.URL.Query().Get("consume") == "1"
 	if consume {
 		unlock, err := l.lockConsume(ctx, id)
-		if err != nil {
-			return // the client went away while waiting
+		if err != nil { // the client went away, or the server is stopping
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
 		}
 		defer unlock()
 	}

@@ -564,7 +564,8 @@ func (l *Local) loop(ctx context.Context, done chan struct{}) {
 }
 
 // Close stops the sweep loop, waits for it to return, and closes the
-// database. Reads and writes after Close fail. Close is idempotent.
+// database. Reads, writes and ServeFile after Close fail (ServeFile answers
+// 500), so stop serving /files first. Close is idempotent.
 func (l *Local) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
