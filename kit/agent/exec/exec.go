@@ -231,11 +231,11 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		go func() {
 			defer close(stopped)
 			c.killGroup(pgid)
-			t := time.NewTimer(max(c.cfg.grace, minDrain))
-			defer t.Stop()
+			timer := time.NewTimer(max(c.cfg.grace, minDrain))
+			defer timer.Stop()
 			select {
 			case <-drained:
-			case <-t.C:
+			case <-timer.C:
 				outR.SetReadDeadline(time.Now())
 				errR.SetReadDeadline(time.Now())
 			}
