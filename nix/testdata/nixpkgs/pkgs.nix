@@ -56,80 +56,9 @@ let
 
   isSRI = h: builtins.isString h && builtins.match "sha256-[A-Za-z0-9+/]{43}=" h != null;
 
-  leafNames = [
-    # userland
-    "bash"
-    "bashInteractive"
-    "coreutils"
-    "curl"
-    "diffutils"
-    "file"
-    "findutils"
-    "gawk"
-    "git"
-    "gnugrep"
-    "gnused"
-    "gnutar"
-    "gzip"
-    "jq"
-    "less"
-    "procps"
-    "ripgrep"
-    "unzip"
-    "which"
-    "xz"
-    "zip"
-    "cacert"
-    "tzdata"
-    "tini"
-    # media
-    "ffmpeg"
-    "ffmpeg-headless"
-    "ffmpeg-full"
-    "imagemagick"
-    "imagemagick_light"
-    "sox"
-    "yt-dlp"
-    # docs
-    "pandoc"
-    "qpdf"
-    "pdftk"
-    "poppler-utils"
-    "ghostscript"
-    "libreoffice"
-    "libreoffice-fresh"
-    "libreoffice-still"
-    # python
-    "uv"
-    # browser and fonts
-    "chromium"
-    "dejavu_fonts"
-    "liberation_ttf"
-    "noto-fonts"
-    "noto-fonts-cjk-sans"
-    "noto-fonts-color-emoji"
-    # toolchains and contributor tools
-    "gopls"
-    "golangci-lint"
-    "just"
-    "nixfmt"
-    "nix"
-    "nodejs"
-    "nodejs_22"
-    "nodejs_24"
-    "gcc"
-    "skopeo"
-  ];
-
-  pythonPackageNames = [
-    "matplotlib"
-    "numpy"
-    "pandas"
-    "pillow"
-    "requests"
-    "rich"
-    "scipy"
-  ];
+  names = import ./names.nix;
+  leafNames = names.packages;
+  pythonPackageNames = names.pythonPackages;
 
   python3Packages = lib.genAttrs pythonPackageNames leaf;
 
