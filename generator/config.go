@@ -493,8 +493,7 @@ func MemoryMB(s string) (int64, error) {
 	return n / protocol.MB, nil
 }
 
-func (d *doc) fs(key string, v any, c *Config) {
-	path := key
+func (d *doc) fs(path string, v any, c *Config) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		d.errorf(path, "want a table of mounts, e.g. [fs.work] path = \"/work\" writable = true, got %s", tomlType(v))
