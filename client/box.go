@@ -408,11 +408,22 @@ type conn struct {
 	resumed bool // the box resumed the session on this socket
 }
 
-// shutdown sends a close frame and closes the socket, once.
+// shutdown sends a close frame and closes the socket, once. A box takes a
+// close frame as the end of the session, so it is sent only when the
+// client means to end it.
 func (c *conn) shutdown(code int, reason string) {
 	c.once.Do(func() {
 		close(c.quit)
 		c.ws.WriteClose(code, reason, time.Now().Add(time.Second))
+		c.ws.Close()
+	})
+}
+
+// kill closes a broken socket without a close frame, so that the box keeps
+// the session for a resume.
+func (c *conn) kill() {
+	c.once.Do(func() {
+		close(c.quit)
 		c.ws.Close()
 	})
 }
@@ -444,12 +455,12 @@ func (b *Box) write(c *conn) {
 		case frame := <-c.out:
 			c.ws.SetWriteDeadline(time.Now().Add(b.opts.dialTimeout + time.Duration(len(frame)>>16)*time.Second))
 			if err := c.ws.WriteText(frame); err != nil {
-				c.shutdown(wsconn.CloseGoingAway, "write failed")
+				c.kill()
 				return
 			}
 		case <-tick:
 			if err := c.ws.Ping(time.Now().Add(b.opts.dialTimeout)); err != nil {
-				c.shutdown(wsconn.CloseGoingAway, "ping failed")
+				c.kill()
 				return
 			}
 		case <-c.quit:
@@ -471,7 +482,7 @@ func (b *Box) read(c *conn) {
 		extend()
 		data, err := c.ws.ReadMessage()
 		if err != nil {
-			c.shutdown(wsconn.CloseGoingAway, "read failed")
+			c.kill()
 			b.dropped(c, err)
 			return
 		}

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/glovebox-dev/glovebox/generator"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+var devCommand = command{
+	name:    "dev",
+	summary: "run the box in DIR locally, without a container, until Ctrl-C",
+	run:     runDev,
+}
+
+func runDev(ctx context.Context, stdio IO, args []string) error {
+	var addr, state string
+	var verbose bool
+	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. Ctrl-C stops it.")
+	fs.StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:$GLOVEBOX_PORT, else 127.0.0.1:8080)")
+	fs.StringVar(&state, "state", "", "state directory (default DIR/.glovebox)")
+	fs.BoolVarP(&verbose, "verbose", "v", false, "log every session and prompt")
+	if err := parseFlags(fs, args); err != nil {
+		return helpOK(err)
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: dev takes at most one DIR", ErrUsage)
+	}
+	dir := absPath(stdio, ".")
+	if fs.NArg() == 1 {
+		dir = absPath(stdio, fs.Arg(0))
+	}
+	if state == "" {
+		state = filepath.Join(dir, ".glovebox")
+	} else {
+		state = absPath(stdio, state)
+	}
+	if addr == "" {
+		port := stdio.Getenv("GLOVEBOX_PORT")
+		if port == "" {
+			port = "8080"
+		}
+		addr = "127.0.0.1:" + port
+	}
+	key := stdio.Getenv("GLOVEBOX_KEY")
+	if key == "" {
+		var err error
+		if key, err = devKey(filepath.Join(state, "dev.key")); err != nil {
+			return err
+		}
+	}
+	m, source, err := loadManifest(dir)
+	if err != nil {
+		return err
+	}
+	// A local run uses its own key; the manifest's fingerprint is for the
+	// deployed box's key.
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
+	box, err := startLocalBox(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
+		Addr: addr, Getenv: stdio.Getenv, Logger: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stdout, `box %s %s (%s agent, from %s) is running on this machine
+  url    %s
+  key    %s
+  state  %s
+
+Try it:
+  gbx prompt --url %s --key %s 'echo hello from the box'
+
+Ctrl-C stops it.
+`, m.Name, m.Version, m.AgentType(), source, box.URL, key, state, box.URL, key)
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-box.done:
+		box.done <- serveErr // for Close
+	}
+	err = box.Close()
+	fmt.Fprintln(stdio.Stdout, "stopped")
+	if serveErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return err
+}
+
+// loadManifest reads DIR/glovebox.toml through the generator, or else a
+// DIR/glovebox.json manifest, and returns it with the file it came from.
+func loadManifest(dir string) (*protocol.Manifest, string, error) {
+	if _, err := os.Stat(filepath.Join(dir, generator.ConfigFile)); err == nil {
+		cfg, err := generator.Load(dir)
+		if err != nil {
+			return nil, "", err
+		}
+		return cfg.Manifest(""), generator.ConfigFile, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "glovebox.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("no %s (or glovebox.json) in %s: run `gbx init %s` to create one", generator.ConfigFile, dir, dir)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read manifest: %w", err)
+	}
+	m, err := protocol.ParseManifest(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", filepath.Join(dir, "glovebox.json"), err)
+	}
+	if err := m.Check(); err != nil {
+		return nil, "", fmt.Errorf("%s:\n%w", filepath.Join(dir, "glovebox.json"), err)
+	}
+	return m, "glovebox.json", nil
+}
+
+// devKey returns the key kept at path, creating it (mode 0600) on first
+// use so that a box's URL and key stay the same across runs.
+func devKey(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if k := strings.TrimSpace(string(data)); k != "" {
+			return k, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read dev key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("create state directory: %w", err)
+	}
+	key := protocol.NewKey()
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write dev key: %w", err)
+	}
+	return key, nil
+}

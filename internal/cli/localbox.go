@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit"
+	"github.com/glovebox-dev/glovebox/kit/acp"
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// localBox is a box served in process, without a container: the kit with
+// its directories re-rooted under a local state directory.
+type localBox struct {
+	URL  string // ws://host:port/
+	Key  string
+	Root string
+	srv  *kit.Server
+	done chan error // Serve's result
+}
+
+type localBoxOptions struct {
+	Manifest *protocol.Manifest
+	Key      string
+	Root     string // the box's / on this machine
+	Addr     string // listen address, e.g. 127.0.0.1:8080
+	Getenv   func(string) string
+	Logger   *slog.Logger
+}
+
+// startLocalBox boots a box and serves it until ctx ends or Close.
+func startLocalBox(ctx context.Context, o localBoxOptions) (*localBox, error) {
+	ag, err := localAgent(o.Manifest, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (pick another with --addr)", o.Addr, err)
+	}
+	addr := ln.Addr().String()
+	srv, err := kit.New(kit.Options{
+		Manifest:  o.Manifest,
+		Key:       o.Key,
+		Root:      o.Root,
+		PublicURL: "http://" + addr,
+		Agent:     ag,
+		Logger:    o.Logger,
+		Getenv:    o.Getenv,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("boot the box:\n%w", err)
+	}
+	b := &localBox{URL: "ws://" + addr + "/", Key: o.Key, Root: o.Root, srv: srv, done: make(chan error, 1)}
+	go func() { b.done <- srv.Serve(ctx, ln) }()
+	return b, nil
+}
+
+// Close stops the box: sessions end, agents stop, storage closes.
+func (b *localBox) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := b.srv.Close(ctx)
+	if serr := <-b.done; serr != nil && !errors.Is(serr, kit.ErrClosed) && !errors.Is(serr, context.Canceled) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// localAgent returns the agent the manifest names.
+func localAgent(m *protocol.Manifest, log *slog.Logger) (agent.Agent, error) {
+	switch t := m.AgentType(); t {
+	case protocol.AgentExec:
+		return exec.New(), nil
+	case protocol.AgentACP:
+		return acp.New(m.Agent, log)
+	case protocol.AgentGo:
+		return nil, errors.New("this box's agent is a Go agent (agent.type \"go\"): it runs from its own main package, so start it with `go run .` instead of gbx dev")
+	default:
+		return nil, fmt.Errorf("agent type %q is not one of exec, acp, go", t)
+	}
+}
