@@ -416,4 +416,3 @@ func TestKitResumeRefused(t *testing.T) {
 	}
 	close(gate)
 }
-
