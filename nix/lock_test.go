@@ -130,3 +130,34 @@ func TestParseNixFiles(t *testing.T) {
 		t.Run(rel, func(t *testing.T) { nixtest.Parse(t, f) })
 	}
 }
+
+// TestLockFormatIsNixs lets Nix write a lock and checks that re-rendering
+// it the way lockFile does gives the same bytes: what TestFlakeLockIsThePin
+// compares against is Nix's own format.
+func TestLockFormatIsNixs(t *testing.T) {
+	s := nixtest.StandInNixpkgs(t)
+	dir := t.TempDir()
+	flake := `{ inputs.nixpkgs.url = "path:` + s.Dir + `"; outputs = { self, nixpkgs }: { }; }` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "flake.nix"), []byte(flake), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nixtest.Run(t, "nix", "flake", "lock", "--offline", "path:"+dir)
+	written, err := os.ReadFile(filepath.Join(dir, "flake.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(written, &v); err != nil {
+		t.Fatal(err)
+	}
+	again, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again = append(again, '\n'); !bytes.Equal(written, again) {
+		t.Errorf("Nix wrote\n%s\nre-rendered\n%s", written, again)
+	}
+	if !bytes.Contains(written, []byte(`"version": 7`)) {
+		t.Errorf("Nix wrote a lock that is not version 7:\n%s", written)
+	}
+}
