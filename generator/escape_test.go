@@ -13,7 +13,10 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
+
+func testKeyFingerprint() string { return protocol.Fingerprint(testKey) }
 
 // hostile are strings that try to break out of a literal in each of the
 // languages the generator writes.
@@ -152,5 +155,59 @@ func TestNixstrRoundTrips(t *testing.T) {
 	var list []string
 	if err := json.Unmarshal(got[len(hostile)], &list); err != nil || !cmp.Equal(list, hostile) {
 		t.Errorf("nix eval of nixlist(hostile) = %s", got[len(hostile)])
+	}
+}
+
+// TestHostileBoxRoundTrips reads every hostile value back from each
+// generated file with that file's own parser (TOML, JSON, a real shell) and
+// checks it arrives unchanged. The flake is checked the same way by
+// TestFlakesEvaluate with a real Nix.
+func TestHostileBoxRoundTrips(t *testing.T) {
+	dir := filepath.Join("testdata", "hostile")
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := generateCase(t, dir, Options{})
+	evil := c.Env["EVIL"].Default
+	if !strings.Contains(evil, "${evil}") || !strings.Contains(evil, `"`) {
+		t.Fatalf("the hostile case lost its teeth: %q", evil)
+	}
+
+	p, err := decodeNixpacks(fileData(t, res, NixpacksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Variables["EVIL"] != evil || p.Variables["PLAIN"] != "a'b" {
+		t.Errorf("nixpacks variables = %q, want the defaults unchanged", p.Variables)
+	}
+
+	m := c.Manifest(testKeyFingerprint())
+	want, err := marshalJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileData(t, res, ManifestFile); !bytes.Equal(got, want) {
+		t.Errorf("glovebox.json differs from the manifest")
+	}
+	var back map[string]any
+	if err := json.Unmarshal(fileData(t, res, ManifestFile), &back); err != nil {
+		t.Fatalf("glovebox.json: %v", err)
+	}
+	cmd := back["agent"].(map[string]any)["command"].([]any)
+	if cmd[2] != c.Agent.Command[2] {
+		t.Errorf("agent command round trip = %q, want %q", cmd[2], c.Agent.Command[2])
+	}
+
+	file := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(file, fileData(t, res, EnvExampleFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sh", "-c", `. "$1" && printf '%s\0%s' "$EVIL" "$PLAIN"`, "sh", file).Output()
+	if err != nil {
+		t.Fatalf("sourcing .env.example: %v", err)
+	}
+	if got := strings.Split(string(out), "\x00"); !cmp.Equal(got, []string{evil, "a'b"}) {
+		t.Errorf(".env.example sourced by sh gives %q", got)
 	}
 }
