@@ -145,6 +145,23 @@ func textOf(content json.RawMessage) (string, bool) {
 // in the package doc). It never drops an update: what it cannot read is
 // passed through.
 func (ts *turnState) mapUpdate(u json.RawMessage) []event {
+	// The hot path: text chunks, read without splitting the object.
+	var head struct {
+		Kind    string `json:"sessionUpdate"`
+		Content struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(u, &head) == nil && head.Content.Type == "text" && head.Content.Text != nil {
+		switch head.Kind {
+		case "agent_message_chunk":
+			ts.text.WriteString(*head.Content.Text)
+			return []event{{"text_delta", textData(*head.Content.Text)}}
+		case "agent_thought_chunk":
+			return []event{{"thinking_delta", textData(*head.Content.Text)}}
+		}
+	}
 	fs, err := objectFields(u)
 	kind := getString(fs, "sessionUpdate")
 	if err != nil || kind == "" {
@@ -174,9 +191,10 @@ func (ts *turnState) mapUpdate(u json.RawMessage) []event {
 }
 
 func textData(text string) json.RawMessage {
-	o := newObject()
-	o.set("text", text)
-	return o.bytes()
+	b, _ := json.Marshal(struct {
+		Text string `json:"text"`
+	}{text})
+	return b
 }
 
 func (ts *turnState) toolName(fs []field) string {

@@ -7,6 +7,7 @@
 //             then it reports the client's answer to that request
 //   huge N    one session/update line of N bytes
 //   crlf      answers with CRLF line endings and blank lines
+//   bench N   N one-character chunks written at once
 //
 // The environment tunes the handshake: RAW_VERSION sets the protocol
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
@@ -45,6 +46,11 @@ async function prompt(id, params) {
     case "huge":
       update(sid, { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "x".repeat(Number(arg)) } });
       break;
+    case "bench": {
+      const line = JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId: sid, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "x" } } } }) + "\n";
+      process.stdout.write(line.repeat(Number(arg)));
+      break;
+    }
     case "crlf":
       process.stdout.write("\r\n\r\n");
       process.stdout.write(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId: sid, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "crlf ok" } } } }) + "\r\n");
