@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,57 @@ func BenchmarkServeFile(b *testing.B) {
 		if err != nil || n != size {
 			b.Fatalf("read %d bytes, %v", n, err)
 		}
+	}
+}
+
+// BenchmarkLoopbackFloor is the transport floor for BenchmarkServeFile:
+// the same 256 MiB file sent with sendfile over a bare loopback TCP
+// connection to a reader with a 1 MiB buffer, no HTTP.
+func BenchmarkLoopbackFloor(b *testing.B) {
+	const size = 256 << 20
+	src := filepath.Join(b.TempDir(), "src")
+	writeRandomFile(b, src, size)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				done <- nil
+				return
+			}
+			f, err := os.Open(src)
+			if err != nil {
+				done <- err
+				return
+			}
+			c.(*net.TCPConn).ReadFrom(f) // sendfile
+			f.Close()
+			c.Close()
+		}
+	}()
+	buf := make([]byte, 1<<20)
+	b.SetBytes(size)
+	b.ResetTimer()
+	for b.Loop() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, c, buf)
+		c.Close()
+		if err != nil || n != size {
+			b.Fatalf("read %d bytes, %v", n, err)
+		}
+	}
+	b.StopTimer()
+	ln.Close()
+	if err := <-done; err != nil {
+		b.Fatal(err)
 	}
 }
 
