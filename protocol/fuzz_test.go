@@ -43,6 +43,9 @@ func checkMessageRoundTrip(t *testing.T, in []byte, m any, decode func([]byte) (
 	if err != nil {
 		t.Fatalf("Encode(Decode(%q)) error = %v", in, err)
 	}
+	if !json.Valid(enc1) || !bytes.HasPrefix(enc1, []byte(`{"type":"`+protocol.TypeOf(m)+`"`)) {
+		t.Fatalf("Encode(Decode(%q)) = %s, want a JSON object with its type first", in, enc1)
+	}
 	m2, err := decode(enc1)
 	if err != nil {
 		t.Fatalf("Decode(Encode(Decode(%q))) = Decode(%s) error = %v", in, enc1, err)

@@ -566,6 +566,36 @@ func TestPromptAbort(t *testing.T) {
 	}
 }
 
+func TestPromptContextEnds(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	timedOut, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel2()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		text string
+		want error
+	}{
+		{"cancelled before the start", cancelled, "echo never", context.Canceled},
+		{"deadline while running", timedOut, "echo started; sleep 1000", context.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &turn{text: tt.text}
+			msg, err := run(t, tt.ctx, newSession(t), tr, exec.WithGrace(0))
+			if !errors.Is(err, tt.want) || msg != "" {
+				t.Errorf("Prompt(%q) = %q, %v, want \"\", %v", tt.text, msg, err, tt.want)
+			}
+			for _, e := range tr.recorded() {
+				if e.Type == exec.EventExit {
+					t.Errorf("prompt whose context ended sent %v", e)
+				}
+			}
+		})
+	}
+}
+
 // TestPromptBackgroundStopped checks that a command that exits normally
 // does not leave its background processes running.
 func TestPromptBackgroundStopped(t *testing.T) {
