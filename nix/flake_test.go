@@ -35,7 +35,7 @@ type goFacts struct {
 	GoVersion   string         `json:"goVersion"`
 }
 
-type dir struct {
+type layoutDir struct {
 	Path  string `json:"path"`
 	Mode  string `json:"mode"`
 	Owner string `json:"owner"`
@@ -71,7 +71,7 @@ type boxFacts struct {
 		Version        string            `json:"version"`
 		Tag            string            `json:"tag"`
 		UID            int               `json:"uid"`
-		Layout         []dir             `json:"layout"`
+		Layout         []layoutDir       `json:"layout"`
 		Config         imageConfig       `json:"config"`
 		ManifestPath   string            `json:"manifestPath"`
 		Packages       []string          `json:"packages"`
@@ -228,7 +228,7 @@ var commonContents = []string{"fake-nss", "bashInteractive", "coreutils", "findu
 
 func TestImages(t *testing.T) {
 	facts := packageFacts(t)
-	wantLayout := []dir{
+	wantLayout := []layoutDir{
 		{"/work", "0755", uid},
 		{"/input", "0755", uid},
 		{"/output", "0755", uid},
@@ -293,13 +293,13 @@ func TestImages(t *testing.T) {
 					t.Errorf("layout (-want +got):\n%s", diff)
 				}
 				for _, d := range wantLayout {
-					for _, line := range []string{"mkdir -p ." + d.Path, "chown " + d.Owner + " ." + d.Path, "chmod " + d.Mode + " ." + d.Path} {
+					for _, line := range []string{"mkdir -p '." + d.Path + "'", "chown " + d.Owner + " '." + d.Path + "'", "chmod " + d.Mode + " '." + d.Path + "'"} {
 						if !strings.Contains(b.FakeRootCommands, line+"\n") {
 							t.Errorf("fakeRootCommands lacks %q:\n%s", line, b.FakeRootCommands)
 						}
 					}
 				}
-				if !strings.Contains(b.FakeRootCommands, "-glovebox.json ./etc/glovebox/glovebox.json\n") {
+				if !strings.Contains(b.FakeRootCommands, "-glovebox.json './etc/glovebox/glovebox.json'\n") {
 					t.Errorf("fakeRootCommands does not install the manifest:\n%s", b.FakeRootCommands)
 				}
 				if diff := cmp.Diff([]string{"glovebox:x:10001:10001:glovebox:/home/glovebox:/bin/sh"}, b.NSS.Passwd); diff != "" {

@@ -25,8 +25,8 @@ let
   manifestPath = "/etc/glovebox/glovebox.json";
   epoch = "1970-01-01T00:00:01Z";
 
-  # Directories the image creates, with owner and mode.
-  layout = [
+  # Directories every image creates, with owner and mode.
+  fixedLayout = [
     { path = "/work"; mode = "0755"; inherit owner; }
     { path = "/input"; mode = "0755"; inherit owner; }
     { path = "/output"; mode = "0755"; inherit owner; }
@@ -100,12 +100,11 @@ let
 
   contents = [ kit nss ] ++ common.packages ++ chosen.packages ++ python ++ user;
 
+  # A manifest given as a path is read at evaluation (one given as a
+  # derivation is not: that would be import from derivation).
+  parsed = if builtins.isPath manifest then builtins.fromJSON (builtins.readFile manifest) else { };
   manifestFile =
     if builtins.isPath manifest then
-      let
-        text = builtins.readFile manifest;
-        parsed = builtins.fromJSON text;
-      in
       assert lib.assertMsg (builtins.isAttrs parsed && (parsed.protocol_version or null) == 1)
         "glovebox mkBox (${name}): ${toString manifest} is not a glovebox.json (protocol_version 1)";
       builtins.path {
@@ -114,6 +113,21 @@ let
       }
     else
       manifest;
+
+  # The manifest's own fs mounts (beyond /work, /input, /output) belong to
+  # 10001 too: the kit runs unprivileged and cannot create them at boot.
+  fixedPaths = map (d: d.path) fixedLayout;
+  mountPaths = lib.unique (
+    builtins.filter (p: builtins.isString p && !(builtins.elem p fixedPaths)) (
+      map (m: m.path or null) (builtins.attrValues (parsed.fs or { }))
+    )
+  );
+  layout =
+    fixedLayout
+    ++ map (path: {
+      inherit path owner;
+      mode = "0755";
+    }) mountPaths;
 
   reserved = [ "GLOVEBOX_MANIFEST" ];
   fixedEnv = {
@@ -148,14 +162,17 @@ let
   # Runs under fakeroot in the customisation layer's root, so paths are
   # relative and chown is recorded in the layer's tar.
   fakeRootCommands =
+    let
+      quote = s: "'" + builtins.replaceStrings [ "'" ] [ "'\\''" ] s + "'";
+    in
     lib.concatMapStringsSep "\n" (d: ''
-      mkdir -p .${d.path}
-      chown ${d.owner} .${d.path}
-      chmod ${d.mode} .${d.path}'') layout
+      mkdir -p ${quote ".${d.path}"}
+      chown ${d.owner} ${quote ".${d.path}"}
+      chmod ${d.mode} ${quote ".${d.path}"}'') layout
     + ''
 
-      cp ${manifestFile} .${manifestPath}
-      chmod 0444 .${manifestPath}
+      cp ${manifestFile} ${quote ".${manifestPath}"}
+      chmod 0444 ${quote ".${manifestPath}"}
     '';
 
   packageName = p: (builtins.parseDrvName (p.name or "unknown")).name;

@@ -24,7 +24,8 @@ const consumerFlake = `{
       pkgs = nixpkgs.legacyPackages.x86_64-linux;
       box = args: glovebox.lib.mkBox ({ inherit pkgs; name = "acme/box"; manifest = ./glovebox.json; } // args);
       facts = b: {
-        inherit (b.passthru.glovebox) base tag packages pythonPackages env;
+        inherit (b.passthru.glovebox) base tag packages pythonPackages env layout;
+        inherit (b.standIn.args) fakeRootCommands;
         inherit (b.standIn.args.config) Entrypoint Labels;
         contents = map (c: c.name) b.standIn.args.contents;
         python = map (c: c.standIn.args.packages)
@@ -41,6 +42,7 @@ const consumerFlake = `{
         env = box { env = { FOO = "bar"; PATH = "/opt/bin:/bin"; }; };
         tag = box { version = "2.0.0"; tag = "latest"; };
         kit = box { kit = pkgs.jq; };
+        mounts = box { manifest = ./mounts.json; };
         aarch64 = glovebox.lib.mkBox { pkgs = nixpkgs.legacyPackages.aarch64-linux; name = "a"; manifest = ./glovebox.json; };
       };
       errors = {
@@ -75,6 +77,8 @@ func consumer(t *testing.T) (dir string, flags []string) {
 		"flake.nix":           consumerFlake,
 		"glovebox.json":       string(manifest),
 		"not-a-manifest.json": `{"name": "x"}`,
+		"mounts.json": strings.Replace(string(manifest), `"fs": {`,
+			`"fs": {"data": {"path": "/data", "writable": true}, "odd": {"path": "/srv/it's", "writable": false},`, 1),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -96,6 +100,8 @@ func TestMkBox(t *testing.T) {
 		Labels         map[string]string `json:"Labels"`
 		Contents       []string          `json:"contents"`
 		Python         [][]string        `json:"python"`
+		Layout         []layoutDir       `json:"layout"`
+		FakeRoot       string            `json:"fakeRootCommands"`
 	}
 	var cases map[string]facts
 	nixtest.EvalJSON(t, &cases, append(flags, "path:"+dir+"#cases")...)
@@ -150,6 +156,20 @@ func TestMkBox(t *testing.T) {
 			t.Errorf("Entrypoint %v, want the given kit's mainProgram", e)
 		}
 	})
+	t.Run("manifest mounts belong to 10001", func(t *testing.T) {
+		c := cases["mounts"]
+		got := c.Layout[len(c.Layout)-2:]
+		want := []layoutDir{{"/data", "0755", uid}, {"/srv/it's", "0755", uid}}
+		if diff := cmp.Diff(want, got, cmpSortedDirs()); diff != "" {
+			t.Errorf("extra layout (-want +got):\n%s", diff)
+		}
+		if len(c.Layout) != len(cases["defaults"].Layout)+2 {
+			t.Errorf("layout %v, want the defaults plus /data and /srv/it's", c.Layout)
+		}
+		if want := `chown 10001:10001 './srv/it'\''s'`; !strings.Contains(c.FakeRoot, want) {
+			t.Errorf("fakeRootCommands does not quote the path, want %s in:\n%s", want, c.FakeRoot)
+		}
+	})
 	t.Run("kit follows pkgs' system", func(t *testing.T) {
 		want := []string{kits["aarch64-linux"] + "/bin/glovebox-kit"}
 		if diff := cmp.Diff(want, cases["aarch64"].Entrypoint); diff != "" || kits["aarch64-linux"] == kits["x86_64-linux"] {
@@ -184,4 +204,12 @@ func TestMkBoxErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func cmpSortedDirs() cmp.Option {
+	return cmp.Transformer("sortDirs", func(in []layoutDir) []layoutDir {
+		out := slices.Clone(in)
+		slices.SortFunc(out, func(a, b layoutDir) int { return strings.Compare(a.Path, b.Path) })
+		return out
+	})
 }
