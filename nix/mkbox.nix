@@ -5,7 +5,8 @@
 # The image runs the kit as uid/gid 10001 (user glovebox) with the manifest
 # at /etc/glovebox/glovebox.json and port 8080. /work, /input, /output,
 # /var/glovebox and /home/glovebox belong to 10001: the kit writes prompt
-# inputs into /input (a root-owned /input breaks every prompt with inputs).
+# inputs into /input (a root-owned /input breaks every prompt with inputs),
+# and so do the other fs mounts a manifest given as a path declares.
 # /tmp is 1777. Timestamps are fixed, so the same inputs give the same image.
 #
 # passthru.glovebox records what the image is made of (base, resolved
