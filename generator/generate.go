@@ -73,6 +73,7 @@ var templates = template.Must(template.New("").Option("missingkey=error").Funcs(
 	"nixstr":     nixstr,
 	"nixlist":    nixlist,
 	"tomlstr":    tomlstr,
+	"tomlkey":    quoteKey,
 	"tomllist":   tomllist,
 	"shellquote": shellquote,
 	"shelljoin":  shelljoin,
@@ -200,6 +201,9 @@ type view struct {
 	Pip, Npm []string
 	// ImageEnv are environment defaults baked into the images, sorted.
 	ImageEnv []kv
+	// BuildEnv are nixpacks' variables: the base's environment, then
+	// ImageEnv.
+	BuildEnv []kv
 	// SetupPkgs are nixpacks' setup nixPkgs.
 	SetupPkgs []string
 	// InstallCmds and BuildCmds are nixpacks shell commands.
@@ -259,16 +263,21 @@ func newView(c *Config, opts Options) *view {
 	v.Dirs = append(v.Dirs, "/var/glovebox/files")
 
 	// nixpacks: the kit is installed from source with Go from the pinned
-	// nixpkgs; the box's nix packages come from the same nixpkgs.
-	v.SetupPkgs = append([]string{"cacert", "go"}, c.Packages.Nix...)
+	// nixpkgs; the base image's packages and the box's come from the same
+	// nixpkgs, Python packages from pip in a virtual environment.
+	// Every image has the base's userland, then the chosen base's tools.
+	common, base := baseSpecs["base"], baseSpecs[c.Base]
+	v.SetupPkgs = dedup(append(append(append([]string{"cacert", "go"}, common.Nix...), base.Nix...), c.Packages.Nix...))
+	for _, k := range sortedKeys(base.Env) {
+		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})
+	}
+	v.BuildEnv = append(v.BuildEnv, v.ImageEnv...)
 	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion)}
-	if len(c.Packages.Pip) > 0 {
-		if !contains(v.SetupPkgs, "python3") {
-			v.SetupPkgs = append(v.SetupPkgs, "python3")
-		}
+	if pip := dedupBy(append(append([]string(nil), base.Pip...), c.Packages.Pip...), pythonAttr); len(pip) > 0 {
+		v.SetupPkgs = dedup(append(v.SetupPkgs, "python3"))
 		v.InstallCmds = append(v.InstallCmds,
 			"python3 -m venv /app/venv",
-			"/app/venv/bin/pip install --no-cache-dir "+shelljoin(c.Packages.Pip))
+			"/app/venv/bin/pip install --no-cache-dir "+shelljoin(pip))
 		v.Paths = append(v.Paths, "/app/venv/bin")
 	}
 	if len(c.Packages.Npm) > 0 {
@@ -305,6 +314,24 @@ func inImageLayout(p string) bool {
 		}
 	}
 	return false
+}
+
+// dedup drops repeated strings, keeping the first.
+func dedup(ss []string) []string {
+	return dedupBy(ss, func(s string) string { return s })
+}
+
+// dedupBy drops strings whose key repeats an earlier one's.
+func dedupBy(ss []string, key func(string) string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		if k := key(s); !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func hasNode(pkgs []string) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -201,12 +202,15 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	}
 	// The directories the kit writes are created and given to uid 10001
 	// by the image's fakeroot commands.
+	// Paths may or may not be shell-quoted.
 	for _, d := range []string{"/work", "/input", "/output", "/var/glovebox", "/var/glovebox/files"} {
-		if !strings.Contains(img.FakeRoot, "mkdir -p ."+d+"\n") || !strings.Contains(img.FakeRoot, "chown 10001:10001 ."+d+"\n") {
+		q := regexp.QuoteMeta(d)
+		if !regexp.MustCompile(`mkdir -p '?\.`+q+`'?\n`).MatchString(img.FakeRoot) ||
+			!regexp.MustCompile(`chown 10001:10001 '?\.`+q+`'?\n`).MatchString(img.FakeRoot) {
 			t.Errorf("%s: fakeRootCommands do not create %s owned by 10001:\n%s", system, d, img.FakeRoot)
 		}
 	}
-	if !strings.Contains(img.FakeRoot, " ./etc/glovebox/glovebox.json\n") {
+	if !regexp.MustCompile(` '?\./etc/glovebox/glovebox\.json'?\n`).MatchString(img.FakeRoot) {
 		t.Errorf("%s: fakeRootCommands do not install the manifest:\n%s", system, img.FakeRoot)
 	}
 	if diff := cmp.Diff(nonNil(c.Packages.Nix), nonNil(g.Packages)); diff != "" {
@@ -310,4 +314,59 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// TestBasesMatchNix evaluates baseimages/<base>.nix against the stand-in
+// and checks that the table nixpacks builds use names the same packages,
+// Python packages and (store-path-free) environment.
+func TestBasesMatchNix(t *testing.T) {
+	nixtest.Require(t)
+	s := nixtest.StandInNixpkgs(t)
+	root := nixtest.ModuleRoot(t)
+	// Image plumbing from dockerTools, with no meaning outside a Nix image.
+	nixOnly := []string{"ca-certificates", "usr-bin-env"}
+	for _, base := range Bases {
+		t.Run(base, func(t *testing.T) {
+			var got struct {
+				Packages []string          `json:"packages"`
+				Python   []string          `json:"python"`
+				Env      map[string]string `json:"env"`
+			}
+			expr := `let
+  pkgs = (builtins.getFlake "path:` + s.Dir + `").legacyPackages.x86_64-linux;
+  b = import ` + filepath.Join(root, "baseimages", base+".nix") + ` { inherit pkgs; };
+in {
+  packages = map (p: p.pname or p.name) b.packages;
+  python = b.pythonPackages;
+  env = b.env;
+}`
+			nixtest.EvalJSON(t, &got, "--impure", "--expr", expr)
+			var nixPkgs []string
+			for _, p := range got.Packages {
+				if !contains(nixOnly, p) {
+					nixPkgs = append(nixPkgs, p)
+				}
+			}
+			spec := baseSpecs[base]
+			if diff := cmp.Diff(nixPkgs, spec.Nix); diff != "" {
+				t.Errorf("baseSpecs[%q].Nix differs from baseimages/%s.nix (-nix +table):\n%s", base, base, diff)
+			}
+			if diff := cmp.Diff(nonNil(got.Python), nonNil(spec.Pip)); diff != "" {
+				t.Errorf("baseSpecs[%q].Pip differs from baseimages/%s.nix (-nix +table):\n%s", base, base, diff)
+			}
+			env := map[string]string{}
+			for k, v := range got.Env {
+				if !strings.Contains(v, "/nix/store/") {
+					env[k] = v
+				}
+			}
+			want := spec.Env
+			if want == nil {
+				want = map[string]string{}
+			}
+			if diff := cmp.Diff(env, want); diff != "" {
+				t.Errorf("baseSpecs[%q].Env differs from baseimages/%s.nix (-nix +table):\n%s", base, base, diff)
+			}
+		})
+	}
 }

@@ -147,7 +147,7 @@ func TestNixpacks(t *testing.T) {
 					t.Errorf("nixPkgs holds %q, not a nixpkgs attribute path", pkg)
 				}
 			}
-			for _, pkg := range c.Packages.Nix {
+			for _, pkg := range append(append(baseSpecs["base"].Nix, baseSpecs[c.Base].Nix...), c.Packages.Nix...) {
 				if !contains(setup.NixPkgs, pkg) {
 					t.Errorf("nixPkgs = %v, want it to hold %q", setup.NixPkgs, pkg)
 				}
