@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -325,6 +326,60 @@ func FuzzPolicy(f *testing.F) {
 		enc2, err := json.Marshal(p2)
 		if err != nil || !bytes.Equal(enc1, enc2) {
 			t.Fatalf("policy encoding is not stable: %s then %s, %v", enc1, enc2, err)
+		}
+	})
+}
+
+// FuzzEncode builds messages from arbitrary strings and checks that each
+// encodes and decodes back to itself: the encoder and decoders agree.
+func FuzzEncode(f *testing.F) {
+	f.Add("req_1", "Extract <this> & that\n", "text_delta", uint64(0))
+	f.Add("_session", "", "exit", uint64(42))
+	f.Add("\u2028", "\x00\x1f\"\\", "é", uint64(1<<63))
+	f.Fuzz(func(t *testing.T, id, text, eventType string, seq uint64) {
+		if !utf8.ValidString(id) || !utf8.ValidString(text) || !utf8.ValidString(eventType) {
+			return // JSON carries Unicode text; invalid bytes become U+FFFD
+		}
+		data, err := json.Marshal(map[string]string{"text": text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := []struct {
+			m      any
+			client bool
+		}{
+			{&protocol.Abort{ID: id}, true},
+			{&protocol.DisplayReject{SlotID: id, Error: data}, true},
+			{&protocol.Event{ID: id, EventType: eventType, Data: data, Seq: seq}, false},
+			{&protocol.DisplayClear{SlotID: id, PromptID: eventType, Seq: seq}, false},
+			{&protocol.Error{ID: id, Error: protocol.ErrorBody{Code: eventType, Message: text}, Seq: seq}, false},
+			{&protocol.Complete{ID: id, Message: text, Outputs: map[string]protocol.FileRef{
+				text: {Kind: protocol.KindS3, Name: text, Bucket: "b", Key: id + "/" + text},
+			}, Seq: seq}, false},
+		}
+		if id != "" {
+			msgs = append(msgs, struct {
+				m      any
+				client bool
+			}{&protocol.Prompt{ID: id, Text: text, OutputsPolicy: &protocol.OutputsOverride{ServerTTL: eventType}}, true})
+		}
+		for _, tt := range msgs {
+			b, err := protocol.Encode(tt.m)
+			if err != nil {
+				t.Fatalf("Encode(%#v) error = %v", tt.m, err)
+			}
+			var got any
+			if tt.client {
+				got, err = protocol.DecodeClient(b)
+			} else {
+				got, err = protocol.DecodeServer(b)
+			}
+			if err != nil {
+				t.Fatalf("Decode(Encode(%#v)) = Decode(%s) error = %v", tt.m, b, err)
+			}
+			if diff := cmp.Diff(tt.m, got); diff != "" {
+				t.Fatalf("Decode(Encode(m)) mismatch for %s (-want +got):\n%s", b, diff)
+			}
 		}
 	})
 }

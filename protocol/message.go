@@ -215,12 +215,17 @@ func Encode(m any) ([]byte, error) {
 	if t == "" {
 		return nil, fmt.Errorf("protocol: cannot encode %T", m)
 	}
-	if c, ok := m.(*Complete); ok && c.Outputs == nil {
+	if c, ok := m.(*Complete); ok && c != nil && c.Outputs == nil {
 		cc := *c
 		cc.Outputs = map[string]FileRef{}
 		m = &cc
 	}
-	if e, ok := m.(*Event); ok && len(e.Data) == 0 {
+	if h, ok := m.(*ServerHello); ok && h != nil && h.Capabilities == nil {
+		hh := *h
+		hh.Capabilities = []string{}
+		m = &hh
+	}
+	if e, ok := m.(*Event); ok && e != nil && len(e.Data) == 0 {
 		ee := *e
 		ee.Data = json.RawMessage("{}")
 		m = &ee

@@ -358,6 +358,7 @@ func TestEncode(t *testing.T) {
 		}}, `{"type":"complete","id":"r","message":"","outputs":{"a&b":{"kind":"server","name":"a&b","mime":"text/plain","size":1,"id":"i","url":"http://h/files/i?x=1&y=2"}}}`},
 		{"ping with a non-number ts", &protocol.Ping{TS: raw(`"t1"`)}, `{"type":"ping","ts":"t1"}`},
 		{"null ping ts", &protocol.Ping{}, `{"type":"ping","ts":null}`},
+		{"nil capabilities become []", &protocol.ServerHello{ProtocolVersion: 1, SessionID: "s"}, `{"type":"hello","protocol_version":1,"session_id":"s","capabilities":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -379,6 +380,9 @@ func TestEncodeError(t *testing.T) {
 		{"nil", nil, "protocol: cannot encode <nil>"},
 		{"value, not pointer", protocol.Abort{ID: "x"}, "protocol: cannot encode protocol.Abort"},
 		{"nil pointer", (*protocol.Prompt)(nil), "protocol: cannot encode a nil prompt"},
+		{"nil complete", (*protocol.Complete)(nil), "protocol: cannot encode a nil complete"},
+		{"nil event", (*protocol.Event)(nil), "protocol: cannot encode a nil event"},
+		{"nil server hello", (*protocol.ServerHello)(nil), "protocol: cannot encode a nil hello"},
 		{"bad file ref", &protocol.Complete{ID: "r", Outputs: map[string]protocol.FileRef{"x": {Name: "x"}}}, `protocol: encode complete: json: error calling MarshalJSON for type protocol.FileRef: protocol: cannot encode file "x" of kind ""`},
 		{"bad raw data", &protocol.Event{ID: "r", EventType: "e", Data: raw("{")}, "protocol: encode event: "},
 	}
