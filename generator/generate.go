@@ -57,6 +57,11 @@ type Options struct {
 	// KitVersion is the version of the kit nixpacks installs with `go
 	// install` ("latest" when empty).
 	KitVersion string
+	// PreviousLock is the flake.lock already in the output directory, if
+	// any. When Glovebox is nil, its glovebox input (the node and the nodes
+	// it reaches) is kept, so a lock completed by `nix flake lock` survives
+	// the next generate.
+	PreviousLock []byte
 }
 
 // Result is what Generate produces.
@@ -118,7 +123,8 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
-	lock, err := marshalJSON(lockFile(opts))
+	keptLabel, kept := keptGlovebox(opts.PreviousLock)
+	lock, err := marshalJSON(lockFile(opts, keptLabel, kept))
 	if err != nil {
 		return nil, fmt.Errorf("generate: flake.lock: %w", err)
 	}
@@ -172,19 +178,77 @@ func marshalJSON(v any) ([]byte, error) {
 }
 
 // lockFile is the flake.lock (version 7) of the generated flake. nixpkgs is
-// locked to the pin; glovebox only when a release pin is given, following
-// nixpkgs as flake.nix says.
-func lockFile(opts Options) map[string]any {
+// locked to the pin; glovebox to the release pin when there is one, else to
+// what a previous lock held, else it is left for the first networked lock.
+func lockFile(opts Options, keptLabel string, kept map[string]json.RawMessage) map[string]any {
 	nodes := map[string]any{"nixpkgs": opts.Nixpkgs.lockNode()}
 	rootInputs := map[string]any{"nixpkgs": "nixpkgs"}
-	if opts.Glovebox != nil {
+	switch {
+	case opts.Glovebox != nil:
 		g := opts.Glovebox.lockNode()
 		g["inputs"] = map[string]any{"nixpkgs": []string{"nixpkgs"}}
 		nodes["glovebox"] = g
 		rootInputs["glovebox"] = "glovebox"
+	case kept != nil:
+		for label, n := range kept {
+			nodes[label] = n
+		}
+		rootInputs["glovebox"] = keptLabel
 	}
 	nodes["root"] = map[string]any{"inputs": rootInputs}
 	return map[string]any{"nodes": nodes, "root": "root", "version": 7}
+}
+
+// keptGlovebox returns the label of a previous lock's glovebox node and
+// the nodes it reaches, by label. It returns no nodes when the lock is
+// absent, unreadable, of another version, or its nodes would clash with
+// ours.
+func keptGlovebox(prev []byte) (string, map[string]json.RawMessage) {
+	if len(prev) == 0 {
+		return "", nil
+	}
+	var l struct {
+		Nodes   map[string]json.RawMessage `json:"nodes"`
+		Root    string                     `json:"root"`
+		Version int                        `json:"version"`
+	}
+	if json.Unmarshal(prev, &l) != nil || l.Version != 7 {
+		return "", nil
+	}
+	inputsOf := func(label string) map[string]json.RawMessage {
+		var n struct {
+			Inputs map[string]json.RawMessage `json:"inputs"`
+		}
+		if json.Unmarshal(l.Nodes[label], &n) != nil {
+			return nil
+		}
+		return n.Inputs
+	}
+	var start string
+	if json.Unmarshal(inputsOf(l.Root)["glovebox"], &start) != nil || start == "" {
+		return "", nil // absent, or a follows path
+	}
+	kept := map[string]json.RawMessage{}
+	queue := []string{start}
+	for len(queue) > 0 {
+		label := queue[0]
+		queue = queue[1:]
+		if _, seen := kept[label]; seen {
+			continue
+		}
+		n, ok := l.Nodes[label]
+		if !ok || label == "nixpkgs" || label == "root" || label == l.Root {
+			return "", nil
+		}
+		kept[label] = n
+		for _, in := range inputsOf(label) {
+			var next string
+			if json.Unmarshal(in, &next) == nil { // a label; follows paths are arrays
+				queue = append(queue, next)
+			}
+		}
+	}
+	return start, kept
 }
 
 // view is what the templates see. Every string in it is raw; templates

@@ -370,3 +370,35 @@ in {
 		})
 	}
 }
+
+// TestLockSurvivesNixLock lets a real Nix complete the generated lock with
+// the glovebox input, then generates again: the lock Nix wrote must come
+// back byte for byte (its glovebox node kept, and the format the same as
+// Nix's own), so `gbx generate --check` stays clean after `nix flake lock`.
+func TestLockSurvivesNixLock(t *testing.T) {
+	nixtest.Require(t)
+	s := nixtest.StandInNixpkgs(t)
+	root := rootFlake(t)
+	dir := filepath.Join("testdata", "media")
+	res := generateCase(t, dir, Options{Nixpkgs: standInPin(s)})
+	out := t.TempDir()
+	if _, err := Write(out, res.Files); err != nil {
+		t.Fatal(err)
+	}
+	nixtest.Run(t, "nix", "flake", "lock", "--offline", "--override-input", "glovebox", "path:"+root, "path:"+out)
+	nixLock, err := os.ReadFile(filepath.Join(out, LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(nixLock, fileData(t, res, LockFile)) || !bytes.Contains(nixLock, []byte(`"glovebox"`)) {
+		t.Fatalf("nix flake lock did not add the glovebox input:\n%s", nixLock)
+	}
+	again := generateCase(t, dir, Options{Nixpkgs: standInPin(s), PreviousLock: nixLock})
+	if diff := cmp.Diff(string(nixLock), string(fileData(t, again, LockFile))); diff != "" {
+		t.Errorf("regenerated lock differs from the one nix wrote (-nix +generated):\n%s", diff)
+	}
+	drifts, err := Diff(out, again.Files)
+	if err != nil || len(drifts) != 0 {
+		t.Errorf("Diff after nix flake lock = %v, %v; want no drift", drifts, err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -20,32 +22,32 @@ var generateCommand = command{
 }
 
 func runGenerate(ctx context.Context, stdio IO, args []string) error {
-	fs := pflag.NewFlagSet("generate", pflag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
-	out := fs.String("out", "", "output directory (default DIR/dist)")
-	check := fs.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
-	rotate := fs.Bool("rotate-key", false, "replace the box key with a new one")
-	fs.Usage = func() {
+	flags := pflag.NewFlagSet("generate", pflag.ContinueOnError)
+	flags.SetOutput(stdio.Stderr)
+	out := flags.String("out", "", "output directory (default DIR/dist)")
+	check := flags.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
+	rotate := flags.Bool("rotate-key", false, "replace the box key with a new one")
+	flags.Usage = func() {
 		fmt.Fprintf(stdio.Stderr, "Usage: gbx generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
 			"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
 			"The key in glovebox.key is kept across runs; --rotate-key replaces it.\n\nFlags:\n")
-		fs.PrintDefaults()
+		flags.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w: generate: %v", ErrUsage, err)
 	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("%w: generate takes at most one directory, got %d arguments", ErrUsage, fs.NArg())
+	if flags.NArg() > 1 {
+		return fmt.Errorf("%w: generate takes at most one directory, got %d arguments", ErrUsage, flags.NArg())
 	}
 	if *check && *rotate {
 		return fmt.Errorf("%w: --check writes nothing, so it cannot rotate the key", ErrUsage)
 	}
 	dir := stdio.Dir
-	if fs.NArg() == 1 {
-		dir = abs(stdio.Dir, fs.Arg(0))
+	if flags.NArg() == 1 {
+		dir = abs(stdio.Dir, flags.Arg(0))
 	}
 	outDir := filepath.Join(dir, "dist")
 	if *out != "" {
@@ -61,7 +63,11 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := generator.Options{Key: key, KitVersion: kitVersion()}
+	prevLock, err := os.ReadFile(filepath.Join(outDir, generator.LockFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read lock: %w", err)
+	}
+	opts := generator.Options{Key: key, KitVersion: kitVersion(), PreviousLock: prevLock}
 	if pin, ok := generator.ReleasePin(); ok {
 		opts.Glovebox = &pin
 	}
