@@ -320,6 +320,28 @@ func TestPromptStreams(t *testing.T) {
 	}
 }
 
+// TestPromptProcessGroup checks that the shell leads a process group of its
+// own, apart from the kit's.
+func TestPromptProcessGroup(t *testing.T) {
+	msg, err := run(t, testContext(t), newSession(t), &turn{text: "cat /proc/$$/stat"})
+	if err != nil {
+		t.Fatalf("Prompt() error = %v", err)
+	}
+	// pid (comm) state ppid pgrp ...
+	i := strings.LastIndexByte(msg, ')')
+	f := strings.Fields(msg[i+1:])
+	pid, _, _ := strings.Cut(msg, " ")
+	if i < 0 || len(f) < 3 {
+		t.Fatalf("/proc/$$/stat = %q, want pid (comm) state ppid pgrp ...", msg)
+	}
+	if f[2] != pid {
+		t.Errorf("shell %s is in process group %s, want a group of its own", pid, f[2])
+	}
+	if own := strconv.Itoa(syscall.Getpgrp()); f[2] == own {
+		t.Errorf("shell runs in the test's process group %s", own)
+	}
+}
+
 func TestPromptSkills(t *testing.T) {
 	tr := &turn{
 		text: "echo ran",
