@@ -447,9 +447,18 @@ func (d *doc) limits(path string, v any, c *Config) {
 		s, _ := d.str(path+"."+k, x)
 		return s
 	}
-	c.Limits.CPU = get("cpu")
-	if c.Limits.CPU != "" && !cpuRE.MatchString(c.Limits.CPU) {
-		d.errorf(path+".cpu", "%q is not a CPU count: want a number such as \"1\", \"2\" or \"0.5\"", c.Limits.CPU)
+	switch n := m["cpu"].(type) {
+	case int64:
+		c.Limits.CPU = strconv.FormatInt(n, 10)
+	case float64:
+		c.Limits.CPU = strconv.FormatFloat(n, 'f', -1, 64)
+	default:
+		c.Limits.CPU = get("cpu")
+	}
+	if c.Limits.CPU != "" {
+		if f, err := strconv.ParseFloat(c.Limits.CPU, 64); !cpuRE.MatchString(c.Limits.CPU) || err != nil || f <= 0 || f > 256 {
+			d.errorf(path+".cpu", "%q is not a CPU count: want a number from 0.1 to 256 such as \"1\", \"2\" or \"0.5\"", c.Limits.CPU)
+		}
 	}
 	c.Limits.Memory = get("memory")
 	if c.Limits.Memory != "" {

@@ -126,6 +126,8 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:3: limits.memory: memory "lots"`,
 			`glovebox.toml:4: limits.cpu: "two" is not a CPU count`,
 			`glovebox.toml:5: limits.max_message: size "1TB"`}},
+		{"cpu out of range", "[limits]\ncpu = 1000\n", []string{`glovebox.toml:2: limits.cpu: "1000" is not a CPU count`}},
+		{"cpu zero", "[limits]\ncpu = \"0\"\n", []string{`glovebox.toml:2: limits.cpu: "0" is not a CPU count`}},
 		{"fs relative", "[fs.work]\npath = \"work\"\nwritable = true\n", []string{`glovebox.toml:2: fs.work.path: "work" must be a clean absolute path`}},
 		{"fs read-only work", "[fs.work]\npath = \"/work\"\n", []string{`glovebox.toml:1: fs.work: the work mount must be writable`}},
 		{"sessions", "[sessions]\nmax = -1\nresume_grace = \"0s\"\n", []string{`glovebox.toml:2: sessions.max: -1 is out of range`, `glovebox.toml:3: sessions.resume_grace`}},
@@ -154,6 +156,15 @@ func TestParseErrors(t *testing.T) {
 				at += i + len(w)
 			}
 		})
+	}
+}
+
+func TestParseNumericCPU(t *testing.T) {
+	for in, want := range map[string]string{"cpu = 2": "2", "cpu = 0.5": "0.5", `cpu = "4"`: "4"} {
+		c, err := Parse("glovebox.toml", []byte("[limits]\n"+in+"\n"))
+		if err != nil || c.Limits.CPU != want {
+			t.Errorf("Parse(%q) cpu = %q, %v; want %q", in, c.Limits.CPU, err, want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package generator
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -219,5 +220,66 @@ func TestWarnings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// FuzzPreviousLock feeds arbitrary previous locks to Generate: it must
+// never fail or panic because of them, and must give valid JSON.
+func FuzzPreviousLock(f *testing.F) {
+	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"nodes":{"glovebox":{"inputs":{"nixpkgs":["nixpkgs"]},"locked":{"type":"path","path":"/x","narHash":"sha256-x"}},"nixpkgs":{},"root":{"inputs":{"glovebox":"glovebox","nixpkgs":"nixpkgs"}}},"root":"root","version":7}`))
+	f.Add([]byte(`{"nodes":{"root":{"inputs":{"glovebox":"nixpkgs"}}},"root":"root","version":7}`))
+	f.Add([]byte(`{"nodes":{"a":{"inputs":{"b":"a"}},"root":{"inputs":{"glovebox":"a"}}},"root":"root","version":7}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, prev []byte) {
+		res, err := Generate(c, Options{Key: testKey, PreviousLock: prev})
+		if err != nil {
+			t.Fatalf("Generate with a previous lock: %v", err)
+		}
+		var l struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		}
+		if err := json.Unmarshal(fileData(t, res, LockFile), &l); err != nil {
+			t.Fatalf("flake.lock is not JSON: %v", err)
+		}
+		if _, ok := l.Nodes["nixpkgs"]; !ok {
+			t.Fatal("flake.lock lost nixpkgs")
+		}
+	})
+}
+
+func TestPreviousLockKeepsGlovebox(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := []byte(`{"nodes":{"glovebox":{"inputs":{"helper":"helper","nixpkgs":["nixpkgs"]},"locked":{"rev":"r"}},"helper":{"locked":{"rev":"h"}},"stale":{},"nixpkgs":{"locked":{"rev":"old"}},"root":{"inputs":{"glovebox":"glovebox","nixpkgs":"nixpkgs"}}},"root":"root","version":7}`)
+	res, err := Generate(c, Options{Key: testKey, PreviousLock: prev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Nodes map[string]json.RawMessage `json:"nodes"`
+	}
+	if err := json.Unmarshal(fileData(t, res, LockFile), &l); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"glovebox", "helper", "nixpkgs", "root"}, sortedKeys(l.Nodes)); diff != "" {
+		t.Errorf("lock nodes mismatch (-want +got):\n%s", diff)
+	}
+	if strings.Contains(string(l.Nodes["nixpkgs"]), "old") {
+		t.Error("the previous lock's nixpkgs replaced the pin")
+	}
+	// A release pin wins over the previous lock.
+	rel := Pin{Owner: "glovebox-dev", Repo: "glovebox", Rev: strings.Repeat("cd", 20), NarHash: "sha256-" + strings.Repeat("B", 43) + "=", LastModified: 1}
+	res, err = Generate(c, Options{Key: testKey, PreviousLock: prev, Glovebox: &rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock := string(fileData(t, res, LockFile)); strings.Contains(lock, "helper") || !strings.Contains(lock, rel.Rev) {
+		t.Errorf("release pin did not replace the previous glovebox node:\n%s", lock)
 	}
 }

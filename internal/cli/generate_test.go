@@ -209,3 +209,48 @@ func TestGenerateCheckMissingKey(t *testing.T) {
 		t.Error("--check created dist")
 	}
 }
+
+// TestGenerateSameBytesAnywhere generates one box in two places, called
+// from two different working directories, with the same key: every file
+// must have the same bytes.
+func TestGenerateSameBytesAnywhere(t *testing.T) {
+	toml := readFile(t, filepath.Join("..", "..", "generator", "testdata", "media", "glovebox.toml"))
+	key := protocol.NewKey()
+	var dists []string
+	for i, wd := range []string{t.TempDir(), t.TempDir()} {
+		box := filepath.Join(wd, "deep", strings.Repeat("x", i+1), "box")
+		if err := os.MkdirAll(filepath.Join(box, "dist"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(box, "glovebox.toml"), []byte(toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(box, "dist", "glovebox.key"), []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(wd, box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := gbx(t, wd, "generate", rel); err != nil {
+			t.Fatal(err)
+		}
+		dists = append(dists, filepath.Join(box, "dist"))
+	}
+	entries, err := os.ReadDir(dists[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < 10 {
+		t.Fatalf("dist holds %d files, want at least 10", len(entries))
+	}
+	for _, e := range entries {
+		a, b := readFile(t, filepath.Join(dists[0], e.Name())), readFile(t, filepath.Join(dists[1], e.Name()))
+		if a != b {
+			t.Errorf("%s differs between the two places", e.Name())
+		}
+		if strings.Contains(a, dists[0]) || strings.Contains(a, "deep/") {
+			t.Errorf("%s contains a machine path", e.Name())
+		}
+	}
+}
