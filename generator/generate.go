@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -94,8 +95,12 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if c == nil {
 		return nil, errors.New("generate: no config")
 	}
-	if len(strings.TrimSpace(opts.Key)) == 0 {
+	key := strings.TrimSpace(opts.Key)
+	if key == "" {
 		return nil, errors.New("generate: no box key")
+	}
+	if !keyRE.MatchString(key) {
+		return nil, errors.New("generate: the box key is not 43 characters of A-Z a-z 0-9 _ -")
 	}
 	if opts.Nixpkgs == (Pin{}) {
 		opts.Nixpkgs = pins[DefaultBranch]
@@ -115,7 +120,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
 	}
 
-	m := c.Manifest(protocol.Fingerprint(opts.Key))
+	m := c.Manifest(protocol.Fingerprint(key))
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
@@ -151,17 +156,9 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	add(LockFile, lock, 0o644)
 	add(ManifestFile, manifest, 0o644)
 	add(EnvExampleFile, envExample(c), 0o644)
-	add(KeyFile, []byte(strings.TrimSpace(opts.Key)+"\n"), 0o600)
-	sortFiles(res.Files)
+	add(KeyFile, []byte(key+"\n"), 0o600)
+	slices.SortFunc(res.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
-}
-
-func sortFiles(fs []File) {
-	for i := 1; i < len(fs); i++ {
-		for j := i; j > 0 && fs[j].Name < fs[j-1].Name; j-- {
-			fs[j], fs[j-1] = fs[j-1], fs[j]
-		}
-	}
 }
 
 // marshalJSON is JSON as Nix and v1 write it: 2-space indent, map keys
