@@ -315,3 +315,56 @@ func TestURLAddressGuard(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the bytes, an address the default guard lets through is a
+// public unicast one.
+func FuzzAddressGuard(f *testing.F) {
+	for _, s := range []string{"127.0.0.1", "::1", "169.254.169.254", "64:ff9b::a9fe:a9fe", "::ffff:10.0.0.1", "8.8.8.8", "fd00::1"} {
+		b := netip.MustParseAddr(s).As16()
+		f.Add(b[:])
+	}
+	def := NewURL(URLOptions{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) != 16 && len(b) != 4 {
+			return
+		}
+		addr, _ := netip.AddrFromSlice(b)
+		if def.refuse(addr) != "" {
+			return
+		}
+		u := addr.Unmap()
+		if u.IsLoopback() || u.IsPrivate() || u.IsLinkLocalUnicast() || u.IsMulticast() || u.IsUnspecified() ||
+			u.IsInterfaceLocalMulticast() || u.IsLinkLocalMulticast() || cgnat.Contains(u) {
+			t.Fatalf("refuse(%s) allowed a non-public address", addr)
+		}
+		if nat64.Contains(u) || (ipv4Compat.Contains(u) && u.Is6()) {
+			v4 := netip.AddrFrom4([4]byte(u.AsSlice()[12:16]))
+			if v4.IsLoopback() || v4.IsPrivate() || v4.IsLinkLocalUnicast() {
+				t.Fatalf("refuse(%s) allowed an embedded non-public %s", addr, v4)
+			}
+		}
+	})
+}
+
+// Caller-supplied headers never smuggle hop-by-hop fields or line breaks.
+func FuzzForwardHeaders(f *testing.F) {
+	f.Add("Connection", "close, X-A", "X-A", "1")
+	f.Add("x-custom", "ok", "Host", "evil")
+	f.Add("X-B", "a\r\nX-C: 1", "transfer-encoding", "chunked")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		out := forwardHeaders(map[string]string{k1: v1, k2: v2})
+		for k, vs := range out {
+			if hopByHop[k] {
+				t.Fatalf("forwarded hop-by-hop header %q", k)
+			}
+			if !validHeader(k, "") {
+				t.Fatalf("forwarded bad header name %q", k)
+			}
+			for _, v := range vs {
+				if strings.ContainsAny(v, "\r\n\x00") {
+					t.Fatalf("forwarded header %q with a line break: %q", k, v)
+				}
+			}
+		}
+	})
+}
