@@ -5,8 +5,21 @@
 //
 // Built in: inline (bytes in the message), url (read-only fetches, bounded
 // in time, size and address), and localServer (files on the box, indexed in
-// SQLite, served by GET /files/{id}, swept after their TTL). Go code adds
-// adapters to a Registry under any key.
+// SQLite, served by GET /files/{id}, swept after their TTL). An s3 adapter
+// (SigV4 over the standard library) is registered when configured. Go code
+// adds adapters to a Registry under any key.
+//
+// The kit's use, in order:
+//
+//	local, err := storage.OpenLocal(ctx, dir, dbPath, storage.LocalOptions{PublicURL: url})
+//	reg := storage.NewRegistry() // inline and url
+//	reg.Register(protocol.AdapterLocalServer, local)
+//	err = local.Start(ctx)       // sweep at boot, then every minute
+//	err = reg.ValidateOutputs(policy)
+//	ref, err := reg.Store(ctx, policy, meta, file)  // an output
+//	rc, err := reg.Open(ctx, inputRef, maxBytes)    // an input
+//	local.ServeFile(w, r, id)    // GET /files/{id}, after the bearer check
+//	local.Close()                // after the HTTP server stopped
 package storage
 
 import (
