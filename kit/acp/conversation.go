@@ -107,6 +107,7 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 	if ir.ProtocolVersion != protocolVersion {
 		return fmt.Errorf("acp: the agent speaks ACP protocol version %d; glovebox speaks %d", ir.ProtocolVersion, protocolVersion)
 	}
+	p.authMethods = authMethodIDs(ir.AuthMethods)
 	if ir.AgentInfo != nil {
 		p.log.Info("acp: agent initialized", "name", ir.AgentInfo.Name, "version", ir.AgentInfo.Version)
 	}
@@ -117,7 +118,7 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 	if err := p.conn.roundTrip(ctx, "session/new", newSession, &ns); err != nil {
 		var re *rpcError
 		if errors.As(err, &re) && re.Code == codeAuthRequired {
-			return fmt.Errorf("acp: the agent requires authentication before session/new (auth methods %s): %w", authMethodIDs(ir.AuthMethods), err)
+			return fmt.Errorf("acp: the agent requires authentication before session/new (auth methods %s); give it its credentials through the box's env: %w", p.authMethods, err)
 		}
 		return c.startError(ctx, p, err)
 	}
@@ -194,6 +195,10 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 				p.stop(c.a.stopGrace)
 			}
 			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace)}
+		}
+		var re *rpcError
+		if errors.As(r.err, &re) && re.Code == codeAuthRequired {
+			return "", &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: the agent requires authentication (auth methods %s); give it its credentials through the box's env: %w", p.authMethods, r.err)}
 		}
 		return "", &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: session/prompt: %w", r.err)}
 	}

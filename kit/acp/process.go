@@ -29,8 +29,8 @@ type proc struct {
 
 	// Set by the conversation after session/new.
 	sessionID   string
-	prompted    bool // a prompt was sent on this ACP session
-	initialized bool
+	prompted    bool   // a prompt was sent on this ACP session
+	authMethods string // the auth method ids initialize listed
 }
 
 const stderrTail = 5

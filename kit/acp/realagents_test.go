@@ -1,0 +1,88 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// realAgent is the path of an agent CLI installed from npm in
+// testdata/realagents, or a skip (a failure when CI is set).
+func realAgent(t *testing.T, bin string) string {
+	t.Helper()
+	needNode(t, false)
+	path, err := filepath.Abs(filepath.Join("testdata", "realagents", "node_modules", ".bin", bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		missing(t, "the real agent CLIs are missing: run `npm ci` in kit/acp/testdata/realagents")
+	}
+	return path
+}
+
+// TestRealClaudeCodeACP boxes Zed's Claude Code adapter. Offline and
+// without credentials it completes initialize and session/new; its first
+// prompt must fail with a clear authentication error, and the commands it
+// announced after session/new must reach that prompt's events.
+func TestRealClaudeCodeACP(t *testing.T) {
+	bin := realAgent(t, "claude-code-acp")
+	spec := &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{bin}, Env: map[string]string{
+		"HOME":              t.TempDir(),
+		"IS_SANDBOX":        "1", // Claude Code refuses to skip its own permission prompts as root otherwise
+		"ANTHROPIC_API_KEY": "",
+	}}
+	c, s, _ := open(t, spec, nil)
+	tt, _, err := prompt(t, c, s, "Say hello.")
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "requires authentication (auth methods claude-login)") {
+		t.Fatalf("Prompt = %v, want an AgentError naming the auth method", err)
+	}
+	if len(tt.ofType("available_commands_update")) == 0 {
+		t.Errorf("events %v, want the available_commands_update sent after session/new", tt.types())
+	}
+}
+
+// TestRealGeminiCLI boxes Gemini CLI in ACP mode with a key that is never
+// checked offline: the handshake completes, the prompt waits on a network
+// that is not there, the abort's session/cancel goes unanswered within the
+// grace, so the kit stops the process and the next use starts a new one.
+func TestRealGeminiCLI(t *testing.T) {
+	bin := realAgent(t, "gemini")
+	spec := &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{bin, "--experimental-acp"}, Env: map[string]string{
+		"HOME":           t.TempDir(),
+		"GEMINI_API_KEY": "offline-test-key",
+	}}
+	c, s, logs := open(t, spec, func(a *acpAgent) { a.cancelGrace = time.Second })
+	pid := c.pid()
+
+	// The abort comes from a timeout; nothing asserts how long anything takes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tt := &testTurn{text: "Say hello.", sess: s}
+	_, err := c.Prompt(ctx, tt)
+	tt.finish()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Prompt = %v, want the context's deadline", err)
+	}
+	alive := syscall.Kill(pid, 0) == nil
+	answered := strings.Contains(logs.String(), "cancelled prompt answered")
+	if alive != answered {
+		t.Errorf("after session/cancel: process alive %v, cancel answered %v; want a live process only if it answered", alive, answered)
+	}
+	p, err := c.ensure(context.Background())
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if !alive && p.cmd.Process.Pid == pid {
+		t.Errorf("the stopped agent %d was not replaced", pid)
+	}
+}
