@@ -121,6 +121,16 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 	if err := os.MkdirAll(filepath.Dir(absDB), 0o700); err != nil {
 		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
 	}
+	// The index names every parked file: keep it as private as the files.
+	// SQLite gives the -wal and -shm files it creates the database's mode.
+	if err := privateFile(absDB); err != nil {
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		if err := os.Chmod(absDB+side, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+		}
+	}
 	dsn := "file:" + (&url.URL{Path: absDB}).EscapedPath() +
 		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
@@ -132,6 +142,7 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		db.Close()
 		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
 	}
+
 	l := &Local{
 		dir:       dir,
 		db:        db,
@@ -156,6 +167,17 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	return l, nil
+}
+
+// privateFile creates path with mode 0600 if it is missing, and sets an
+// existing file's mode to 0600.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Chmod(path, 0o600)
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

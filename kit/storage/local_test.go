@@ -97,6 +97,32 @@ func TestLocalPut(t *testing.T) {
 	}
 }
 
+func TestLocalModes(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLocal(t.Context(), filepath.Join(dir, "files"), filepath.Join(dir, "state", "files.db"), LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	put(t, l, "a.txt", []byte("a"), nil)
+	for _, tt := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{filepath.Join(dir, "files"), 0o700 | os.ModeDir},
+		{filepath.Join(dir, "state", "files.db"), 0o600},
+		{filepath.Join(dir, "state", "files.db-wal"), 0o600},
+	} {
+		st, err := os.Stat(tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode() != tt.mode {
+			t.Errorf("mode of %s = %v, want %v", tt.path, st.Mode(), tt.mode)
+		}
+	}
+}
+
 func TestLocalDefaultTTLOption(t *testing.T) {
 	l, clk := newLocal(t, LocalOptions{DefaultTTL: 5 * time.Minute})
 	id := put(t, l, "a.txt", []byte("a"), nil)
