@@ -431,6 +431,12 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 	if len(opts) > 0 {
 		r.Use.Options = opts
 	}
+	if len(d.probs) == before {
+		// What the kit will check at boot (e.g. an options.ttl).
+		if err := (protocol.Policy{Rules: []protocol.Rule{r}}).Check(); err != nil {
+			d.errorf(p, "%s", strings.TrimPrefix(err.Error(), "rule 1 "))
+		}
+	}
 	return r, len(d.probs) == before
 }
 

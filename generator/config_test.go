@@ -120,6 +120,7 @@ func TestParseErrors(t *testing.T) {
 		{"no terminal", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MB\"\n", []string{`glovebox.toml:1: storage.outputs: outputs need a terminal rule`}},
 		{"s3 without bucket", "[[storage.outputs]]\nuse = \"s3\"\n", []string{`storage.outputs[0]: use = "s3" needs a bucket`}},
 		{"ttl on inline", "[[storage.outputs]]\nuse = \"inline\"\nttl = \"1h\"\n", []string{`glovebox.toml:3: storage.outputs[0].ttl: ttl is only for use = "localServer"`}},
+		{"options ttl", "[[storage.outputs]]\nuse = \"localServer\"\noptions = { ttl = \"soon\" }\n", []string{`glovebox.toml:1: storage.outputs[0]: (localServer): options.ttl: duration "soon"`}},
 		{"storage not array", "[storage.outputs]\nuse = \"inline\"\n", []string{`storage.outputs: want one or more rules`}},
 		{"bad limits", "[limits]\ntimeout = \"5x\"\nmemory = \"lots\"\ncpu = \"two\"\nmax_message = \"1TB\"\n", []string{
 			`glovebox.toml:2: limits.timeout: duration "5x"`,
