@@ -3,6 +3,7 @@ package generator
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -153,4 +154,19 @@ func comment(s string) string {
 		}
 		return r
 	}, s)
+}
+
+var nixIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_'-]*$`)
+
+// nixkey renders s as a Nix attribute name: bare when it is an identifier
+// and not a keyword, a quoted string otherwise.
+func nixkey(s string) string {
+	switch s {
+	case "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit", "or":
+		return nixstr(s)
+	}
+	if nixIdentRE.MatchString(s) {
+		return s
+	}
+	return nixstr(s)
 }

@@ -3,6 +3,7 @@ package generator
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,7 +133,14 @@ func TestNixstrRoundTrips(t *testing.T) {
 	for _, s := range hostile {
 		expr.WriteString("  " + nixstr(s) + "\n")
 	}
-	expr.WriteString("  " + nixlist(hostile) + "\n]\n")
+	expr.WriteString("  " + nixlist(hostile) + "\n")
+	// Every hostile string and every keyword as an attribute name.
+	keys := append([]string{"in", "or", "rec", "x'y", "a-b", "_"}, hostile...)
+	expr.WriteString("  {\n")
+	for i, k := range keys {
+		expr.WriteString(fmt.Sprintf("    %s = %d;\n", nixkey(k), i))
+	}
+	expr.WriteString("  }\n]\n")
 	file := filepath.Join(t.TempDir(), "strings.nix")
 	if err := os.WriteFile(file, []byte(expr.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -143,8 +151,17 @@ func TestNixstrRoundTrips(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("decode %s: %v", out, err)
 	}
-	if len(got) != len(hostile)+1 {
-		t.Fatalf("nix gave %d values, want %d", len(got), len(hostile)+1)
+	if len(got) != len(hostile)+2 {
+		t.Fatalf("nix gave %d values, want %d", len(got), len(hostile)+2)
+	}
+	var attrs map[string]int
+	if err := json.Unmarshal(got[len(hostile)+1], &attrs); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if n, ok := attrs[k]; !ok || n != i {
+			t.Errorf("nix attribute nixkey(%q) = %s did not read back as %q", k, nixkey(k), k)
+		}
 	}
 	for i, s := range hostile {
 		var v string

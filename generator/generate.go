@@ -78,6 +78,7 @@ var templateFS embed.FS
 var templates = template.Must(template.New("").Option("missingkey=error").Funcs(template.FuncMap{
 	"nixstr":     nixstr,
 	"nixlist":    nixlist,
+	"nixkey":     nixkey,
 	"tomlstr":    tomlstr,
 	"tomlkey":    quoteKey,
 	"tomllist":   tomllist,

@@ -26,8 +26,7 @@
           base = "base";
           packages = [ "nodejs_22" ];
           pythonPackages = [ ];
-          env = {
-          };
+          env = { };
           manifest = ./glovebox.json;
         };
     in

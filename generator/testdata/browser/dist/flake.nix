@@ -26,8 +26,7 @@
           base = "browser";
           packages = [ ];
           pythonPackages = [ ];
-          env = {
-          };
+          env = { };
           manifest = ./glovebox.json;
         };
     in

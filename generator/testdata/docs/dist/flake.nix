@@ -26,8 +26,7 @@
           base = "docs";
           packages = [ "poppler-utils" "qpdf" ];
           pythonPackages = [ ];
-          env = {
-          };
+          env = { };
           manifest = ./glovebox.json;
         };
     in

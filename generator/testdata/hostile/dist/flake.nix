@@ -27,8 +27,8 @@
           packages = [ ];
           pythonPackages = [ ];
           env = {
-            "EVIL" = "\${evil} \"quoted\" 'single' `tick` \$(id) \\back";
-            "PLAIN" = "a'b";
+            EVIL = "\${evil} \"quoted\" 'single' `tick` \$(id) \\back";
+            PLAIN = "a'b";
           };
           manifest = ./glovebox.json;
         };

@@ -27,7 +27,7 @@
           packages = [ "jq" "yt-dlp" ];
           pythonPackages = [ ];
           env = {
-            "LOG_LEVEL" = "info";
+            LOG_LEVEL = "info";
           };
           manifest = ./glovebox.json;
         };

@@ -26,8 +26,7 @@
           base = "base";
           packages = [ ];
           pythonPackages = [ ];
-          env = {
-          };
+          env = { };
           manifest = ./glovebox.json;
         };
     in

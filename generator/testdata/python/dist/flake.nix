@@ -26,8 +26,7 @@
           base = "python";
           packages = [ "python3Packages.numpy" ];
           pythonPackages = [ "pillow" "requests" "rich" ];
-          env = {
-          };
+          env = { };
           manifest = ./glovebox.json;
         };
     in
