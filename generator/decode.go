@@ -219,7 +219,11 @@ func (d *doc) table(path string, v any, allowed ...string) (map[string]any, bool
 	}
 	for _, k := range sortedKeys(m) {
 		if !contains(allowed, k) {
-			d.errorf(joinPath(path, []string{k}), "unknown key %q; allowed here: %s", k, strings.Join(allowed, ", "))
+			hint := ""
+			if near := nearest(k, allowed); near != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			d.errorf(joinPath(path, []string{k}), "unknown key %q%s; allowed here: %s", k, hint, strings.Join(allowed, ", "))
 		}
 	}
 	return m, true
@@ -347,4 +351,36 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// nearest returns the allowed key closest to k by edit distance, when it
+// is close enough to be a likely typo.
+func nearest(k string, allowed []string) string {
+	best, bestDist := "", 3
+	for _, a := range allowed {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(a)); d < bestDist {
+			best, bestDist = a, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
