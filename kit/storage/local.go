@@ -301,9 +301,9 @@ func (l *Local) writeFile(ctx context.Context, final string, size int64, r io.Re
 	// the zero-copy path (copy_file_range, splice) when r is a file, or a
 	// file under an io.LimitReader, which src unwraps.
 	src, lr := r, (*io.LimitedReader)(nil)
-	if l, ok := r.(*io.LimitedReader); ok && l.N >= size {
-		if _, isFile := l.R.(*os.File); isFile {
-			src, lr = l.R, l
+	if lim, ok := r.(*io.LimitedReader); ok && lim.N >= size {
+		if _, isFile := lim.R.(*os.File); isFile {
+			src, lr = lim.R, lim
 		}
 	}
 	for left := size; left > 0; {
@@ -319,7 +319,7 @@ func (l *Local) writeFile(ctx context.Context, final string, size int64, r io.Re
 			return fmt.Errorf("short content: got %d of %d bytes", size-left, size)
 		}
 		if err != nil {
-			return fmt.Errorf("write %s: %w", tmp, err)
+			return fmt.Errorf("copy content to %s: %w", tmp, err)
 		}
 	}
 	if err := checkEOF(r, size); err != nil {
