@@ -47,13 +47,13 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	}
 	dir := stdio.Dir
 	if flags.NArg() == 1 {
-		dir = abs(stdio.Dir, flags.Arg(0))
+		dir = pathFrom(stdio.Dir, flags.Arg(0))
 	}
 	outDir := filepath.Join(dir, "dist")
 	if *out != "" {
-		outDir = abs(stdio.Dir, *out)
+		outDir = pathFrom(stdio.Dir, *out)
 	}
-	show := func(p string) string { return display(stdio.Dir, p) }
+	show := func(p string) string { return shownPath(stdio.Dir, p) }
 
 	cfg, err := generator.Load(dir)
 	if err != nil {
@@ -129,15 +129,15 @@ func kitVersion() string {
 	return "latest"
 }
 
-func abs(base, p string) string {
+func pathFrom(base, p string) string {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
 	}
 	return filepath.Join(base, p)
 }
 
-// display shows p relative to the working directory when it is below it.
-func display(wd, p string) string {
+// shownPath shows p relative to the working directory when it is below it.
+func shownPath(wd, p string) string {
 	if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
 		return rel
 	}

@@ -41,7 +41,7 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 	}
 	dir := stdio.Dir
 	if flags.NArg() == 1 {
-		dir = abs(stdio.Dir, flags.Arg(0))
+		dir = pathFrom(stdio.Dir, flags.Arg(0))
 	}
 	n := *name
 	if n == "" {
@@ -55,7 +55,7 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 		var exist []string
 		for _, f := range files {
 			if _, err := os.Lstat(filepath.Join(dir, f.Name)); err == nil {
-				exist = append(exist, display(stdio.Dir, filepath.Join(dir, f.Name)))
+				exist = append(exist, shownPath(stdio.Dir, filepath.Join(dir, f.Name)))
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("init: %w", err)
 			}
@@ -68,7 +68,7 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 		return fmt.Errorf("init: %w", err)
 	}
 	for _, f := range files {
-		fmt.Fprintf(stdio.Stdout, "wrote %s\n", display(stdio.Dir, filepath.Join(dir, f.Name)))
+		fmt.Fprintf(stdio.Stdout, "wrote %s\n", shownPath(stdio.Dir, filepath.Join(dir, f.Name)))
 	}
 	fmt.Fprintf(stdio.Stdout, "next: `gbx dev` to run the box locally, `gbx generate` to write dist/\n")
 	return nil
