@@ -159,11 +159,7 @@ func (b *boot) run(opts Options) *Server {
 	// Storage. The built-in adapters need a writable state dir.
 	s.registry = storage.NewRegistry()
 	s.registry.Register(protocol.AdapterURL, storage.NewURL(storage.URLOptions{Timeout: s.inputTimeout, Logger: log}))
-	if dirOK(s.stateDir) {
-		if err := s.openStorage(); err != nil {
-			b.add("storage: %v", err)
-		}
-	}
+	s.openStorage(dirOK(s.stateDir))
 	for k, a := range opts.Adapters {
 		if a == nil {
 			b.add("storage: adapter %q is nil", k)

@@ -116,7 +116,7 @@ type Server struct {
 	baseEnv  []string
 
 	registry *storage.Registry
-	local    *storage.Local // the built-in store, nil if it did not open
+	local    *localStore // the built-in store
 	files    http.Handler   // serves GET /files/{id} from the built-in store
 	closers  []func() error
 

@@ -1,7 +1,9 @@
 package kit
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 
@@ -9,38 +11,98 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// openStorage opens the built-in localServer store under the state
-// directory (v1's layout: files/ and files.db) and registers it. Its boot
-// sweep runs in the background so that it never delays serving.
-func (s *Server) openStorage() error {
+// localStore is the built-in localServer store, opened in the background
+// so that opening SQLite (milliseconds on a fresh database) and the boot
+// sweep never delay serving. Its users wait until it is open.
+type localStore struct {
+	ready chan struct{}
+	l     *storage.Local
+	err   error
+}
+
+var _ storage.Adapter = (*localStore)(nil)
+
+// openStorage starts opening the store under the state directory (v1's
+// layout: files/ and files.db) and registers it as localServer. With
+// open false (the state directory is unusable, which boot reports) the
+// store stays registered, so the outputs policy is still checked, but
+// every use of it fails.
+func (s *Server) openStorage(open bool) {
 	files := filepath.Join(s.stateDir, "files")
 	db := filepath.Join(s.stateDir, "files.db")
-	local, err := storage.OpenLocal(s.ctx, files, db, storage.LocalOptions{
-		PublicURL: s.opts.PublicURL,
-		Now:       s.opts.Now,
-		Logger:    s.log,
-	})
-	if err != nil {
-		return err
+	ls := &localStore{ready: make(chan struct{})}
+	if open {
+		go s.openLocal(ls, files, db)
+	} else {
+		ls.err = fmt.Errorf("file store: state dir %s is not usable", s.stateDir)
+		close(ls.ready)
 	}
-	s.local = local
-	s.registry.Register(protocol.AdapterLocalServer, local)
-	s.files = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		local.ServeFile(w, r, r.URL.Path[len("/files/"):])
-	})
-	started := make(chan struct{})
-	go func() {
-		defer close(started)
-		if err := local.Start(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.log.Error("file store", "err", err)
-		}
-	}()
+	s.local = ls
+	s.registry.Register(protocol.AdapterLocalServer, ls)
+	s.files = ls
 	s.closers = append(s.closers, func() error {
-		<-started
-		if err := local.Close(); err != nil {
+		<-ls.ready
+		if ls.l == nil {
+			return nil
+		}
+		if err := ls.l.Close(); err != nil {
 			return fmt.Errorf("close file store %s: %w", files, err)
 		}
 		return nil
 	})
-	return nil
+}
+
+func (s *Server) openLocal(ls *localStore, files, db string) {
+	defer close(ls.ready)
+	ls.l, ls.err = storage.OpenLocal(s.ctx, files, db, storage.LocalOptions{
+		PublicURL: s.opts.PublicURL,
+		Now:       s.opts.Now,
+		Logger:    s.log,
+	})
+	if ls.err != nil {
+		ls.err = fmt.Errorf("file store: %w", ls.err)
+		s.log.Error("file store", "err", ls.err)
+		return
+	}
+	if err := ls.l.Start(s.ctx); err != nil && s.ctx.Err() == nil {
+		s.log.Error("file store", "err", err)
+	}
+}
+
+func (ls *localStore) get(ctx context.Context) (*storage.Local, error) {
+	select {
+	case <-ls.ready:
+		return ls.l, ls.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Put implements storage.Adapter.
+func (ls *localStore) Put(ctx context.Context, meta storage.Meta, r io.Reader) (protocol.FileRef, error) {
+	l, err := ls.get(ctx)
+	if err != nil {
+		return protocol.FileRef{}, err
+	}
+	return l.Put(ctx, meta, r)
+}
+
+// Open implements storage.Adapter.
+func (ls *localStore) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.ReadCloser, error) {
+	l, err := ls.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.Open(ctx, ref, max)
+}
+
+// ServeHTTP serves GET /files/{id}.
+func (ls *localStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l, err := ls.get(r.Context())
+	if err != nil {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	l.ServeFile(w, r, r.URL.Path[len("/files/"):])
 }
