@@ -136,7 +136,7 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 // when the process died.
 func (c *conversation) startError(ctx context.Context, p *proc, err error) error {
 	if p.conn.err() != nil && ctx.Err() == nil {
-		return fmt.Errorf("acp: start the agent: %w", p.exitError(ctx, c.a.stopGrace))
+		return fmt.Errorf("acp: start the agent: %w", p.exitError(ctx, c.a.stopGrace, "the handshake"))
 	}
 	return fmt.Errorf("acp: start the agent: %w", err)
 }
@@ -194,7 +194,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 			if !p.hasExited() { // it broke the protocol but still runs
 				p.stop(c.a.stopGrace)
 			}
-			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace)}
+			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace, "the prompt")}
 		}
 		var re *rpcError
 		if errors.As(r.err, &re) && re.Code == codeAuthRequired {

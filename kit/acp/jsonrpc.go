@@ -358,18 +358,21 @@ func (c *conn) call(ctx context.Context, method string, params any) (int64, <-ch
 	c.pending[id] = ch
 	c.mu.Unlock()
 	err := c.write(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	if err != nil {
-		c.forget(id)
+	if err != nil && c.forget(id) {
 		ch <- response{err: err}
 	}
 	return id, ch
 }
 
-// forget abandons a request whose caller no longer waits.
-func (c *conn) forget(id int64) {
+// forget abandons a request whose caller no longer waits. It reports
+// whether the request was still pending: whoever takes a request out of
+// pending is the one who answers its channel.
+func (c *conn) forget(id int64) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pending[id]
 	delete(c.pending, id)
-	c.mu.Unlock()
+	return ok
 }
 
 // roundTrip calls method and decodes its result into out.

@@ -35,6 +35,9 @@ type proc struct {
 
 const stderrTail = 5
 
+// errStopped is why the connection of an agent the kit stops closed.
+var errStopped = errors.New("acp: agent stopped by the kit")
+
 // startProc starts command in its own process group, with stdin and
 // stdout as the JSON-RPC channel and stderr lines going to log.
 func startProc(command []string, dir string, env []string, h handler, log *slog.Logger, maxLine, maxInbound int) (*proc, error) {
@@ -171,7 +174,7 @@ func (p *proc) stop(grace time.Duration) {
 		return
 	default:
 	}
-	p.conn.shutdown(errors.New("acp: agent stopped"))
+	p.conn.shutdown(errStopped)
 	p.signalGroup(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	select {
@@ -186,7 +189,7 @@ func (p *proc) stop(grace time.Duration) {
 }
 
 // exitError describes how the process ended, for the prompt it broke.
-func (p *proc) exitError(ctx context.Context, grace time.Duration) error {
+func (p *proc) exitError(ctx context.Context, grace time.Duration, during string) error {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -197,9 +200,13 @@ func (p *proc) exitError(ctx context.Context, grace time.Duration) error {
 		return fmt.Errorf("acp: lost the connection to the agent: %w", p.conn.err())
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "acp: agent process exited (%s) during the prompt", exitStatus(p.waitErr))
-	if cause := p.conn.err(); cause != nil && !errors.Is(cause, errConnClosed) {
-		fmt.Fprintf(&b, " after %v", cause)
+	switch cause := p.conn.err(); {
+	case errors.Is(cause, errStopped):
+		fmt.Fprintf(&b, "acp: the agent process was stopped (%s) during %s", exitStatus(p.waitErr), during)
+	case cause != nil && !errors.Is(cause, errConnClosed):
+		fmt.Fprintf(&b, "%v; the agent was stopped (%s)", cause, exitStatus(p.waitErr))
+	default:
+		fmt.Fprintf(&b, "acp: the agent process exited (%s) during %s", exitStatus(p.waitErr), during)
 	}
 	p.tailMu.Lock()
 	if len(p.tail) > 0 {
