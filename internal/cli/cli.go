@@ -42,6 +42,8 @@ var commands = []command{
 	envCommand,
 	healthCommand,
 	filesCommand,
+	devCommand,
+	demoCommand,
 }
 
 // ErrUsage marks an error caused by how gbx was called; main exits 2 on it.

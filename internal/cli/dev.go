@@ -87,7 +87,7 @@ Ctrl-C stops it.
 	select {
 	case <-ctx.Done():
 	case serveErr = <-box.done:
-		box.done <- serveErr // for Close
+		box.done <- serveErr // Close reads it again
 	}
 	err = box.Close()
 	fmt.Fprintln(stdio.Stdout, "stopped")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit"
@@ -23,6 +24,9 @@ type localBox struct {
 	Root string
 	srv  *kit.Server
 	done chan error // Serve's result
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type localBoxOptions struct {
@@ -63,15 +67,19 @@ func startLocalBox(ctx context.Context, o localBoxOptions) (*localBox, error) {
 	return b, nil
 }
 
-// Close stops the box: sessions end, agents stop, storage closes.
+// Close stops the box: sessions end, agents stop, storage closes. It
+// returns once Serve has returned; later calls return the same error.
 func (b *localBox) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := b.srv.Close(ctx)
-	if serr := <-b.done; serr != nil && !errors.Is(serr, kit.ErrClosed) && !errors.Is(serr, context.Canceled) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := b.srv.Close(ctx)
+		if serr := <-b.done; serr != nil && !errors.Is(serr, kit.ErrClosed) && !errors.Is(serr, context.Canceled) {
+			err = errors.Join(err, serr)
+		}
+		b.closeErr = err
+	})
+	return b.closeErr
 }
 
 // localAgent returns the agent the manifest names.
