@@ -68,6 +68,7 @@ type LocalOptions struct {
 type Local struct {
 	dir       string
 	db        *sql.DB
+	lookupSQL *sql.Stmt // the /files hot path, prepared once
 	publicURL string
 	ttl       time.Duration
 	interval  time.Duration
@@ -143,9 +144,15 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
 	}
 
+	lookupSQL, err := db.PrepareContext(ctx, `SELECT name, mime, size, ttl_at FROM files WHERE id = ?`)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open file store database %s: %w", dbPath, err)
+	}
 	l := &Local{
 		dir:       dir,
 		db:        db,
+		lookupSQL: lookupSQL,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"),
 		ttl:       opts.DefaultTTL,
 		interval:  opts.SweepInterval,
@@ -357,8 +364,7 @@ type row struct {
 // lookup returns the row for id, or ErrNotFound.
 func (l *Local) lookup(ctx context.Context, id string) (row, error) {
 	var r row
-	err := l.db.QueryRowContext(ctx, `SELECT name, mime, size, ttl_at FROM files WHERE id = ?`, id).
-		Scan(&r.Name, &r.Mime, &r.Size, &r.TTLAt)
+	err := l.lookupSQL.QueryRowContext(ctx, id).Scan(&r.Name, &r.Mime, &r.Size, &r.TTLAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, ErrNotFound
 	}
@@ -598,6 +604,7 @@ func (l *Local) Close() error {
 			stop()
 			<-done
 		}
+		l.lookupSQL.Close()
 		if err := l.db.Close(); err != nil {
 			l.closeErr = fmt.Errorf("close file store database: %w", err)
 		}
