@@ -38,12 +38,18 @@ type localBoxOptions struct {
 	Logger   *slog.Logger
 }
 
-// startLocalBox boots a box and serves it until ctx ends or Close.
+// startLocalBox boots a box with the agent its manifest names and serves
+// it until ctx ends or Close.
 func startLocalBox(ctx context.Context, o localBoxOptions) (*localBox, error) {
 	ag, err := localAgent(o.Manifest, o.Logger)
 	if err != nil {
 		return nil, err
 	}
+	return startLocalBoxWith(ctx, o, ag)
+}
+
+// startLocalBoxWith boots a box with the given agent.
+func startLocalBoxWith(ctx context.Context, o localBoxOptions, ag agent.Agent) (*localBox, error) {
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (pick another with --addr)", o.Addr, err)
