@@ -197,7 +197,7 @@ func (a *acpAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversati
 		a:     a,
 		s:     s,
 		log:   log,
-		env:   append(slices.Clone(s.Env), a.env...),
+		env:   append(baseEnv(s), a.env...),
 		areas: sessionAreas(s),
 	}
 	c.terms = newTerminals(c)
@@ -232,6 +232,15 @@ func sessionAreas(s *agent.Session) []area {
 	add(protocol.MountInput, s.Dirs.Input, inputWritable)
 	add(protocol.MountOutput, s.Dirs.Output, true)
 	return areas
+}
+
+// baseEnv is the session's environment; a session without one (not the
+// kit's) gets the process's own.
+func baseEnv(s *agent.Session) []string {
+	if s.Env == nil {
+		return os.Environ()
+	}
+	return slices.Clone(s.Env)
 }
 
 func workDir(s *agent.Session) string {

@@ -1,0 +1,29 @@
+package acp
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestDependencies keeps the package on the standard library and the two
+// contracts it implements, so the kit binary stays small.
+func TestDependencies(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/glovebox-dev/glovebox/kit/acp":   true,
+		"github.com/glovebox-dev/glovebox/kit/agent": true,
+		"github.com/glovebox-dev/glovebox/protocol":  true,
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if !allowed[p] {
+			t.Errorf("kit/acp depends on %s; it may use only the standard library, kit/agent and protocol", p)
+		}
+	}
+}
