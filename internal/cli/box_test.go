@@ -264,15 +264,16 @@ func TestEndpointResolution(t *testing.T) {
 
 func TestPromptUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"prompt", "--url", "ws://x", "--key", "k"},                                         // no text, stdin empty and not a terminal: reads ""
+		{"prompt", "--url", "ws://x", "--key", "k", "  "},                                   // blank text
+		{"prompt", "--url", "ws://x", "--key", "k"},                                         // no text and an empty stdin
 		{"prompt", "--url", "ws://x", "--key", "k", "--resolve", "novalue", "t"},            // bad --resolve
 		{"prompt", "--url", "ws://x", "--key", "k", "--inline-below", "1MiB", "t"},          // bad size
 		{"prompt", "--url", "ws://x", "--key", "k", "-f", filepath.Join("no", "such"), "t"}, // missing file
 		{"prompt", "--nope"},
 	} {
 		_, _, err := runGbx(t, nil, t.TempDir(), args...)
-		if err == nil {
-			t.Errorf("gbx %v succeeded, want an error", args)
+		if !errors.Is(err, ErrUsage) && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("gbx %v = %v, want a usage error", args, err)
 		}
 	}
 }

@@ -65,6 +65,9 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 		}
 		text = string(data)
 	}
+	if strings.TrimSpace(text) == "" {
+		return fmt.Errorf("%w: the prompt is empty", ErrUsage)
+	}
 	answers, err := parseAnswers(f.resolve)
 	if err != nil {
 		return err
