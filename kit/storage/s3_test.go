@@ -79,6 +79,27 @@ func TestS3SignExamples(t *testing.T) {
 	}
 }
 
+func TestS3SignSessionToken(t *testing.T) {
+	a := &S3{opts: S3Options{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token"}}
+	req, err := http.NewRequest("GET", "https://bkt.s3.eu-west-1.amazonaws.com/a%20b.txt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.sign(req, "eu-west-1", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	auth := req.Header.Get("Authorization")
+	for _, want := range []string{
+		"Credential=AKID/20260102/eu-west-1/s3/aws4_request",
+		"SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token,",
+	} {
+		if !strings.Contains(auth, want) {
+			t.Errorf("Authorization = %q, want it to contain %q", auth, want)
+		}
+	}
+	if req.Header.Get("X-Amz-Security-Token") != "token" || req.Header.Get("X-Amz-Content-Sha256") != "UNSIGNED-PAYLOAD" || req.Header.Get("X-Amz-Date") != "20260102T030405Z" {
+		t.Errorf("signed headers = %v", req.Header)
+	}
+}
+
 func TestS3Names(t *testing.T) {
 	for _, tt := range []struct {
 		bucket string
