@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,13 +135,29 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 			t.Errorf("second Close() = %v", err)
 		}
 		for _, pid := range pids {
-			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("process %d still exists after Close (kill 0: %v)", pid, err)
+			if !gone(pid) {
+				t.Errorf("process %d still runs after Close", pid)
 			}
 		}
 		checkGoroutines(t, before)
 	})
 	return c, s, logs
+}
+
+// gone reports whether a process has ended. A process the kit killed
+// after its parent died is reaped by init, which may take a moment; until
+// then it is a zombie, which counts as gone.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
+	rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+	return strings.HasPrefix(strings.TrimSpace(rest), "Z")
 }
 
 // pids are the agent's and its terminals' processes.
@@ -610,8 +627,8 @@ func TestCancelIgnoredKillsAgent(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Prompt = %v, want context.Canceled", err)
 	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the agent that ignored session/cancel still runs (kill 0: %v)", err)
+	if !gone(pid) {
+		t.Errorf("the agent that ignored session/cancel still runs")
 	}
 	_, msg := mustPrompt(t, c, s, "count")
 	if msg != "1" || c.pid() == pid {
@@ -814,7 +831,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if !gone(pid) {
 			t.Errorf("process %d survived Close", pid)
 		}
 	}
@@ -887,7 +904,7 @@ func TestOversizedLine(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "longer than 1048576 bytes") {
 		t.Fatalf("Prompt(huge) = %v, want an AgentError about the line's size", err)
 	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+	if !gone(pid) {
 		t.Errorf("the agent that broke the protocol still runs")
 	}
 	if _, msg := mustPrompt(t, c, s, "echo fine"); msg != "echo fine" {
@@ -916,5 +933,70 @@ func TestHandshakeFailures(t *testing.T) {
 				t.Errorf("Open = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestTerminalCwd(t *testing.T) {
+	c, s, _ := open(t, sdkAgentSpec(t), nil)
+	out, _ := filepath.EvalSymlinks(s.Dirs.Output)
+	tests := []struct{ cwd, want string }{
+		{s.Dirs.Output, out + "\n"},
+		{"/etc", "error -32602: path \"/etc\" is outside the session's directories"},
+		{s.Dirs.Work + "/../..", "error -32602: path"},
+		{"relative", "error -32602: path \"relative\" is not absolute"},
+		{s.Dirs.Work + "/missing", "error -32002: "},
+	}
+	for _, tc := range tests {
+		if _, msg := mustPrompt(t, c, s, "termcwd "+tc.cwd); !strings.HasPrefix(msg, tc.want) {
+			t.Errorf("terminal with cwd %s: agent got %q, want %q...", tc.cwd, msg, tc.want)
+		}
+	}
+}
+
+// TestCloseKillsProcessGroup: an agent that ignores SIGTERM is killed
+// after the grace, and so is what it started in its process group.
+func TestCloseKillsProcessGroup(t *testing.T) {
+	c, s, _ := open(t, rawAgentSpec(t, map[string]string{"RAW_IGNORE_TERM": "1"}), func(a *acpAgent) { a.stopGrace = 300 * time.Millisecond })
+	agentPid := c.pid()
+	_, msg := mustPrompt(t, c, s, "spawn")
+	child, err := strconv.Atoi(msg)
+	if err != nil {
+		t.Fatalf("spawn: agent said %q", msg)
+	}
+	if gone(child) {
+		t.Fatalf("child %d is not running", child)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{agentPid, child} {
+		for i := 0; !gone(pid); i++ { // init reaps the orphan in its own time
+			if i == 500 {
+				t.Fatalf("process %d survived Close", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestInboundRequestsBounded: requests beyond the limit are refused with
+// an error, not queued without bound; the others are served.
+func TestInboundRequestsBounded(t *testing.T) {
+	c, s, logs := open(t, rawAgentSpec(t, nil), func(a *acpAgent) { a.maxInbound = 4 })
+	tt := &testTurn{text: "flood 6", sess: s}
+	tt.answer = func(int, json.RawMessage) (json.RawMessage, error) {
+		// Hold every slot until both refusals are out.
+		for strings.Count(logs.String(), "too many requests in flight") < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return json.RawMessage(`"allow"`), nil
+	}
+	msg, err := c.Prompt(context.Background(), tt)
+	tt.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg != "refused=2 selected=4" {
+		t.Errorf("flood 6 with a limit of 4: agent saw %q, want refused=2 selected=4", msg)
 	}
 }

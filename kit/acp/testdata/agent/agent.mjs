@@ -11,6 +11,7 @@
 //   read PATH [L N]   fs/read_text_file (line L, limit N) and returns the text
 //   write PATH TEXT   fs/write_text_file
 //   term CMD ARGS...  terminal/create, wait_for_exit, output, release
+//   termcwd DIR       runs pwd in a terminal whose cwd is DIR
 //   termkill          starts `sleep 60` in a terminal, kills it, releases it
 //   termleak          starts `sleep 60` in a terminal and leaves it running
 //   wait              streams a chunk, then waits for session/cancel
@@ -161,6 +162,18 @@ app.onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
         const out = await term.currentOutput();
         await term.release();
         await say(JSON.stringify({ exit, output: out.output, truncated: out.truncated }));
+      } catch (e) {
+        await say(`error ${e.code}: ${e.message}`);
+      }
+      break;
+    }
+    case "termcwd": {
+      try {
+        const term = await client.createTerminal({ sessionId, command: "pwd", cwd: args[0] });
+        await term.waitForExit();
+        const out = await term.currentOutput();
+        await term.release();
+        await say(out.output);
       } catch (e) {
         await say(`error ${e.code}: ${e.message}`);
       }

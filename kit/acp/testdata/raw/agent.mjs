@@ -8,11 +8,16 @@
 //   huge N    one session/update line of N bytes
 //   crlf      answers with CRLF line endings and blank lines
 //   bench N   N one-character chunks written at once
+//   spawn     starts `sleep 60` in its own process group and reports its pid
+//   flood N   N permission requests at once; reports how many were refused
 //
 // The environment tunes the handshake: RAW_VERSION sets the protocol
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
-// authentication.
+// authentication. RAW_IGNORE_TERM=1 makes the agent ignore SIGTERM.
+import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+
+if (process.env.RAW_IGNORE_TERM === "1") process.on("SIGTERM", () => {});
 
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const pending = new Map();
@@ -49,6 +54,23 @@ async function prompt(id, params) {
     case "bench": {
       const line = JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId: sid, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "x" } } } }) + "\n";
       process.stdout.write(line.repeat(Number(arg)));
+      break;
+    }
+    case "spawn": {
+      const child = spawn("sleep", ["60"], { stdio: "ignore" });
+      say(sid, String(child.pid));
+      break;
+    }
+    case "flood": {
+      const results = await Promise.all(Array.from({ length: Number(arg) }, (_, i) =>
+        call("session/request_permission", {
+          sessionId: sid,
+          toolCall: { toolCallId: `f${i}`, title: "flood" },
+          options: [{ optionId: "allow", name: "Allow", kind: "allow_once" }],
+        })));
+      const refused = results.filter((r) => r.error && /too many/.test(r.error.message)).length;
+      const selected = results.filter((r) => r.result?.outcome?.outcome === "selected").length;
+      say(sid, `refused=${refused} selected=${selected}`);
       break;
     }
     case "crlf":
