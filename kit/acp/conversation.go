@@ -295,10 +295,8 @@ func (c *conversation) end(ts *turnState) {
 	c.mu.Unlock()
 }
 
-// hold keeps an update for the next prompt.
-func (c *conversation) hold(u json.RawMessage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// holdLocked keeps an update for the next prompt. c.mu is held.
+func (c *conversation) holdLocked(u json.RawMessage) {
 	if len(c.early) >= maxEarlyUpdates {
 		c.log.Warn("acp: too many updates between prompts; dropping the oldest", "limit", maxEarlyUpdates)
 		c.early = c.early[1:]
@@ -321,20 +319,35 @@ func (c *conversation) notify(method string, params json.RawMessage) {
 		n.Update = params
 	}
 	c.mu.Lock()
-	ts := c.cur
 	if c.proc != nil && c.proc.sessionID != "" && n.SessionID != c.proc.sessionID {
 		c.log.Warn("acp: session/update for another ACP session", "acp_session", n.SessionID)
 	}
 	c.mu.Unlock()
-	if ts == nil {
-		c.hold(n.Update)
-		return
-	}
-	ts.mu.Lock()
-	err := ts.handleLocked(n.Update)
-	ts.mu.Unlock()
-	if errors.Is(err, agent.ErrTurnDone) && ts.ctx.Err() == nil {
-		c.hold(n.Update) // it came after the prompt's response: keep it for the next
+	for {
+		// Checking for a turn and holding the update happen under one lock,
+		// so begin cannot take the held updates in between.
+		c.mu.Lock()
+		ts := c.cur
+		if ts == nil {
+			c.holdLocked(n.Update)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ts.mu.Lock()
+		err := ts.handleLocked(n.Update)
+		ts.mu.Unlock()
+		if !errors.Is(err, agent.ErrTurnDone) || ts.ctx.Err() != nil {
+			return
+		}
+		// It came after the prompt's response: it belongs to the next turn.
+		c.mu.Lock()
+		if c.cur == ts {
+			c.holdLocked(n.Update)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,7 +96,7 @@ func (ts *terminals) create(params json.RawMessage) (any, error) {
 			name, args = "/bin/sh", []string{"-c", p.Command}
 		}
 	}
-	env := c.env
+	env := slices.Clone(c.env)
 	for _, e := range p.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
