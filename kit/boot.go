@@ -59,6 +59,7 @@ func (b *boot) run(opts Options) *Server {
 		man:          m,
 		getenv:       getenv,
 		sessions:     map[string]*session{},
+		conns:        map[*conn]struct{}{},
 		maxMessage:   DefaultMaxMessage,
 		maxInput:     DefaultMaxInput,
 		inputTimeout: DefaultInputTimeout,

@@ -1,7 +1,9 @@
 package kit
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
@@ -10,7 +12,7 @@ import (
 const (
 	// outboundQueue is how many frames wait for one connection's writer.
 	// A full queue blocks the sender (backpressure); nothing is dropped.
-	outboundQueue = 32
+	outboundQueue = 16
 	// writeWait bounds one frame's write: a client that stops reading is
 	// dropped after it.
 	writeWait = 30 * time.Second
@@ -22,26 +24,35 @@ const (
 	readBufferSize = 1024
 )
 
-// conn is one WebSocket connection: the handler goroutine reads it and a
-// writer goroutine writes every frame, in the order they were queued.
+// Frames with a meaning of their own in a connection's queue. Real frames
+// are never empty.
+var (
+	pingFrame  = []byte{} // write a ping control frame
+	closeFrame []byte     // nil: write a close frame and end
+)
+
+// conn is one WebSocket connection. A reader goroutine reads it; every
+// write goes through its queue and is made by a writer goroutine that runs
+// only while the queue holds frames, so that an idle connection costs a
+// single goroutine. There is never more than one writer, and it writes the
+// frames in queue order.
 type conn struct {
 	ws   *wsconn.Conn
+	wg   *sync.WaitGroup // the server's
 	out  chan []byte
 	done chan struct{} // closed once the connection is finished
 
-	doneOnce   sync.Once
-	goAway     chan struct{} // closed to ask the writer for a close frame
-	goAwayOnce sync.Once
-	writerDone chan struct{}
+	doneOnce sync.Once
+	writing  atomic.Bool // a writer goroutine runs (or the connection failed)
+	closing  atomic.Bool // the close frame is queued
 }
 
-func newConn(ws *wsconn.Conn) *conn {
+func newConn(ws *wsconn.Conn, wg *sync.WaitGroup) *conn {
 	return &conn{
-		ws:         ws,
-		out:        make(chan []byte, outboundQueue),
-		done:       make(chan struct{}),
-		goAway:     make(chan struct{}),
-		writerDone: make(chan struct{}),
+		ws:   ws,
+		wg:   wg,
+		out:  make(chan []byte, outboundQueue),
+		done: make(chan struct{}),
 	}
 }
 
@@ -54,71 +65,105 @@ func (c *conn) finish() {
 	})
 }
 
-// close asks the writer to flush what is queued, send a close frame going
-// away and cut the connection once the peer answers or closeWait passes.
-func (c *conn) close() { c.goAwayOnce.Do(func() { close(c.goAway) }) }
-
-// send queues a frame that is not part of the session's sequence (pong,
-// hello). It gives up when the connection is finished.
-func (c *conn) send(b []byte) bool {
+// push queues a frame, blocking while the queue is full. It returns nil
+// once the frame is queued or the connection is finished (the frame is
+// then lost with it), and ctx's cause if ctx ends first.
+func (c *conn) push(ctx context.Context, b []byte) error {
 	select {
 	case c.out <- b:
-		return true
-	case <-c.done:
-		return false
-	}
-}
-
-// writeLoop writes queued frames and pings the peer every interval.
-func (c *conn) writeLoop(interval time.Duration) {
-	defer close(c.writerDone)
-	ping := time.NewTicker(interval)
-	defer ping.Stop()
-	for {
+	default:
 		select {
-		case b := <-c.out:
-			if !c.write(b) {
-				return
-			}
-		case <-ping.C:
-			if err := c.ws.Ping(time.Now().Add(writeWait)); err != nil {
-				c.finish()
-				return
-			}
-		case <-c.goAway:
-			c.flush()
-			c.ws.WriteClose(wsconn.CloseGoingAway, "server shutting down", time.Now().Add(writeWait))
-			t := time.NewTimer(closeWait)
-			select {
-			case <-c.done:
-			case <-t.C:
-				c.finish()
-			}
-			t.Stop()
-			return
+		case c.out <- b:
 		case <-c.done:
-			return
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
 	}
+	c.kick()
+	return nil
 }
 
-// flush writes whatever is queued now, without waiting for more.
-func (c *conn) flush() {
+// send queues a frame that is not part of the session's sequence (pong,
+// hello). It reports false when the connection is finished.
+func (c *conn) send(b []byte) bool {
+	c.push(context.Background(), b)
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ping queues a ping unless the queue is busy (a busy connection needs
+// none).
+func (c *conn) ping() {
+	select {
+	case c.out <- pingFrame:
+		c.kick()
+	default:
+	}
+}
+
+// close queues a close frame going away after what is queued; the
+// connection is cut once the peer answers or closeWait passes.
+func (c *conn) close() {
+	if c.closing.CompareAndSwap(false, true) {
+		c.push(context.Background(), closeFrame)
+	}
+}
+
+// kick starts a writer unless one runs.
+func (c *conn) kick() {
+	if c.writing.CompareAndSwap(false, true) {
+		c.wg.Add(1)
+		go c.writeLoop()
+	}
+}
+
+// writeLoop writes queued frames until the queue is empty.
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
 	for {
 		select {
 		case b := <-c.out:
 			if !c.write(b) {
-				return
+				return // writing stays set: no writer after a failure
 			}
+			continue
 		default:
+		}
+		c.writing.Store(false)
+		// A frame queued between the check and the store would find
+		// writing set and start no writer: look again.
+		if len(c.out) == 0 || !c.writing.CompareAndSwap(false, true) {
 			return
 		}
 	}
 }
 
 func (c *conn) write(b []byte) bool {
-	c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-	if err := c.ws.WriteText(b); err != nil {
+	deadline := time.Now().Add(writeWait)
+	var err error
+	switch {
+	case b == nil:
+		c.ws.WriteClose(wsconn.CloseGoingAway, "server shutting down", deadline)
+		t := time.NewTimer(closeWait)
+		select {
+		case <-c.done:
+		case <-t.C:
+		}
+		t.Stop()
+		c.finish()
+		return false
+	case len(b) == 0:
+		err = c.ws.Ping(deadline)
+	default:
+		c.ws.SetWriteDeadline(deadline)
+		err = c.ws.WriteText(b)
+	}
+	if err != nil {
 		c.finish()
 		return false
 	}

@@ -144,22 +144,29 @@ type snapshot map[string]fileState
 
 func takeSnapshot(dir string) snapshot {
 	snap := snapshot{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return nil
-		}
-		snap[filepath.ToSlash(rel)] = stateOf(info)
-		return nil
-	})
+	walkFiles(dir, "", snap)
 	return snap
+}
+
+// walkFiles adds the regular files under dir to snap, keyed by prefix plus
+// their relative slash path. It costs one open and one read per directory
+// and one lstat per file.
+func walkFiles(dir, prefix string, snap snapshot) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := prefix + e.Name()
+		switch t := e.Type(); {
+		case t.IsDir():
+			walkFiles(filepath.Join(dir, e.Name()), name+"/", snap)
+		case t.IsRegular():
+			if info, err := e.Info(); err == nil {
+				snap[name] = stateOf(info)
+			}
+		}
+	}
 }
 
 func stateOf(info fs.FileInfo) fileState {
@@ -185,6 +192,7 @@ func (ss *session) collect(ctx context.Context, promptID string, before snapshot
 	outDir := ss.info.Dirs.Output
 	if outDir != "" {
 		after := takeSnapshot(outDir)
+		ss.outSnap = after
 		for _, rel := range sortedKeys(after) {
 			if old, ok := before[rel]; ok && old == after[rel] {
 				continue

@@ -116,8 +116,8 @@ type Server struct {
 	baseEnv  []string
 
 	registry *storage.Registry
-	local    *localStore // the built-in store
-	files    http.Handler   // serves GET /files/{id} from the built-in store
+	local    *localStore  // the built-in store
+	files    http.Handler // serves GET /files/{id} from the built-in store
 	closers  []func() error
 
 	maxMessage   int64
@@ -139,9 +139,35 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	conns    map[*conn]struct{}
 	servers  []*http.Server
 	closed   bool
 	wg       sync.WaitGroup // connections, runners, grace timers
+}
+
+// pingLoop pings every connection each ping interval; a connection that
+// stays silent for two intervals is dropped by its reader.
+func (s *Server) pingLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.pingInterval)
+	defer t.Stop()
+	var conns []*conn
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		conns = conns[:0]
+		s.mu.Lock()
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, c := range conns {
+			c.ping()
+		}
+	}
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -157,10 +183,13 @@ func New(opts Options) (*Server, error) {
 	s := b.run(opts)
 	if err := b.err(); err != nil {
 		if s != nil {
+			s.cancel(err)
 			s.closeStorage()
 		}
 		return nil, err
 	}
+	s.wg.Add(1)
+	go s.pingLoop()
 	return s, nil
 }
 

@@ -112,10 +112,12 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t.inputs = inputs
 
-	var before snapshot
-	if out := ss.info.Dirs.Output; out != "" {
-		before = takeSnapshot(out)
+	// What changed since the last outputs were collected is this
+	// prompt's: files a failed prompt left come with the next one.
+	if ss.outSnap == nil && ss.info.Dirs.Output != "" {
+		ss.outSnap = takeSnapshot(ss.info.Dirs.Output)
 	}
+	before := ss.outSnap
 
 	onlyHooks := len(directives) > 0 && text == ""
 	t.mu.RLock()

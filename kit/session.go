@@ -62,9 +62,10 @@ type session struct {
 	endOnce sync.Once
 
 	// Owned by the runner goroutine (and end, after the runner is gone).
-	conv agent.Conversation
-	info *agent.Session
-	made bool // session directories created
+	conv    agent.Conversation
+	info    *agent.Session
+	made    bool     // session directories created
+	outSnap snapshot // the output directory when outputs were last collected
 }
 
 // promptRun is a prompt in the queue or running.
@@ -116,8 +117,8 @@ func (s *Server) lookup(id string) *session {
 	return s.sessions[id]
 }
 
-// serveWS authenticates and upgrades a connection, then reads it until it
-// ends. The handler goroutine is the connection's reader.
+// serveWS authenticates and upgrades a connection and starts its reader
+// and writer.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	tok, ok := bearerHeader(r)
 	if !ok {
@@ -146,12 +147,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.removeSession(fresh)
 		return
 	}
-	c := newConn(ws)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		c.writeLoop(s.pingInterval)
-	}()
+	c := newConn(ws, &s.wg)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
 
 	ss := fresh
 	resumeFailed := ""
@@ -184,10 +183,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		ss.log.Debug("session resumed")
 	}
 
-	clean := s.readLoop(ss, c)
-	c.finish()
-	<-c.writerDone
-	ss.connGone(c, clean)
+	// The connection is read by a goroutine of its own, so that the
+	// handler's goroutine, whose stack grew while serving HTTP, is freed:
+	// an idle connection then costs two small stacks.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		clean := s.readLoop(ss, c)
+		c.finish()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		ss.connGone(c, clean)
+	}()
 }
 
 // closeAbnormal is the code a read error carries when the connection
@@ -379,15 +387,8 @@ func (ss *session) sendSeq(ctx context.Context, body []byte) error {
 	body = strconv.AppendUint(body, seq, 10)
 	body = append(body, '}')
 	if c := ss.conn; c != nil {
-		select {
-		case c.out <- body:
-		default:
-			select {
-			case c.out <- body:
-			case <-c.done:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
+		if err := c.push(ctx, body); err != nil {
+			return err
 		}
 	}
 	ss.seq = seq

@@ -5,42 +5,51 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// localStore is the built-in localServer store, opened in the background
+// localStore is the built-in localServer store. It opens in the background
 // so that opening SQLite (milliseconds on a fresh database) and the boot
-// sweep never delay serving. Its users wait until it is open.
+// sweep never delay serving; on a box with no database yet (nothing to
+// sweep) it opens on first use, which keeps SQLite out of an idle kit's
+// memory. Its users wait until it is open.
 type localStore struct {
-	ready chan struct{}
-	l     *storage.Local
-	err   error
+	startOnce sync.Once
+	start     func()
+	ready     chan struct{}
+	l         *storage.Local
+	err       error
 }
 
 var _ storage.Adapter = (*localStore)(nil)
 
-// openStorage starts opening the store under the state directory (v1's
-// layout: files/ and files.db) and registers it as localServer. With
-// open false (the state directory is unusable, which boot reports) the
-// store stays registered, so the outputs policy is still checked, but
-// every use of it fails.
-func (s *Server) openStorage(open bool) {
+// openStorage registers the store under the state directory (v1's layout:
+// files/ and files.db) as localServer. With usable false (the state
+// directory is unusable, which boot reports) the store stays registered,
+// so that the outputs policy is still checked, but every use fails.
+func (s *Server) openStorage(usable bool) {
 	files := filepath.Join(s.stateDir, "files")
 	db := filepath.Join(s.stateDir, "files.db")
 	ls := &localStore{ready: make(chan struct{})}
-	if open {
-		go s.openLocal(ls, files, db)
-	} else {
-		ls.err = fmt.Errorf("file store: state dir %s is not usable", s.stateDir)
-		close(ls.ready)
+	ls.start = func() { go s.openLocal(ls, files, db) }
+	if !usable {
+		ls.start = func() {
+			ls.err = fmt.Errorf("file store: state dir %s is not usable", s.stateDir)
+			close(ls.ready)
+		}
+	} else if _, err := os.Stat(db); err == nil {
+		ls.startOnce.Do(ls.start) // files from an earlier run: sweep them now
 	}
 	s.local = ls
 	s.registry.Register(protocol.AdapterLocalServer, ls)
 	s.files = ls
 	s.closers = append(s.closers, func() error {
+		ls.startOnce.Do(func() { close(ls.ready) }) // never opened: now never will
 		<-ls.ready
 		if ls.l == nil {
 			return nil
@@ -70,6 +79,7 @@ func (s *Server) openLocal(ls *localStore, files, db string) {
 }
 
 func (ls *localStore) get(ctx context.Context) (*storage.Local, error) {
+	ls.startOnce.Do(ls.start)
 	select {
 	case <-ls.ready:
 		return ls.l, ls.err
