@@ -40,12 +40,12 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		code, text := ss.describe(ctx, err)
-		ss.log.Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
+		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.sendError(bg, p.msg.ID, code, text)
 		return
 	}
 	if err := ss.sendMessage(bg, &protocol.Complete{ID: p.msg.ID, Message: msg, Outputs: outputs}); err != nil {
-		ss.log.Debug("complete not sent", "id", p.msg.ID, "err", err)
+		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
 }
 
@@ -218,7 +218,7 @@ func (ss *session) prepare(ctx context.Context) error {
 			Env:      env,
 			Preamble: preamble(srv.man, dirs),
 			Manifest: srv.man,
-			Log:      ss.log,
+			Log:      ss.logger(),
 		}
 	}
 	conv, err := srv.opts.Agent.Open(ss.ctx, ss.info)
@@ -240,12 +240,12 @@ func (ss *session) clearWorkspace() {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		ss.log.Warn("clear-workspace", "err", err)
+		ss.logger().Warn("clear-workspace", "err", err)
 		return
 	}
 	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			ss.log.Warn("clear-workspace", "err", err)
+			ss.logger().Warn("clear-workspace", "err", err)
 		}
 	}
 }

@@ -35,8 +35,10 @@ const abortMessage = "This operation was aborted"
 type session struct {
 	srv *Server
 	id  string
-	log *slog.Logger
-	ctx context.Context // ends with the session
+
+	logOnce sync.Once
+	log     *slog.Logger
+	ctx     context.Context // ends with the session
 
 	cancel context.CancelCauseFunc
 
@@ -74,6 +76,13 @@ type promptRun struct {
 	cancel context.CancelCauseFunc // set when it starts
 }
 
+// logger returns the session's logger, made on first use: most idle
+// sessions never log.
+func (ss *session) logger() *slog.Logger {
+	ss.logOnce.Do(func() { ss.log = ss.srv.log.With("session", ss.id) })
+	return ss.log
+}
+
 func newSessionID() string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -82,7 +91,6 @@ func newSessionID() string {
 
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: newSessionID()}
-	ss.log = s.log.With("session", ss.id)
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
@@ -178,9 +186,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if resumeFailed != "" {
 			ss.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
 		}
-		ss.log.Debug("session started")
+		s.log.Debug("session started", "session", ss.id)
 	} else {
-		ss.log.Debug("session resumed")
+		s.log.Debug("session resumed", "session", ss.id)
 	}
 
 	// The connection is read by a goroutine of its own, so that the
@@ -213,7 +221,7 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 		data, err := c.ws.ReadMessage()
 		if err != nil {
 			code := wsconn.CloseCode(err)
-			ss.log.Debug("connection ended", "err", err, "close_code", code)
+			ss.logger().Debug("connection ended", "err", err, "close_code", code)
 			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil
 		}
 		c.ws.SetReadDeadline(time.Now().Add(wait))
@@ -226,7 +234,7 @@ func (ss *session) handle(c *conn, data []byte) {
 	m, err := protocol.DecodeClient(data)
 	if err != nil {
 		if errors.Is(err, protocol.ErrUnknownType) {
-			ss.log.Debug("ignoring frame of unknown type", "err", err)
+			ss.logger().Debug("ignoring frame of unknown type", "err", err)
 			return
 		}
 		ss.sendError(context.Background(), protocol.PeekID(data), protocol.CodeBadMessage, err.Error())
@@ -336,11 +344,11 @@ func (ss *session) connGone(c *conn, clean bool) {
 			}
 			ss.sendMu.Unlock()
 			if expired {
-				ss.log.Debug("resume grace expired")
+				ss.logger().Debug("resume grace expired")
 				ss.end(errClosed)
 			}
 		})
-		ss.log.Debug("connection dropped; waiting for a resume", "grace", ss.srv.resumeGrace)
+		ss.logger().Debug("connection dropped; waiting for a resume", "grace", ss.srv.resumeGrace)
 	}
 	ss.sendMu.Unlock()
 	if !wait {
@@ -409,7 +417,7 @@ func (ss *session) sendMessage(ctx context.Context, m protocol.ServerMessage) er
 
 func (ss *session) sendError(ctx context.Context, id, code, msg string) {
 	if err := ss.sendMessage(ctx, &protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}}); err != nil {
-		ss.log.Debug("error frame not sent", "id", id, "err", err)
+		ss.logger().Debug("error frame not sent", "id", id, "err", err)
 	}
 }
 
@@ -467,7 +475,7 @@ func (ss *session) abort(id string) {
 		}
 	}
 	ss.mu.Unlock()
-	ss.log.Debug("abort of an unknown prompt ignored", "id", id)
+	ss.logger().Debug("abort of an unknown prompt ignored", "id", id)
 }
 
 // runLoop runs queued prompts one at a time until the queue is empty.
@@ -524,7 +532,7 @@ func (ss *session) end(cause error) {
 
 		if ss.conv != nil {
 			if err := ss.conv.Close(); err != nil {
-				ss.log.Warn("closing the agent's conversation", "err", err)
+				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
 		if ss.made && !ss.srv.sharedDirs {
@@ -533,11 +541,11 @@ func (ss *session) end(cause error) {
 					continue
 				}
 				if err := os.RemoveAll(d); err != nil {
-					ss.log.Warn("removing a session directory", "dir", d, "err", err)
+					ss.logger().Warn("removing a session directory", "dir", d, "err", err)
 				}
 			}
 		}
 		ss.srv.removeSession(ss)
-		ss.log.Debug("session ended", "cause", cause)
+		ss.logger().Debug("session ended", "cause", cause)
 	})
 }

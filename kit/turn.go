@@ -266,7 +266,7 @@ func (ss *session) putSlot(sl *slot) {
 
 func (ss *session) sendClear(sl *slot) {
 	if err := ss.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
-		ss.log.Debug("display_clear not sent", "slot", sl.id, "err", err)
+		ss.logger().Debug("display_clear not sent", "slot", sl.id, "err", err)
 	}
 }
 
@@ -278,7 +278,7 @@ func (ss *session) settle(id string, r slotResult) {
 	sl := ss.slots[id]
 	if sl == nil || sl.wait == nil {
 		ss.mu.Unlock()
-		ss.log.Debug("display answer for an unknown slot ignored", "slot", id)
+		ss.logger().Debug("display answer for an unknown slot ignored", "slot", id)
 		return
 	}
 	delete(ss.slots, id)
