@@ -1000,3 +1000,26 @@ func TestInboundRequestsBounded(t *testing.T) {
 		t.Errorf("flood 6 with a limit of 4: agent saw %q, want refused=2 selected=4", msg)
 	}
 }
+
+// TestAgentStopsReading: a prompt that cannot be written because the agent
+// no longer reads its stdin ends with the prompt's ctx, and the agent is
+// replaced.
+func TestAgentStopsReading(t *testing.T) {
+	c, s, _ := open(t, rawAgentSpec(t, nil), nil)
+	pid := c.pid()
+	mustPrompt(t, c, s, "deaf")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	tt := &testTurn{text: strings.Repeat("x", 4<<20), sess: s}
+	_, err := c.Prompt(ctx, tt)
+	tt.finish()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Prompt to a deaf agent = %v, want the deadline", err)
+	}
+	if !gone(pid) {
+		t.Errorf("the deaf agent %d still runs", pid)
+	}
+	if _, msg := mustPrompt(t, c, s, "echo back"); msg != "echo back" || c.pid() == pid {
+		t.Errorf("after the deaf agent: %q on pid %d", msg, c.pid())
+	}
+}

@@ -186,15 +186,17 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		return "", context.Cause(ctx)
 	}
 	if r.err != nil {
-		if ctx.Err() != nil {
-			c.cancel(p, id, ch, sessionID)
-			return "", context.Cause(ctx)
-		}
 		if p.conn.err() != nil {
-			if !p.hasExited() { // it broke the protocol but still runs
+			if !p.hasExited() { // it broke the protocol, or stopped reading, but still runs
 				p.stop(c.a.stopGrace)
 			}
+			if ctx.Err() != nil {
+				return "", context.Cause(ctx)
+			}
 			return "", &agent.Error{Code: protocol.CodeAgent, Err: p.exitError(ctx, c.a.stopGrace, "the prompt")}
+		}
+		if ctx.Err() != nil { // the agent answered with an error as the prompt ended
+			return "", context.Cause(ctx)
 		}
 		var re *rpcError
 		if errors.As(r.err, &re) && re.Code == codeAuthRequired {
@@ -234,6 +236,10 @@ func (c *conversation) cancel(p *proc, id int64, ch <-chan response, sessionID s
 			c.log.Info("acp: cancelled prompt ended with an error", "err", r.err)
 		} else {
 			c.log.Debug("acp: cancelled prompt answered", "result", clip(r.result))
+		}
+		if p.conn.err() != nil && !p.hasExited() { // its connection broke, but it runs
+			p.stop(c.a.stopGrace)
+			c.terms.killAll()
 		}
 	case <-wctx.Done():
 		p.conn.forget(id)

@@ -79,7 +79,7 @@ func (c *conversation) requestPermission(ctx context.Context, params json.RawMes
 		if err != nil {
 			var rej *agent.RejectedError
 			if !errors.As(err, &rej) && ctx.Err() == nil {
-				c.log.Warn("acp: permission slot failed", "err", err)
+				c.log.Warn("acp: permission slot ended with an error; answering cancelled", "err", err)
 			}
 			return cancelledOutcome, nil
 		}

@@ -10,6 +10,7 @@
 //   bench N   N one-character chunks written at once
 //   spawn     starts `sleep 60` in its own process group and reports its pid
 //   flood N   N permission requests at once; reports how many were refused
+//   deaf      stops reading its stdin
 //
 // The environment tunes the handshake: RAW_VERSION sets the protocol
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
@@ -73,6 +74,11 @@ async function prompt(id, params) {
       say(sid, `refused=${refused} selected=${selected}`);
       break;
     }
+    case "deaf":
+      rl.pause();
+      process.stdin.pause();
+      setInterval(() => {}, 1 << 30); // stay alive with nothing to read
+      break;
     case "crlf":
       process.stdout.write("\r\n\r\n");
       process.stdout.write(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { sessionId: sid, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "crlf ok" } } } }) + "\r\n");
