@@ -146,7 +146,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 
 	var message string
 	if !onlyHooks {
-		message, err = ss.conv.Prompt(ctx, t)
+		message, err = guard("the agent's Prompt", func() (string, error) { return ss.conv.Prompt(ctx, t) })
 		if err != nil {
 			return "", nil, err
 		}
@@ -162,6 +162,17 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		return "", nil, err
 	}
 	return message, outputs, nil
+}
+
+// guard calls an agent's code and turns a panic into an error, so that a
+// faulty agent fails its prompt instead of the whole box.
+func guard(what string, f func() (string, error)) (s string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = codeErr(protocol.CodeAgent, fmt.Errorf("%s panicked: %v", what, r))
+		}
+	}()
+	return f()
 }
 
 type hookEvent struct {
@@ -221,7 +232,12 @@ func (ss *session) prepare(ctx context.Context) error {
 			Log:      ss.logger(),
 		}
 	}
-	conv, err := srv.opts.Agent.Open(ss.ctx, ss.info)
+	var conv agent.Conversation
+	_, err := guard("the agent's Open", func() (string, error) {
+		var err error
+		conv, err = srv.opts.Agent.Open(ss.ctx, ss.info)
+		return "", err
+	})
 	if err != nil {
 		return codeErr(protocol.CodeAgent, fmt.Errorf("start the agent: %w", err))
 	}

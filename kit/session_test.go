@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -374,3 +375,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var _ = json.Marshal
+
+// TestKeepalive checks that pings keep a live client connected and that a
+// silent one is dropped.
+func TestKeepalive(t *testing.T) {
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 20 * time.Millisecond })
+	live := b.dial("/", nil) // its reader answers pings
+	// A client that never reads never answers a ping.
+	silent, _, err := wsconn.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	waitFor(t, "the silent client to be dropped", func() bool { return b.srv.sessionCount() == 1 })
+	time.Sleep(100 * time.Millisecond) // five ping intervals
+	live.prompt("p", "echo alive")
+	if m := last(live.finish("p")); m["message"] != "alive" {
+		t.Errorf("live client after pings: %v", m)
+	}
+}
+
+// TestAgentMisbehaves checks that a panicking agent fails its prompt, not
+// the box, and that Emit after the prompt ended fails.
+func TestAgentMisbehaves(t *testing.T) {
+	late := make(chan error, 1)
+	ag := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
+		switch turn.Text() {
+		case "panic":
+			panic("boom")
+		case "late":
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				late <- turn.Emit("text_delta", map[string]string{"text": "too late"})
+			}()
+		case "badraw":
+			return "", turn.Emit("x", json.RawMessage(`{"unterminated`))
+		}
+		return "ok", nil
+	})
+	b := newBox(t, ag)
+	c := b.dial("/", nil)
+	c.prompt("p", "panic")
+	if m := last(c.finish("p")); errCode(m) != protocol.CodeAgent || !strings.Contains(fmt.Sprint(m["error"]), "boom") {
+		t.Errorf("panic: %v", m)
+	}
+	c.prompt("l", "late")
+	c.finish("l")
+	if err := <-late; !errors.Is(err, agent.ErrTurnDone) {
+		t.Errorf("Emit after the prompt = %v, want ErrTurnDone", err)
+	}
+	c.prompt("r", "badraw")
+	if m := last(c.finish("r")); m["type"] != "error" {
+		t.Errorf("invalid raw data: %v", m)
+	}
+	c.prompt("ok", "fine")
+	if m := last(c.finish("ok")); m["message"] != "ok" {
+		t.Errorf("after: %v", m)
+	}
+}
