@@ -65,23 +65,32 @@ func (c *conn) finish() {
 	})
 }
 
-// push queues a frame, blocking while the queue is full. It returns nil
-// once the frame is queued or the connection is finished (the frame is
-// then lost with it), and ctx's cause if ctx ends first.
+// push queues a frame and starts a writer for it.
 func (c *conn) push(ctx context.Context, b []byte) error {
+	err := c.enqueue(ctx, b)
+	c.kick()
+	return err
+}
+
+// enqueue queues a frame, blocking while the queue is full. It returns nil
+// once the frame is queued or the connection is finished (the frame is
+// then lost with it), and ctx's cause if ctx ends first. The caller then
+// kicks the writer.
+func (c *conn) enqueue(ctx context.Context, b []byte) error {
 	select {
 	case c.out <- b:
+		return nil
 	default:
-		select {
-		case c.out <- b:
-		case <-c.done:
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
 	}
-	c.kick()
-	return nil
+	c.kick() // a full queue needs a writer while we wait
+	select {
+	case c.out <- b:
+		return nil
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // send queues a frame that is not part of the session's sequence (pong,

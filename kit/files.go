@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -138,20 +139,46 @@ type fileState struct {
 	ino   uint64
 }
 
-// snapshot maps the slash paths of the regular files under a directory to
-// their state. Symbolic links are not followed.
-type snapshot map[string]fileState
+// snapshot records the regular files under a directory (by slash path)
+// and enough about the directory itself to tell, with one stat, that an
+// empty tree is still empty.
+type snapshot struct {
+	files   map[string]fileState
+	dirs    int   // subdirectories seen
+	mtime   int64 // the directory's mtime (ns) before it was read
+	takenAt int64 // when (ns)
+}
 
-func takeSnapshot(dir string) snapshot {
-	snap := snapshot{}
+// mtimeMargin is how long before a snapshot the directory must have last
+// changed for its mtime to prove that nothing was added since: file system
+// timestamps come from a coarse clock (a few milliseconds), so a change
+// right after an earlier one may not move the mtime.
+const mtimeMargin = int64(100 * time.Millisecond)
+
+func takeSnapshot(dir string) *snapshot {
+	snap := &snapshot{files: map[string]fileState{}, takenAt: time.Now().UnixNano()}
+	if info, err := os.Lstat(dir); err == nil {
+		snap.mtime = info.ModTime().UnixNano()
+	}
 	walkFiles(dir, "", snap)
 	return snap
 }
 
+// unchanged reports whether dir provably holds what snap recorded without
+// reading it: the tree was empty and the directory has not changed since
+// well before the snapshot.
+func (snap *snapshot) unchanged(dir string) bool {
+	if len(snap.files) > 0 || snap.dirs > 0 || snap.takenAt-snap.mtime < mtimeMargin {
+		return false
+	}
+	info, err := os.Lstat(dir)
+	return err == nil && info.ModTime().UnixNano() == snap.mtime
+}
+
 // walkFiles adds the regular files under dir to snap, keyed by prefix plus
 // their relative slash path. It costs one open and one read per directory
-// and one lstat per file.
-func walkFiles(dir, prefix string, snap snapshot) {
+// and one lstat per file; symbolic links are not followed.
+func walkFiles(dir, prefix string, snap *snapshot) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -160,10 +187,11 @@ func walkFiles(dir, prefix string, snap snapshot) {
 		name := prefix + e.Name()
 		switch t := e.Type(); {
 		case t.IsDir():
+			snap.dirs++
 			walkFiles(filepath.Join(dir, e.Name()), name+"/", snap)
 		case t.IsRegular():
 			if info, err := e.Info(); err == nil {
-				snap[name] = stateOf(info)
+				snap.files[name] = stateOf(info)
 			}
 		}
 	}
@@ -185,16 +213,16 @@ type output struct {
 
 // collect stores the files the prompt created or changed under the output
 // directory and the tagged files through the outputs policy.
-func (ss *session) collect(ctx context.Context, promptID string, before snapshot, tags []string, policy protocol.Policy) (map[string]protocol.FileRef, error) {
+func (ss *session) collect(ctx context.Context, promptID string, before *snapshot, tags []string, policy protocol.Policy) (map[string]protocol.FileRef, error) {
 	var outs []output
 	taken := map[string]bool{}
 	seen := map[string]bool{}
 	outDir := ss.info.Dirs.Output
-	if outDir != "" {
+	if outDir != "" && !before.unchanged(outDir) {
 		after := takeSnapshot(outDir)
 		ss.outSnap = after
-		for _, rel := range sortedKeys(after) {
-			if old, ok := before[rel]; ok && old == after[rel] {
+		for _, rel := range sortedKeys(after.files) {
+			if old, ok := before.files[rel]; ok && old == after.files[rel] {
 				continue
 			}
 			p := filepath.Join(outDir, filepath.FromSlash(rel))

@@ -293,3 +293,24 @@ func TestParseDirectives(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputsAfterQuietPeriod exercises the shortcut that skips reading an
+// empty output directory whose mtime has not moved: a file written after
+// the directory has been quiet for a while must still be found.
+func TestOutputsAfterQuietPeriod(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	c := b.dial("/", nil)
+	c.prompt("1", "echo nothing")
+	if outs := outputsOf(t, last(c.finish("1"))); len(outs) != 0 {
+		t.Fatalf("outputs = %v", outs)
+	}
+	time.Sleep(2 * time.Duration(mtimeMargin))
+	c.prompt("2", "echo still nothing")
+	if outs := outputsOf(t, last(c.finish("2"))); len(outs) != 0 {
+		t.Fatalf("outputs = %v", outs)
+	}
+	c.prompt("3", "write late.txt 3")
+	if got := keys(outputsOf(t, last(c.finish("3")))); strings.Join(got, ",") != "late.txt" {
+		t.Errorf("outputs after a quiet period = %v", got)
+	}
+}

@@ -66,8 +66,8 @@ type session struct {
 	// Owned by the runner goroutine (and end, after the runner is gone).
 	conv    agent.Conversation
 	info    *agent.Session
-	made    bool     // session directories created
-	outSnap snapshot // the output directory when outputs were last collected
+	made    bool      // session directories created
+	outSnap *snapshot // the output directory when outputs were last collected
 }
 
 // promptRun is a prompt in the queue or running.
@@ -388,22 +388,31 @@ func (ss *session) kill() {
 // while the connection's queue is full, until ctx ends; while the session
 // is detached the frame goes to the replay buffer only.
 func (ss *session) sendSeq(ctx context.Context, body []byte) error {
+	c, err := ss.queueSeq(ctx, body)
+	if c != nil {
+		c.kick()
+	}
+	return err
+}
+
+func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
 	seq := ss.seq + 1
 	body = append(body, `,"seq":`...)
 	body = strconv.AppendUint(body, seq, 10)
 	body = append(body, '}')
-	if c := ss.conn; c != nil {
-		if err := c.push(ctx, body); err != nil {
-			return err
+	c := ss.conn
+	if c != nil {
+		if err := c.enqueue(ctx, body); err != nil {
+			return c, err
 		}
 	}
 	ss.seq = seq
 	if ss.canResume {
 		ss.replay.push(seq, body)
 	}
-	return nil
+	return c, nil
 }
 
 // sendMessage encodes a numbered server message and queues it.
