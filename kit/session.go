@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
@@ -46,8 +47,10 @@ type session struct {
 	// the connection's queue are decided together.
 	sendMu     sync.Mutex
 	seq        uint64
-	conn       *conn // nil while detached
-	canResume  bool  // the client announced "resume"
+	conn       *conn                // nil while detached
+	cur        atomic.Pointer[conn] // conn, readable without sendMu
+	resumeOK   atomic.Bool          // canResume, readable without sendMu
+	canResume  bool                 // the client announced "resume"
 	replay     replay
 	graceGen   int
 	graceTimer *time.Timer
@@ -257,6 +260,7 @@ func (ss *session) handle(c *conn, data []byte) {
 			if cp == protocol.CapResume {
 				ss.sendMu.Lock()
 				ss.canResume = true
+				ss.resumeOK.Store(true)
 				ss.sendMu.Unlock()
 			}
 		}
@@ -267,7 +271,7 @@ func (ss *session) handle(c *conn, data []byte) {
 func (ss *session) attach(c *conn) {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
-	ss.conn = c
+	ss.setConn(c)
 	c.send(ss.hello(false))
 }
 
@@ -287,15 +291,21 @@ func (ss *session) hello(resumed bool) []byte {
 	return b
 }
 
-func (ss *session) resumable() bool {
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	return ss.canResume
+func (ss *session) resumable() bool { return ss.resumeOK.Load() }
+
+func (ss *session) setConn(c *conn) {
+	ss.conn = c
+	ss.cur.Store(c)
 }
 
 // resume reattaches a dropped session to c and replays the frames after
 // last. It fails when the session cannot resume or no longer holds them.
 func (ss *session) resume(c *conn, last uint64) bool {
+	// Cut the old connection first: a prompt blocked sending to it holds
+	// sendMu until its frame is queued or the connection is finished.
+	if old := ss.cur.Load(); old != nil {
+		old.finish()
+	}
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
 	if ss.ctx.Err() != nil || !ss.canResume {
@@ -306,7 +316,7 @@ func (ss *session) resume(c *conn, last uint64) bool {
 		return false
 	}
 	old := ss.conn
-	ss.conn = c
+	ss.setConn(c)
 	ss.graceGen++
 	ss.stopGraceLocked()
 	c.send(ss.hello(true))
@@ -329,7 +339,7 @@ func (ss *session) connGone(c *conn, clean bool) {
 		ss.sendMu.Unlock()
 		return // replaced by a resume
 	}
-	ss.conn = nil
+	ss.setConn(nil)
 	wait := ss.canResume && !clean && ss.ctx.Err() == nil
 	if wait {
 		ss.graceGen++

@@ -433,3 +433,36 @@ func TestAgentMisbehaves(t *testing.T) {
 		t.Errorf("after: %v", m)
 	}
 }
+
+// TestResumeMidFlood drops the socket while a prompt streams events and
+// checks that the resumed client gets every event it missed, in order.
+func TestResumeMidFlood(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	c := b.dial("/", nil)
+	c.send(map[string]any{"type": "hello", "capabilities": []string{"resume"}})
+	sid := c.hello["session_id"].(string)
+	c.prompt("f", "events 3000")
+	var lastSeq float64
+	for i := 0; i < 10; i++ {
+		lastSeq = c.next()["seq"].(float64)
+	}
+	c.drop()
+	c2 := b.dial("/?resume="+sid+"&last_seq="+strconv.Itoa(int(lastSeq)), nil)
+	if c2.hello["resumed"] != true {
+		t.Fatalf("hello = %v, then %v", c2.hello, c2.next())
+	}
+	fs := c2.finish("f")
+	if len(fs) != 3000-10+1 {
+		t.Fatalf("got %d frames after resume, want %d", len(fs), 3000-10+1)
+	}
+	for i, f := range fs {
+		if f["seq"].(float64) != lastSeq+float64(i)+1 {
+			t.Fatalf("frame %d has seq %v, want %v", i, f["seq"], lastSeq+float64(i)+1)
+		}
+	}
+	for i, f := range fs[:len(fs)-1] {
+		if d := f["data"].(map[string]any); d["text"] != strconv.Itoa(10+i) {
+			t.Fatalf("event %d = %v", i, d)
+		}
+	}
+}
