@@ -10,13 +10,41 @@
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
-// Every connection is a session of its own: its own agent Conversation,
-// ordered event stream, display slots and (unless the manifest shares them)
-// work, input and output directories, removed when the session ends. Prompts
-// on a session run one at a time in arrival order; abort cancels the running
-// prompt or removes a queued one; closing the socket cancels both. A client
-// that announces the "resume" capability keeps its session through a dropped
-// socket for a grace period and gets the frames it missed on reconnect.
+// The bearer is "Authorization: Bearer <key>", or, for browsers, the
+// subprotocols "glovebox.v1" and "bearer.<key>" (the kit selects
+// glovebox.v1).
+//
+// Sessions. Every connection is a session of its own: its own agent
+// Conversation, ordered event stream, display slots and (unless the
+// manifest shares them) work, input and output directories, removed when
+// the session ends. The kit greets each connection with a hello frame
+// (session id, capabilities). Prompts on a session run one at a time in
+// arrival order; abort cancels the running prompt or removes a queued one;
+// closing the socket cancels both.
+//
+// Resume. Frames about prompts (event, display_push, display_clear,
+// complete, error) carry seq 1, 2, 3... per session. A client that sends
+// {"type":"hello","capabilities":["resume"]} keeps its session through a
+// socket that drops without a close frame, for sessions.resume_grace:
+// prompts go on and their frames wait in a bounded buffer. Reconnecting to
+// /?resume=<session_id>&last_seq=<n> answers with a hello whose resumed is
+// true and whose last_seq is the latest seq sent so far, then replays the
+// frames numbered after n. When the session is gone or the buffer no
+// longer reaches back to n, the client gets a fresh session and an error
+// frame with an empty id and code ResumeFailed.
+//
+// Directives. A prompt line whose first word is /output PATH,
+// /clear-workspace, /environment or /workspace is a directive: the kit
+// removes the line from the text the agent gets, emits hook_invoked or
+// skill_invoked, and runs it (/output returns PATH with the outputs;
+// /clear-workspace empties the session's work directory; the two skills
+// reach the agent through Turn.Skills). A prompt made only of hook
+// directives completes without running the agent.
+//
+// Outputs are the files created or changed under the session's output
+// directory since outputs were last collected (so files a failed prompt
+// left come with the next successful one), keyed by their slash path, plus
+// the tagged files, keyed by base name. Symbolic links are not followed.
 //
 // Inputs policy. v1 never read storage_policy.inputs; here it says which
 // FileRef kinds a box accepts: an input of kind inline, url, s3 or gcs is
