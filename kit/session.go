@@ -194,9 +194,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("session resumed", "session", ss.id)
 	}
 
+	if ss.ctx.Err() != nil {
+		c.close() // the box closed during the upgrade
+	}
 	// The connection is read by a goroutine of its own, so that the
 	// handler's goroutine, whose stack grew while serving HTTP, is freed:
-	// an idle connection then costs two small stacks.
+	// an idle connection then costs one small stack.
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
