@@ -15,7 +15,11 @@
 // agent.env as environment; its stderr lines go to the session's log. The
 // kit then sends initialize (advertising fs.readTextFile, fs.writeTextFile
 // and terminal) and session/new (cwd = the work directory, no MCP
-// servers). Each Prompt is one session/prompt whose content is, in order:
+// servers). If session/new answers that authentication is required and
+// the agent listed an auth method of type env_var whose variables are set
+// in its environment, the kit calls authenticate with that method and
+// tries session/new once more; otherwise the error names the agent's auth
+// methods and the variables each needs. Each Prompt is one session/prompt whose content is, in order:
 // the environment preamble (first prompt of an ACP session only), one text
 // block "[Skill: name]\ncontent" per skill result, the prompt text, and
 // one resource_link (file:// URI, name, mimeType, size) per input file.

@@ -919,7 +919,8 @@ func TestHandshakeFailures(t *testing.T) {
 		want string
 	}{
 		{"protocol version", map[string]string{"RAW_VERSION": "2"}, "speaks ACP protocol version 2; glovebox speaks 1"},
-		{"authentication", map[string]string{"RAW_AUTH": "1"}, "requires authentication before session/new (auth methods api-key)"},
+		{"authentication", map[string]string{"RAW_AUTH": "1"}, "requires authentication before session/new (auth methods api-key, raw-key (set RAW_KEY))"},
+		{"env_var authentication without the variable", map[string]string{"RAW_AUTH": "envvar"}, "requires authentication before session/new (auth methods api-key, raw-key (set RAW_KEY))"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1021,5 +1022,17 @@ func TestAgentStopsReading(t *testing.T) {
 	}
 	if _, msg := mustPrompt(t, c, s, "echo back"); msg != "echo back" || c.pid() == pid {
 		t.Errorf("after the deaf agent: %q on pid %d", msg, c.pid())
+	}
+}
+
+// TestEnvVarAuthentication: an agent that lists an env_var auth method
+// whose variables are set is told to authenticate with it.
+func TestEnvVarAuthentication(t *testing.T) {
+	c, s, logs := open(t, rawAgentSpec(t, map[string]string{"RAW_AUTH": "envvar", "RAW_KEY": "secret"}), nil)
+	if _, msg := mustPrompt(t, c, s, "echo in"); msg != "echo in" {
+		t.Errorf("prompt after authenticate: %q", msg)
+	}
+	if !strings.Contains(logs.String(), "method=raw-key") {
+		t.Errorf("no authenticate with raw-key in the log:\n%s", logs)
 	}
 }

@@ -115,8 +115,18 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 	var ns struct {
 		SessionID string `json:"sessionId"`
 	}
-	if err := p.conn.roundTrip(ctx, "session/new", newSession, &ns); err != nil {
-		var re *rpcError
+	err := p.conn.roundTrip(ctx, "session/new", newSession, &ns)
+	var re *rpcError
+	if errors.As(err, &re) && re.Code == codeAuthRequired {
+		if method := envAuthMethod(ir.AuthMethods, c.env); method != "" {
+			p.log.Info("acp: authenticating with credentials from the environment", "method", method)
+			if aerr := p.conn.roundTrip(ctx, "authenticate", map[string]string{"methodId": method}, nil); aerr != nil {
+				return c.startError(ctx, p, fmt.Errorf("authenticate with %s: %w", method, aerr))
+			}
+			err = p.conn.roundTrip(ctx, "session/new", newSession, &ns)
+		}
+	}
+	if err != nil {
 		if errors.As(err, &re) && re.Code == codeAuthRequired {
 			return fmt.Errorf("acp: the agent requires authentication before session/new (auth methods %s); give it its credentials through the box's env: %w", p.authMethods, err)
 		}
@@ -141,15 +151,65 @@ func (c *conversation) startError(ctx context.Context, p *proc, err error) error
 	return fmt.Errorf("acp: start the agent: %w", err)
 }
 
+// envAuthMethod picks the first auth method of type env_var whose
+// variables are all set, non-empty, in env: the agent reads its
+// credentials from the environment once told to use them.
+func envAuthMethod(methods []json.RawMessage, env []string) string {
+	for _, m := range methods {
+		var v struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			Vars []struct {
+				Name string `json:"name"`
+			} `json:"vars"`
+		}
+		if json.Unmarshal(m, &v) != nil || v.ID == "" || v.Type != "env_var" || len(v.Vars) == 0 {
+			continue
+		}
+		ok := true
+		for _, ev := range v.Vars {
+			ok = ok && lookupEnv(env, ev.Name) != ""
+		}
+		if ok {
+			return v.ID
+		}
+	}
+	return ""
+}
+
+// lookupEnv returns the value of name in env; the last entry wins, as in
+// exec.Cmd.
+func lookupEnv(env []string, name string) string {
+	val := ""
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			val = v
+		}
+	}
+	return val
+}
+
 func authMethodIDs(methods []json.RawMessage) string {
 	var ids []string
 	for _, m := range methods {
 		var v struct {
-			ID string `json:"id"`
+			ID   string `json:"id"`
+			Vars []struct {
+				Name string `json:"name"`
+			} `json:"vars"`
 		}
-		if json.Unmarshal(m, &v) == nil && v.ID != "" {
-			ids = append(ids, v.ID)
+		if json.Unmarshal(m, &v) != nil || v.ID == "" {
+			continue
 		}
+		id := v.ID
+		if len(v.Vars) > 0 {
+			names := make([]string, len(v.Vars))
+			for i, ev := range v.Vars {
+				names[i] = ev.Name
+			}
+			id += " (set " + strings.Join(names, ", ") + ")"
+		}
+		ids = append(ids, id)
 	}
 	if len(ids) == 0 {
 		return "none"

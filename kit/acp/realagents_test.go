@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -84,5 +85,48 @@ func TestRealGeminiCLI(t *testing.T) {
 	}
 	if !alive && p.cmd.Process.Pid == pid {
 		t.Errorf("the stopped agent %d was not replaced", pid)
+	}
+}
+
+// TestRealCodexACP boxes Zed's Codex adapter. Its session/new demands
+// authentication; it lists OPENAI_API_KEY as an env_var auth method, so
+// with that variable set the kit authenticates and the handshake
+// completes offline. The prompt then streams Codex's notice about the
+// network it cannot reach; the test aborts it there.
+func TestRealCodexACP(t *testing.T) {
+	bin := realAgent(t, "codex-acp")
+	home := t.TempDir()
+	spec := &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{bin}, Env: map[string]string{
+		"HOME":           home,
+		"CODEX_HOME":     home,
+		"CODEX_API_KEY":  "",
+		"OPENAI_API_KEY": "sk-offline-test",
+	}}
+	c, s, logs := open(t, spec, func(a *acpAgent) { a.cancelGrace = 2 * time.Second })
+	if !strings.Contains(logs.String(), "method=openai-api-key") {
+		t.Errorf("the kit did not authenticate with openai-api-key:\n%s", logs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tt := &testTurn{text: "Say hello.", sess: s}
+	tt.onEvent = func(typ string, _ json.RawMessage) {
+		if typ == "text_delta" {
+			cancel()
+		}
+	}
+	_, err := c.Prompt(ctx, tt)
+	tt.finish()
+	if err == nil {
+		t.Fatal("Prompt with no network succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		// Codex gave up on the network before it said anything.
+		var ae *agent.Error
+		if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent {
+			t.Fatalf("Prompt = %v, want the abort or an AgentError", err)
+		}
+	}
+	if len(tt.ofType("available_commands_update")) == 0 {
+		t.Errorf("events %v, want Codex's available_commands_update", tt.types())
 	}
 }

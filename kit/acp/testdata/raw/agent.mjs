@@ -14,7 +14,9 @@
 //
 // The environment tunes the handshake: RAW_VERSION sets the protocol
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
-// authentication. RAW_IGNORE_TERM=1 makes the agent ignore SIGTERM.
+// authentication, RAW_AUTH=envvar makes it demand an authenticate call
+// with the env_var method "raw-key", which works when RAW_KEY is set.
+// RAW_IGNORE_TERM=1 makes the agent ignore SIGTERM.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
@@ -22,6 +24,7 @@ if (process.env.RAW_IGNORE_TERM === "1") process.on("SIGTERM", () => {});
 
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const pending = new Map();
+let authenticated = false;
 let nextId = 1000;
 const call = (method, params) =>
   new Promise((resolve) => {
@@ -108,11 +111,22 @@ rl.on("line", (line) => {
       send({ jsonrpc: "2.0", id: m.id, result: {
         protocolVersion: Number(process.env.RAW_VERSION ?? 1),
         agentCapabilities: {},
-        authMethods: [{ id: "api-key", name: "API key" }],
+        authMethods: [
+          { id: "api-key", name: "API key" },
+          { type: "env_var", id: "raw-key", name: "Use RAW_KEY", vars: [{ name: "RAW_KEY" }] },
+        ],
       } });
       break;
+    case "authenticate":
+      if (m.params.methodId === "raw-key" && process.env.RAW_KEY) {
+        authenticated = true;
+        send({ jsonrpc: "2.0", id: m.id, result: {} });
+      } else {
+        send({ jsonrpc: "2.0", id: m.id, error: { code: -32000, message: "bad credentials" } });
+      }
+      break;
     case "session/new":
-      if (process.env.RAW_AUTH === "1") {
+      if (process.env.RAW_AUTH === "1" || (process.env.RAW_AUTH === "envvar" && !authenticated)) {
         send({ jsonrpc: "2.0", id: m.id, error: { code: -32000, message: "Authentication required" } });
       } else {
         send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "raw_1" } });
