@@ -1,6 +1,7 @@
 package acp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,6 +286,29 @@ func TestThroughKit(t *testing.T) {
 	if err := syscall.Kill(env.Pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("agent process %d survived the kit's Close (kill 0: %v)", env.Pid, err)
 	}
+	checkNoKitGoroutines(t)
+}
+
+// checkNoKitGoroutines fails when goroutines of the kit's packages outlive
+// its Close. They may take a moment to return after Close does.
+func checkNoKitGoroutines(t *testing.T) {
+	t.Helper()
+	var left string
+	for range 200 {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		left = ""
+		for _, g := range strings.Split(buf.String(), "\n\n") {
+			if strings.Contains(g, "glovebox/kit") && !strings.Contains(g, "checkNoKitGoroutines") && !strings.Contains(g, "testing.tRunner") {
+				left += g + "\n\n"
+			}
+		}
+		if left == "" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("goroutines left after the kit's Close:\n%s", left)
 }
 
 func last(fs []map[string]any) map[string]any { return fs[len(fs)-1] }
