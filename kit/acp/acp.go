@@ -25,12 +25,12 @@
 // one resource_link (file:// URI, name, mimeType, size) per input file.
 // When the prompt's ctx ends (abort, timeout, closed socket) the kit sends
 // session/cancel, answers pending permission requests with "cancelled",
-// and waits a bounded grace for the prompt's response before killing the
-// process. If the process dies or breaks the protocol beyond repair (a
+// and waits up to 3 s for the prompt's response before stopping the
+// process; the next prompt then starts a new one. If the process dies or breaks the protocol beyond repair (a
 // line over 16 MiB), the prompt in flight fails with code AgentError and
 // the next prompt starts a fresh process (initialize and session/new
 // again, the preamble again). Close stops the process group: SIGTERM,
-// then SIGKILL after a grace, and reaps it.
+// then SIGKILL after 2 s, and reaps it.
 //
 // # Events
 //
@@ -38,8 +38,10 @@
 // the prompt's complete or error. The data of a passed-through update is
 // the update object without its "sessionUpdate" discriminator, in the
 // agent's key order. Updates that arrive between prompts (such as
-// available_commands_update right after session/new) are held and emitted
-// at the start of the next prompt.
+// available_commands_update right after session/new) are held (up to 256)
+// and emitted at the start of the next prompt. Updates an agent sends for
+// a prompt that was cancelled, after the cancellation, are dropped with a
+// debug log line: the client has seen that prompt's error already.
 //
 //	ACP sessionUpdate        Glovebox event_type  data
 //	-----------------        -------------------  ----
@@ -128,8 +130,8 @@ import (
 const (
 	defaultMaxLine     = 16 << 20
 	defaultMaxInbound  = 64
-	defaultCancelGrace = 5 * time.Second
-	defaultStopGrace   = 3 * time.Second
+	defaultCancelGrace = 3 * time.Second
+	defaultStopGrace   = 2 * time.Second
 	maxEarlyUpdates    = 256
 	maxTerminals       = 16
 	maxReadBytes       = 8 << 20
