@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,9 +385,61 @@ func (c *conversation) notify(method string, params json.RawMessage) {
 		c.log.Error("acp: protocol violation: session/update without an update", "params", clip(params))
 		n.Update = params
 	}
+	c.deliver(n.SessionID, func() json.RawMessage { return n.Update }, func(ts *turnState) error {
+		return ts.handleLocked(n.Update)
+	})
+}
+
+// quick implements handler: it serves the commonest line, a text chunk
+// of a session/update, in one decoding pass. Any other line is left to
+// dispatch.
+func (c *conversation) quick(line []byte) bool {
+	if !bytes.Contains(line, []byte(`"session/update"`)) {
+		return false
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Type string  `json:"type"`
+					Text *string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "session/update" || m.ID != nil ||
+		m.Params.Update.Content.Type != "text" || m.Params.Update.Content.Text == nil {
+		return false
+	}
+	kind, text := m.Params.Update.Kind, *m.Params.Update.Content.Text
+	if kind != "agent_message_chunk" && kind != "agent_thought_chunk" {
+		return false
+	}
+	raw := func() json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"sessionUpdate": kind, "content": map[string]string{"type": "text", "text": text}})
+		return b
+	}
+	c.deliver(m.Params.SessionID, raw, func(ts *turnState) error {
+		for _, ev := range ts.textChunk(kind, text) {
+			if err := ts.emit(ev.typ, ev.data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return true
+}
+
+// deliver gives one update to the prompt in flight, or holds it for the
+// next one. raw is the update as sent, for holding.
+func (c *conversation) deliver(sessionID string, raw func() json.RawMessage, handle func(*turnState) error) {
 	c.mu.Lock()
-	if c.proc != nil && c.proc.sessionID != "" && n.SessionID != c.proc.sessionID {
-		c.log.Warn("acp: session/update for another ACP session", "acp_session", n.SessionID)
+	if c.proc != nil && c.proc.sessionID != "" && sessionID != c.proc.sessionID {
+		c.log.Warn("acp: session/update for another ACP session", "acp_session", sessionID)
 	}
 	c.mu.Unlock()
 	for {
@@ -395,13 +448,13 @@ func (c *conversation) notify(method string, params json.RawMessage) {
 		c.mu.Lock()
 		ts := c.cur
 		if ts == nil {
-			c.holdLocked(n.Update)
+			c.holdLocked(raw())
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
 		ts.mu.Lock()
-		err := ts.handleLocked(n.Update)
+		err := handle(ts)
 		ts.mu.Unlock()
 		if !errors.Is(err, agent.ErrTurnDone) || ts.ctx.Err() != nil {
 			return
@@ -409,7 +462,7 @@ func (c *conversation) notify(method string, params json.RawMessage) {
 		// It came after the prompt's response: it belongs to the next turn.
 		c.mu.Lock()
 		if c.cur == ts {
-			c.holdLocked(n.Update)
+			c.holdLocked(raw())
 			c.mu.Unlock()
 			return
 		}

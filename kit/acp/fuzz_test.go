@@ -87,6 +87,7 @@ type discardHandler struct{}
 
 func (discardHandler) request(context.Context, string, json.RawMessage) (any, error) { return nil, nil }
 func (discardHandler) notify(string, json.RawMessage)                                {}
+func (discardHandler) quick([]byte) bool                                             { return false }
 
 // FuzzConn feeds arbitrary bytes to a connection as if an agent wrote
 // them: nothing may panic, and the connection must end at EOF.
@@ -117,5 +118,43 @@ func FuzzConn(f *testing.F) {
 		_ = w.Close()
 		<-drained
 		_ = r.Close()
+	})
+}
+
+// FuzzQuick feeds lines to the text-chunk fast path: it may decline any
+// line, but what it takes must be a session/update text chunk, mapped as
+// the general path maps it.
+func FuzzQuick(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":""}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/update","params":{}}`,
+		`{"method":"session/update","params":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		log := slog.New(slog.DiscardHandler)
+		turn := &testTurn{}
+		c := &conversation{log: log, cur: newTurnState(context.Background(), turn, log)}
+		if !c.quick(line) {
+			return
+		}
+		evs := turn.recorded()
+		if len(evs) != 1 || (evs[0].Type != "text_delta" && evs[0].Type != "thinking_delta") {
+			t.Fatalf("quick(%q) took the line and emitted %v", line, evs)
+		}
+		var m struct {
+			Params struct {
+				Update json.RawMessage `json:"update"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("quick took %q, which is not JSON-RPC: %v", line, err)
+		}
+		slow := newTurnState(context.Background(), &testTurn{}, log).mapUpdate(m.Params.Update)
+		if len(slow) != 1 || slow[0].typ != evs[0].Type || !bytes.Equal(slow[0].data, evs[0].Data) {
+			t.Fatalf("quick(%q) = %s %s, general path = %v", line, evs[0].Type, evs[0].Data, slow)
+		}
 	})
 }

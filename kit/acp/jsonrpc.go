@@ -69,6 +69,9 @@ type response struct {
 type handler interface {
 	request(ctx context.Context, method string, params json.RawMessage) (any, error)
 	notify(method string, params json.RawMessage)
+	// quick may serve a line before it is decoded as a message, on the
+	// reader goroutine; it reports whether it did.
+	quick(line []byte) bool
 }
 
 // errConnClosed is the error a call gets when the connection ends before
@@ -180,6 +183,9 @@ func (c *conn) read() {
 // dispatch handles one line from the agent. Nothing an agent sends can
 // crash the kit: malformed lines are logged and skipped.
 func (c *conn) dispatch(line []byte) {
+	if c.h.quick(line) {
+		return
+	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
 		c.log.Error("acp: protocol violation: line is not a JSON-RPC message", "err", err, "line", clip(line))

@@ -154,12 +154,8 @@ func (ts *turnState) mapUpdate(u json.RawMessage) []event {
 		} `json:"content"`
 	}
 	if json.Unmarshal(u, &head) == nil && head.Content.Type == "text" && head.Content.Text != nil {
-		switch head.Kind {
-		case "agent_message_chunk":
-			ts.text.WriteString(*head.Content.Text)
-			return []event{{"text_delta", textData(*head.Content.Text)}}
-		case "agent_thought_chunk":
-			return []event{{"thinking_delta", textData(*head.Content.Text)}}
+		if evs := ts.textChunk(head.Kind, *head.Content.Text); evs != nil {
+			return evs
 		}
 	}
 	fs, err := objectFields(u)
@@ -188,6 +184,19 @@ func (ts *turnState) mapUpdate(u json.RawMessage) []event {
 		return ts.toolCallUpdate(fs)
 	}
 	return []event{passThrough(kind, fs)}
+}
+
+// textChunk maps a message or thought chunk with text content; nil for
+// any other kind.
+func (ts *turnState) textChunk(kind, text string) []event {
+	switch kind {
+	case "agent_message_chunk":
+		ts.text.WriteString(text)
+		return []event{{"text_delta", textData(text)}}
+	case "agent_thought_chunk":
+		return []event{{"thinking_delta", textData(text)}}
+	}
+	return nil
 }
 
 func textData(text string) json.RawMessage {
