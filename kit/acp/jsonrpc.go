@@ -336,6 +336,9 @@ func (c *conn) write(ctx context.Context, m any) error {
 	if err := context.Cause(c.ctx); err != nil {
 		return err
 	}
+	if ctx.Err() != nil { // nothing written yet: the stream is intact
+		return context.Cause(ctx)
+	}
 	stop := context.AfterFunc(ctx, func() { _ = c.w.SetWriteDeadline(time.Unix(1, 0)) })
 	_, err = c.w.Write(data)
 	if !stop() {
