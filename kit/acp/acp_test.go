@@ -1036,3 +1036,20 @@ func TestEnvVarAuthentication(t *testing.T) {
 		t.Errorf("no authenticate with raw-key in the log:\n%s", logs)
 	}
 }
+
+// TestPromptAlreadyCancelled: a prompt whose ctx ended before it started
+// costs the agent nothing.
+func TestPromptAlreadyCancelled(t *testing.T) {
+	c, s, _ := open(t, sdkAgentSpec(t), nil)
+	pid := c.pid()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tt := &testTurn{text: "echo never", sess: s}
+	if _, err := c.Prompt(ctx, tt); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prompt(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	tt.finish()
+	if _, msg := mustPrompt(t, c, s, "count"); c.pid() != pid || msg != "1" {
+		t.Errorf("after a cancelled prompt: count %q on pid %d, want the same process %d", msg, c.pid(), pid)
+	}
+}

@@ -227,6 +227,9 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		}
 		return "", &agent.Error{Code: protocol.CodeAgent, Err: err}
 	}
+	if ctx.Err() != nil {
+		return "", context.Cause(ctx)
+	}
 	ts := newTurnState(ctx, t, c.log)
 	c.begin(ts)
 	defer c.end(ts)
