@@ -96,11 +96,16 @@
 // terminal/output, terminal/wait_for_exit, terminal/kill and
 // terminal/release are served inside the session's work, input and output
 // directories: paths must be absolute, symbolic links are resolved, and a
-// path outside those directories, or a write to a read-only one, is
-// answered with a JSON-RPC error. Terminals run in their own process
-// group with the session's environment, keep at most outputByteLimit bytes
-// of combined output (dropping the oldest), and are killed when released,
-// when the agent restarts and on Close. Any other method is answered with
+// path outside those directories, or a write to a read-only one (the
+// input directory, unless the manifest marks it writable), is answered
+// with a JSON-RPC error. Terminals run in their own process group with
+// the session's environment plus the request's env, in cwd (default the
+// work directory), keep at most outputByteLimit bytes of combined output
+// (default 1 MiB, at most 8 MiB; the oldest bytes go first, cut at a
+// character boundary), and are killed when released, when the agent
+// restarts and on Close. A command with no args that is no program but
+// reads like a shell line ("ls -la | wc -l") runs under /bin/sh -c, as
+// some agents send whole command lines. Any other method is answered with
 // method-not-found.
 //
 // # Limits
