@@ -805,6 +805,9 @@ func TestTerminal(t *testing.T) {
 	if !r.Truncated || len(r.Output) > 64 || !strings.HasSuffix(r.Output, "99\n100\n") {
 		t.Errorf("term seq 1 100 = %+v, want the last 64 bytes, truncated", r)
 	}
+	if _, msg := mustPrompt(t, c, s, "shell echo abc | tr a-c x-z"); msg != "xyz\n" {
+		t.Errorf("a shell line as the command: agent got %q, want %q", msg, "xyz\n")
+	}
 	_, msg := mustPrompt(t, c, s, "termkill")
 	if msg != `{"exit":{"exitCode":null,"signal":"SIGKILL"}}` {
 		t.Errorf("termkill: agent got %s", msg)

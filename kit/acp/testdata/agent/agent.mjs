@@ -11,6 +11,7 @@
 //   read PATH [L N]   fs/read_text_file (line L, limit N) and returns the text
 //   write PATH TEXT   fs/write_text_file
 //   term CMD ARGS...  terminal/create, wait_for_exit, output, release
+//   shell LINE        runs LINE as the terminal's command, with no args
 //   termcwd DIR       runs pwd in a terminal whose cwd is DIR
 //   termkill          starts `sleep 60` in a terminal, kills it, releases it
 //   termleak          starts `sleep 60` in a terminal and leaves it running
@@ -165,6 +166,14 @@ app.onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
       } catch (e) {
         await say(`error ${e.code}: ${e.message}`);
       }
+      break;
+    }
+    case "shell": {
+      const term = await client.createTerminal({ sessionId, command: text.trim().slice("shell ".length) });
+      await term.waitForExit();
+      const out = await term.currentOutput();
+      await term.release();
+      await say(out.output);
       break;
     }
     case "termcwd": {
