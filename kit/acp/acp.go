@@ -12,8 +12,11 @@
 //
 // Open starts the session's process in its own process group, with the
 // session's work directory as cwd and Session.Env plus the manifest's
-// agent.env as environment; its stderr lines go to the session's log. The
-// kit then sends initialize (advertising fs.readTextFile, fs.writeTextFile
+// agent.env as environment; its stderr lines go to the session's log.
+// Open does not wait for the handshake: the first prompt does, for as long
+// as its ctx allows (an abort or limits.timeout ends the wait, not the
+// start), and a handshake that takes over 2 minutes fails. The kit sends
+// initialize (advertising fs.readTextFile, fs.writeTextFile
 // and terminal) and session/new (cwd = the work directory, no MCP
 // servers). If session/new answers that authentication is required and
 // the agent listed an auth method of type env_var whose variables are set
@@ -122,6 +125,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -137,6 +141,7 @@ const (
 	defaultMaxInbound  = 64
 	defaultCancelGrace = 3 * time.Second
 	defaultStopGrace   = 2 * time.Second
+	handshakeTimeout   = 2 * time.Minute
 	maxEarlyUpdates    = 256
 	maxTerminals       = 16
 	maxReadBytes       = 8 << 20
@@ -194,7 +199,8 @@ type acpAgent struct {
 var _ agent.Agent = (*acpAgent)(nil)
 
 // Open implements agent.Agent: it starts the session's agent process and
-// opens its ACP session.
+// its handshake, without waiting for them; the first Prompt waits, as long
+// as its ctx allows.
 func (a *acpAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversation, error) {
 	if s == nil {
 		return nil, errors.New("acp: no session")
@@ -212,9 +218,14 @@ func (a *acpAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversati
 		areas: sessionAreas(s),
 	}
 	c.terms = newTerminals(c)
-	if _, err := c.ensure(ctx); err != nil {
-		return nil, &agent.Error{Code: protocol.CodeAgent, Err: err}
+	// A command that cannot start is the manifest's problem: say so now.
+	if _, err := exec.LookPath(a.command[0]); err != nil {
+		return nil, &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: agent command %q: %w", a.command[0], err)}
 	}
+	c.ctx, c.stop = context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.relaunchLocked()
+	c.mu.Unlock()
 	return c, nil
 }
 

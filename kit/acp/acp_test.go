@@ -126,6 +126,10 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 		t.Fatalf("Open: %v", err)
 	}
 	c := conv.(*conversation)
+	if _, err := c.ensure(context.Background()); err != nil {
+		c.Close()
+		t.Fatalf("the agent's handshake: %v", err)
+	}
 	t.Cleanup(func() {
 		pids := c.pids()
 		if err := c.Close(); err != nil {
@@ -389,9 +393,45 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Open(context.Background(), s)
-	if err == nil || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "cannot start") {
-		t.Errorf("Open(exiting agent) = %v, want the exit status and stderr", err)
+	conv, err := a.Open(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	defer conv.Close()
+	tt := &testTurn{text: "hello", sess: s}
+	_, err = conv.Prompt(context.Background(), tt)
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "cannot start") {
+		t.Errorf("Prompt(agent that exits at once) = %v, want an AgentError with the exit status and stderr", err)
+	}
+}
+
+// TestSlowStartAbort: a prompt waiting for a slow handshake returns when
+// its ctx ends; the start goes on and the next prompt uses it.
+func TestSlowStartAbort(t *testing.T) {
+	s, logs := testSession(t)
+	a, err := New(rawAgentSpec(t, map[string]string{"RAW_INIT_DELAY_MS": "1000"}), s.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := a.Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := conv.Prompt(ctx, &testTurn{text: "echo early", sess: s}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prompt during the handshake with an ended ctx = %v, want context.Canceled", err)
+	}
+	tt := &testTurn{text: "echo later", sess: s}
+	msg, err := conv.Prompt(context.Background(), tt)
+	tt.finish()
+	if err != nil || msg != "echo later" {
+		t.Fatalf("Prompt after the handshake = %q, %v", msg, err)
+	}
+	if n := strings.Count(logs.String(), "acp: agent started"); n != 1 {
+		t.Errorf("the agent started %d times, want once", n)
 	}
 }
 
@@ -932,9 +972,16 @@ func TestHandshakeFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = a.Open(context.Background(), s)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Open = %v, want an error containing %q", err, tc.want)
+			conv, err := a.Open(context.Background(), s)
+			if err != nil {
+				t.Fatalf("Open = %v", err)
+			}
+			defer conv.Close()
+			tt := &testTurn{text: "hello", sess: s}
+			_, err = conv.Prompt(context.Background(), tt)
+			var ae *agent.Error
+			if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Prompt = %v, want an AgentError containing %q", err, tc.want)
 			}
 		})
 	}

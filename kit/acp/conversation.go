@@ -31,10 +31,13 @@ type conversation struct {
 	areas []area
 	terms *terminals
 
-	startMu sync.Mutex // serialises starting the process
+	ctx  context.Context // ends on Close; bounds every handshake
+	stop context.CancelFunc
+	wg   sync.WaitGroup // launches
 
 	mu     sync.Mutex
-	proc   *proc
+	launch *launch // the latest start of the agent
+	proc   *proc   // the latest process, once started
 	cur    *turnState
 	early  []json.RawMessage // updates that arrived between prompts
 	closed bool
@@ -42,44 +45,92 @@ type conversation struct {
 
 var _ agent.Conversation = (*conversation)(nil)
 
-// ensure returns the running agent process, starting one (initialize,
-// session/new) when there is none or the last one died.
-func (c *conversation) ensure(ctx context.Context) (*proc, error) {
-	c.startMu.Lock()
-	defer c.startMu.Unlock()
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, errClosed
-	}
-	old := c.proc
-	c.mu.Unlock()
-	if old != nil && old.alive() {
-		return old, nil
-	}
-	if old != nil {
-		old.stop(c.a.stopGrace)
-		c.terms.killAll()
-		c.log.Warn("acp: restarting the agent process", "status", exitStatus(old.waitErr))
-	}
+// launch is one start of the agent: its process and its handshake, run on
+// their own goroutine so that a prompt can stop waiting for a slow start
+// (abort, timeout) without breaking it.
+type launch struct {
+	done chan struct{} // closed when the handshake is over
+	p    *proc         // set before done closes, nil if the process did not start
+	err  error         // the start's failure, valid after done
+}
 
+// usable reports whether a prompt may use this launch's process, or wait
+// for it.
+func (l *launch) usable() bool {
+	select {
+	case <-l.done:
+		return l.err == nil && l.p.alive()
+	default:
+		return true
+	}
+}
+
+// relaunchLocked starts the agent anew. c.mu is held.
+func (c *conversation) relaunchLocked() *launch {
+	old := c.launch
+	l := &launch{done: make(chan struct{})}
+	c.launch = l
+	c.wg.Add(1)
+	go c.run(l, old)
+	return l
+}
+
+// run starts the process and opens its ACP session (initialize,
+// session/new), after stopping what old left.
+func (c *conversation) run(l, old *launch) {
+	defer c.wg.Done()
+	defer close(l.done)
+	if old != nil {
+		<-old.done
+		if old.p != nil {
+			old.p.stop(c.a.stopGrace)
+			c.terms.killAll()
+			c.log.Warn("acp: restarting the agent process", "last", exitStatus(old.p.waitErr))
+		}
+	}
 	p, err := startProc(c.a.command, workDir(c.s), c.env, c, c.log, c.a.maxLine, c.a.maxInbound)
 	if err != nil {
-		return nil, err
+		l.err = err
+		return
 	}
+	l.p = p
+	c.mu.Lock()
+	c.proc = p
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
+	defer cancel()
+	if err := c.handshake(ctx, p); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil {
+			err = fmt.Errorf("acp: the agent did not finish initialize and session/new within %v: %w", handshakeTimeout, err)
+		}
+		p.stop(c.a.stopGrace)
+		l.err = err
+	}
+}
+
+// ensure returns the running agent process, starting one (initialize,
+// session/new) when there is none or the last one died, and waiting at
+// most until ctx ends for a start in progress.
+func (c *conversation) ensure(ctx context.Context) (*proc, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		p.stop(c.a.stopGrace)
 		return nil, errClosed
 	}
-	c.proc = p
-	c.mu.Unlock()
-	if err := c.handshake(ctx, p); err != nil {
-		p.stop(c.a.stopGrace)
-		return nil, err
+	l := c.launch
+	if l == nil || !l.usable() {
+		l = c.relaunchLocked()
 	}
-	return p, nil
+	c.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.p, nil
 }
 
 type initializeResult struct {
@@ -506,11 +557,16 @@ func (c *conversation) Close() error {
 		return nil
 	}
 	c.closed = true
-	p := c.proc
+	l := c.launch
 	c.mu.Unlock()
-	if p != nil {
-		p.stop(c.a.stopGrace)
+	c.stop() // ends a handshake in progress
+	if l != nil {
+		<-l.done
+		if l.p != nil {
+			l.p.stop(c.a.stopGrace)
+		}
 	}
+	c.wg.Wait()
 	c.terms.killAll()
 	return nil
 }

@@ -16,7 +16,8 @@
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
 // authentication, RAW_AUTH=envvar makes it demand an authenticate call
 // with the env_var method "raw-key", which works when RAW_KEY is set.
-// RAW_IGNORE_TERM=1 makes the agent ignore SIGTERM.
+// RAW_INIT_DELAY_MS delays the answer to initialize. RAW_IGNORE_TERM=1
+// makes the agent ignore SIGTERM.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
@@ -108,14 +109,14 @@ rl.on("line", (line) => {
   }
   switch (m.method) {
     case "initialize":
-      send({ jsonrpc: "2.0", id: m.id, result: {
+      setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: {
         protocolVersion: Number(process.env.RAW_VERSION ?? 1),
         agentCapabilities: {},
         authMethods: [
           { id: "api-key", name: "API key" },
           { type: "env_var", id: "raw-key", name: "Use RAW_KEY", vars: [{ name: "RAW_KEY" }] },
         ],
-      } });
+      } }), Number(process.env.RAW_INIT_DELAY_MS ?? 0));
       break;
     case "authenticate":
       if (m.params.methodId === "raw-key" && process.env.RAW_KEY) {
