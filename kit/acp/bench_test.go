@@ -40,6 +40,9 @@ func BenchmarkPrompt(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer conv.Close()
+			if _, err := conv.(*conversation).ensure(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 			benchPrompts(b, conv, s, n)
 		})
 		b.Run(fmt.Sprintf("acp-raw/chunks=%d", n), func(b *testing.B) {
@@ -54,6 +57,9 @@ func BenchmarkPrompt(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer conv.Close()
+			if _, err := conv.(*conversation).ensure(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 			benchPrompts(b, conv, s, n)
 		})
 		b.Run(fmt.Sprintf("inprocess/chunks=%d", n), func(b *testing.B) {
