@@ -104,6 +104,7 @@ func (b *Box) Prompt(ctx context.Context, text string, opts PromptOptions) (*Res
 		return nil, fmt.Errorf("prompt: message is %d bytes, over the %d-byte limit: send large files as url refs in Inputs", len(frame), b.opts.maxMessage)
 	}
 	r := newResult(b, id, opts.DiscardEvents)
+	r.frame = frame
 	for {
 		c, err := b.getConn(ctx)
 		if err != nil {
@@ -371,6 +372,7 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 		return nil, fmt.Errorf("connect to box %q: the box answered a resume without a hello", b.name)
 	}
 	c.resumed = h2.Resumed && h2.SessionID == session
+	c.replayUntil = h2.LastSeq
 	b.mu.Lock()
 	b.applyHello(h2)
 	b.mu.Unlock()
@@ -396,6 +398,51 @@ func (b *Box) install(c *conn) {
 	b.wg.Add(2)
 	go b.read(c)
 	go b.write(c)
+	if c.resumed {
+		for _, r := range b.inflight {
+			if !r.seen && r.frame != nil {
+				c.unacked = append(c.unacked, r)
+			}
+		}
+	}
+	b.resend(c)
+}
+
+// resend sends again, once the replay of a resumed session is in, the
+// prompts in flight the box has sent nothing about: their frame may have
+// been written to the socket that dropped and never reached the box. A
+// prompt the box does have is refused as a duplicate, which the prompt
+// ignores. (A prompt that the box finishes between the replay and the
+// resend would run twice; the window is the time the box takes to read
+// the resend.) b.mu is held.
+func (b *Box) resend(c *conn) {
+	if !c.resumed || c.resendDone || b.lastSeq < c.replayUntil || b.conn != c {
+		return
+	}
+	c.resendDone = true
+	var frames [][]byte
+	for _, r := range c.unacked {
+		if b.inflight[r.id] == r && !r.seen && r.frame != nil {
+			r.resent = true
+			frames = append(frames, r.frame)
+		}
+	}
+	c.unacked = nil
+	if len(frames) == 0 {
+		return
+	}
+	b.log.Info("sending again prompts the box has not acknowledged", "count", len(frames))
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for _, f := range frames {
+			select {
+			case c.out <- f:
+			case <-c.quit:
+				return
+			}
+		}
+	}()
 }
 
 // conn is one socket: a reader goroutine, a writer goroutine, and the
@@ -406,6 +453,12 @@ type conn struct {
 	quit    chan struct{} // closed by shutdown
 	once    sync.Once
 	resumed bool // the box resumed the session on this socket
+	// replayUntil is the box's last seq when it resumed: frames up to it
+	// are the replay. Once they are in, prompts the box never
+	// acknowledged are sent again (see resend).
+	replayUntil uint64
+	resendDone  bool
+	unacked     []*Result // prompts in flight, not acknowledged, when c was installed
 }
 
 // shutdown sends a close frame and closes the socket, once. A box takes a
@@ -486,7 +539,7 @@ func (b *Box) read(c *conn) {
 			b.dropped(c, err)
 			return
 		}
-		b.handle(data)
+		b.handle(c, data)
 	}
 }
 
@@ -574,8 +627,8 @@ attempts:
 	}
 }
 
-// handle routes one frame from the box.
-func (b *Box) handle(data []byte) {
+// handle routes one frame from the box, read from c.
+func (b *Box) handle(c *conn, data []byte) {
 	m, err := protocol.DecodeServer(data)
 	if err != nil {
 		if !errors.Is(err, protocol.ErrUnknownType) {
@@ -585,6 +638,9 @@ func (b *Box) handle(data []byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if c != nil {
+		defer b.resend(c)
+	}
 	if seq := seqOf(m); seq > 0 {
 		if seq <= b.lastSeq {
 			return // already seen: a replay after resume
@@ -596,6 +652,7 @@ func (b *Box) handle(data []byte) {
 		b.applyHello(m)
 	case *protocol.Event:
 		if r := b.inflight[m.ID]; r != nil {
+			r.ack()
 			if !r.addEvent(Event{Type: m.EventType, Data: m.Data, Seq: m.Seq}) {
 				b.overflow(r)
 			}
@@ -606,6 +663,7 @@ func (b *Box) handle(data []byte) {
 		b.fanOut(m.PromptID, DisplayEvent{Kind: DisplayClear, SlotID: m.SlotID})
 	case *protocol.Complete:
 		if r := b.inflight[m.ID]; r != nil {
+			r.ack()
 			delete(b.inflight, m.ID)
 			r.finish(&Completion{Message: m.Message, Outputs: m.Outputs}, nil)
 		}
@@ -615,6 +673,10 @@ func (b *Box) handle(data []byte) {
 			return
 		}
 		if r := b.inflight[m.ID]; r != nil {
+			if r.resent && m.Error.Code == protocol.CodeDuplicateID {
+				return // the box had the prompt after all
+			}
+			r.ack()
 			delete(b.inflight, m.ID)
 			r.finish(nil, &Error{Code: m.Error.Code, Message: m.Error.Message})
 		}
@@ -625,8 +687,11 @@ func (b *Box) handle(data []byte) {
 // flight when the box did not say which (v1). b.mu is held.
 func (b *Box) fanOut(promptID string, d DisplayEvent) {
 	if promptID != "" {
-		if r := b.inflight[promptID]; r != nil && !r.addDisplay(d) {
-			b.overflow(r)
+		if r := b.inflight[promptID]; r != nil {
+			r.ack()
+			if !r.addDisplay(d) {
+				b.overflow(r)
+			}
 		}
 		return
 	}

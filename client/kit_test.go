@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/kit"
@@ -415,4 +416,67 @@ func TestKitResumeRefused(t *testing.T) {
 		t.Errorf("prompt on the new session = %+v, %v", done, err)
 	}
 	close(gate)
+}
+
+func TestKitGoneFailsAfterBoundedAttempts(t *testing.T) {
+	p := newProxy(t)
+	gate := make(chan struct{})
+	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
+	p.setTarget(kitURL)
+	b := kitBox(t, p.url(), client.WithReconnect(3, time.Millisecond))
+	ctx := t.Context()
+	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range r.Events(ctx) {
+		break
+	}
+	// The box becomes unreachable: every redial fails.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	p.setTarget("ws://" + dead.Addr().String() + "/")
+	p.cut()
+	_, err = r.Wait(ctx)
+	if !errors.Is(err, client.ErrConnectionLost) {
+		t.Fatalf("Wait = %v, want ErrConnectionLost after the attempts ran out", err)
+	}
+	// Once the box is back, the next prompt connects again.
+	close(gate)
+	p.setTarget(kitURL)
+	r2, err := b.Prompt(ctx, "p2", client.PromptOptions{DiscardEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := r2.Wait(ctx); err != nil || done.Message != "done p2" {
+		t.Errorf("prompt after the box came back = %+v, %v", done, err)
+	}
+}
+
+func TestKitLazyResumeKeepsSession(t *testing.T) {
+	p := newProxy(t)
+	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
+	p.setTarget(kitURL)
+	b := kitBox(t, p.url())
+	ctx := t.Context()
+	run := func(cmd string) string {
+		t.Helper()
+		r, err := b.Prompt(ctx, cmd, client.PromptOptions{DiscardEvents: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := r.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return done.Message
+	}
+	run("echo kept > note")
+	p.cut() // no prompt in flight: the box redials on the next use
+	if got := run("cat note"); got != "kept\n" {
+		t.Errorf("after the drop, the session's work directory has note = %q, want the same session resumed", got)
+	}
 }

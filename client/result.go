@@ -59,6 +59,17 @@ type Result struct {
 	final    *Completion
 	err      error
 	stop     func() bool // stops the prompt context's AfterFunc
+
+	// Guarded by the box's mu.
+	frame  []byte // the prompt frame, until the box acknowledges it
+	seen   bool   // the box sent a frame for this prompt
+	resent bool   // the frame was sent again after a resume
+}
+
+// ack records that the box has the prompt. The box's mu is held.
+func (r *Result) ack() {
+	r.seen = true
+	r.frame = nil
 }
 
 func newResult(b *Box, id string, discard bool) *Result {
