@@ -258,11 +258,22 @@ func TestKitEnvironmentAndHealth(t *testing.T) {
 // proxy is a TCP relay between the client and a kit whose connections the
 // test can cut, as a flaky network or a suspended machine does.
 type proxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	target string
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	ln      net.Listener
+	mu      sync.Mutex
+	target  string
+	conns   []net.Conn
+	wg      sync.WaitGroup
+	swallow chan struct{} // when non-nil, client bytes are dropped and this is signalled
+}
+
+// swallowUpstream makes the proxy drop what the client sends from now on,
+// as a socket that died without either side noticing yet does; the
+// returned channel receives once per dropped read.
+func (p *proxy) swallowUpstream() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.swallow = make(chan struct{}, 64)
+	return p.swallow
 }
 
 func newProxy(t *testing.T) *proxy {
@@ -307,7 +318,29 @@ func (p *proxy) relay(c net.Conn) {
 	p.conns = append(p.conns, c, d)
 	p.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Go(func() { io.Copy(d, c); d.Close() })
+	wg.Go(func() {
+		defer d.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				sw := p.swallow
+				p.mu.Unlock()
+				if sw != nil {
+					select {
+					case sw <- struct{}{}:
+					default:
+					}
+				} else if _, werr := d.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 	io.Copy(c, d)
 	c.Close()
 	wg.Wait()
@@ -318,6 +351,7 @@ func (p *proxy) relay(c net.Conn) {
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.swallow = nil
 	for _, c := range p.conns {
 		c.Close()
 	}
@@ -478,5 +512,36 @@ func TestKitLazyResumeKeepsSession(t *testing.T) {
 	p.cut() // no prompt in flight: the box redials on the next use
 	if got := run("cat note"); got != "kept\n" {
 		t.Errorf("after the drop, the session's work directory has note = %q, want the same session resumed", got)
+	}
+}
+
+func TestKitResumeResendsALostPrompt(t *testing.T) {
+	p := newProxy(t)
+	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
+	p.setTarget(kitURL)
+	b := kitBox(t, p.url())
+	ctx := t.Context()
+	warm, err := b.Prompt(ctx, "true", client.PromptOptions{DiscardEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warm.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The prompt frame leaves the client but never reaches the box; then
+	// the socket drops.
+	swallowed := p.swallowUpstream()
+	r, err := b.Prompt(ctx, "echo ran once >> log; cat log", client.PromptOptions{DiscardEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-swallowed
+	p.cut()
+	done, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait = %v, want the lost prompt sent again after the resume", err)
+	}
+	if done.Message != "ran once\n" {
+		t.Errorf("message = %q, want the command to have run exactly once", done.Message)
 	}
 }
