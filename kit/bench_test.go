@@ -99,12 +99,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 	})
 }
 
-// BenchmarkEvents measures events per second from a Go agent to one client.
+// BenchmarkEvents measures events per second from a Go agent to one
+// client: one op is one event, all of them in one prompt.
 func BenchmarkEvents(b *testing.B) {
-	const perPrompt = 100000
 	data := json.RawMessage(`{"text":"hello"}`)
 	_, url, key := benchBox(b, agent.Func(func(ctx context.Context, t agent.Turn) (string, error) {
-		for i := 0; i < perPrompt; i++ {
+		n, _ := strconv.Atoi(t.Text())
+		for i := 0; i < n; i++ {
 			if err := t.Emit("text_delta", data); err != nil {
 				return "", err
 			}
@@ -112,21 +113,23 @@ func BenchmarkEvents(b *testing.B) {
 		return "", nil
 	}))
 	c := benchDial(b, url, key)
-	events := 0
+	b.ResetTimer()
 	start := time.Now()
-	for i := 0; b.Loop(); i++ {
-		c.WriteText([]byte(`{"type":"prompt","id":"p` + strconv.Itoa(i) + `","text":"x"}`))
-		for {
-			m, err := c.ReadMessage()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if strings.HasPrefix(string(m), `{"type":"event"`) {
-				events++
-				continue
-			}
-			break
+	c.WriteText([]byte(`{"type":"prompt","id":"p","text":"` + strconv.Itoa(b.N) + `"}`))
+	events := 0
+	for {
+		m, err := c.ReadMessage()
+		if err != nil {
+			b.Fatal(err)
 		}
+		if strings.HasPrefix(string(m), `{"type":"event"`) {
+			events++
+			continue
+		}
+		break
+	}
+	if events != b.N {
+		b.Fatalf("got %d events, want %d", events, b.N)
 	}
 	b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
 }
