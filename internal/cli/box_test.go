@@ -421,3 +421,11 @@ func TestDemo(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestPromptTimeoutAborts(t *testing.T) {
+	url, key := testBox(t, `{"name":"t"}`)
+	_, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "--timeout", "200ms", "echo started; sleep 30")
+	if exitCode(err) != 124 || !strings.Contains(stderr, "prompt timed out after 200ms; the prompt was aborted") {
+		t.Errorf("prompt --timeout = %v, stderr %q; want exit 124 and the reason", err, stderr)
+	}
+}

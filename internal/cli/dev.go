@@ -69,7 +69,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
 	box, err := startLocalBox(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
-		Addr: addr, Getenv: stdio.Getenv, Logger: log})
+		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log})
 	if err != nil {
 		return err
 	}

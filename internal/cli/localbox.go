@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,8 +35,10 @@ type localBoxOptions struct {
 	Key      string
 	Root     string // the box's / on this machine
 	Addr     string // listen address, e.g. 127.0.0.1:8080
-	Getenv   func(string) string
-	Logger   *slog.Logger
+	// PublicURL is the base URL of server refs; default http://Addr.
+	PublicURL string
+	Getenv    func(string) string
+	Logger    *slog.Logger
 }
 
 // startLocalBox boots a box with the agent its manifest names and serves
@@ -54,12 +57,16 @@ func startLocalBoxWith(ctx context.Context, o localBoxOptions, ag agent.Agent) (
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (pick another with --addr)", o.Addr, err)
 	}
-	addr := ln.Addr().String()
+	addr := reachable(ln.Addr().(*net.TCPAddr))
+	public := o.PublicURL
+	if public == "" {
+		public = "http://" + addr
+	}
 	srv, err := kit.New(kit.Options{
 		Manifest:  o.Manifest,
 		Key:       o.Key,
 		Root:      o.Root,
-		PublicURL: "http://" + addr,
+		PublicURL: public,
 		Agent:     ag,
 		Logger:    o.Logger,
 		Getenv:    o.Getenv,
@@ -86,6 +93,15 @@ func (b *localBox) Close() error {
 		b.closeErr = err
 	})
 	return b.closeErr
+}
+
+// reachable is addr as a client on this machine dials it: a wildcard
+// listen address becomes loopback.
+func reachable(a *net.TCPAddr) string {
+	if a.IP == nil || a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
 }
 
 // localAgent returns the agent the manifest names.

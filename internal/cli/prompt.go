@@ -161,10 +161,16 @@ func (p *promptRun) failed(ctx context.Context, id string, err error) error {
 		p.jsonLine(&protocol.Error{ID: id, Error: body})
 	}
 	if ctx.Err() != nil {
-		if !p.asJSON {
-			fmt.Fprintf(p.stdio.Stderr, "gbx: %v; the prompt was aborted\n", context.Cause(ctx))
+		// 130 for Ctrl-C as shells report it, 124 for --timeout as
+		// timeout(1) does.
+		why, code := context.Cause(ctx).Error(), 124
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			why, code = "interrupted", 130
 		}
-		return &ExitError{Code: 130}
+		if !p.asJSON {
+			fmt.Fprintf(p.stdio.Stderr, "gbx: %s; the prompt was aborted\n", why)
+		}
+		return &ExitError{Code: code}
 	}
 	if p.asJSON {
 		return &ExitError{Code: 1}
