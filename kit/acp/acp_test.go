@@ -774,10 +774,20 @@ func TestFS(t *testing.T) {
 	if err := os.Symlink(filepath.Join(s.Dirs.Output, "o.txt"), filepath.Join(work, "to-output")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(work, "big.txt"), bytes.Repeat([]byte("0123456789abcde\n"), 9<<16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(work, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		prompt string
 		want   string // the agent's reply, or its prefix when it ends in "…"
 	}{
+		{"read " + work + "/big.txt", "error -32602: " + work + "/big.txt: more than 8388608 bytes; read it in parts with line and limit"},
+		{"read " + work + "/big.txt 589824 1", "0123456789abcde\n"},
+		{"read " + work + "/fifo", "error -32602: " + work + "/fifo is not a regular file"},
+		{"write " + work + "/fifo x", "error -32602: " + work + "/fifo is not a regular file"},
 		{"write " + work + "/sub/dir/a.txt hello there", "written"},
 		{"read " + work + "/sub/dir/a.txt", "hello there"},
 		{"read " + work + "/lines.txt 2 2", "two\nthree\n"},

@@ -151,6 +151,9 @@ func fsError(path string, err error) error {
 	if errors.As(err, &re) {
 		return re
 	}
+	if errors.Is(err, syscall.ENXIO) { // a FIFO or socket nobody reads
+		return rpcErrorf(codeInvalidParams, "%s is not a regular file", path)
+	}
 	code := codeInternal
 	if errors.Is(err, fs.ErrNotExist) {
 		code = codeNotFound
