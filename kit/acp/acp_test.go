@@ -410,7 +410,8 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 // its ctx ends; the start goes on and the next prompt uses it.
 func TestSlowStartAbort(t *testing.T) {
 	s, logs := testSession(t)
-	a, err := New(rawAgentSpec(t, map[string]string{"RAW_INIT_DELAY_MS": "1000"}), s.Log)
+	gate := filepath.Join(t.TempDir(), "go")
+	a, err := New(rawAgentSpec(t, map[string]string{"RAW_INIT_WAIT_FILE": gate}), s.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,6 +424,9 @@ func TestSlowStartAbort(t *testing.T) {
 	cancel()
 	if _, err := conv.Prompt(ctx, &testTurn{text: "echo early", sess: s}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Prompt during the handshake with an ended ctx = %v, want context.Canceled", err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil { // let initialize be answered
+		t.Fatal(err)
 	}
 	tt := &testTurn{text: "echo later", sess: s}
 	msg, err := conv.Prompt(context.Background(), tt)

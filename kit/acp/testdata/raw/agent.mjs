@@ -16,13 +16,18 @@
 // version initialize answers with, RAW_AUTH=1 makes session/new demand
 // authentication, RAW_AUTH=envvar makes it demand an authenticate call
 // with the env_var method "raw-key", which works when RAW_KEY is set.
-// RAW_INIT_DELAY_MS delays the answer to initialize. RAW_IGNORE_TERM=1
-// makes the agent ignore SIGTERM.
+// RAW_INIT_WAIT_FILE holds the answer to initialize until that file
+// exists. RAW_IGNORE_TERM=1 makes the agent ignore SIGTERM.
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 if (process.env.RAW_IGNORE_TERM === "1") process.on("SIGTERM", () => {});
 
+const whenFileExists = (path, f) => {
+  if (!path || existsSync(path)) return f();
+  setTimeout(() => whenFileExists(path, f), 20);
+};
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const pending = new Map();
 let authenticated = false;
@@ -109,14 +114,14 @@ rl.on("line", (line) => {
   }
   switch (m.method) {
     case "initialize":
-      setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: {
+      whenFileExists(process.env.RAW_INIT_WAIT_FILE, () => send({ jsonrpc: "2.0", id: m.id, result: {
         protocolVersion: Number(process.env.RAW_VERSION ?? 1),
         agentCapabilities: {},
         authMethods: [
           { id: "api-key", name: "API key" },
           { type: "env_var", id: "raw-key", name: "Use RAW_KEY", vars: [{ name: "RAW_KEY" }] },
         ],
-      } }), Number(process.env.RAW_INIT_DELAY_MS ?? 0));
+      } }));
       break;
     case "authenticate":
       if (m.params.methodId === "raw-key" && process.env.RAW_KEY) {
