@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -234,18 +235,14 @@ func isSessionVar(k string) bool {
 	return false
 }
 
-// ensureWritableDir creates dir and checks that files can be made in it.
+// ensureWritableDir creates dir and checks that the kit may write in it.
 func ensureWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %w", dir, pathCause(err))
 	}
-	f, err := os.CreateTemp(dir, ".gbx-probe-*")
-	if err != nil {
-		return fmt.Errorf("%s is not writable: %w", dir, pathCause(err))
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
 	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
 	return nil
 }
 
