@@ -24,7 +24,7 @@ import (
 // startKit serves a real kit with ag on a loopback listener, its
 // directories under a temporary root. publicURL overrides the base URL of
 // server refs (for a box reached through a proxy).
-func startKit(t *testing.T, ag agent.Agent, publicURL string) (url string, srv *kit.Server) {
+func startKit(t testing.TB, ag agent.Agent, publicURL string) (url string, srv *kit.Server) {
 	t.Helper()
 	m, err := protocol.ParseManifest([]byte(`{"name":"testbox","version":"1.2.3"}`))
 	if err != nil {

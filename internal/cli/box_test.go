@@ -429,3 +429,45 @@ func TestPromptTimeoutAborts(t *testing.T) {
 		t.Errorf("prompt --timeout = %v, stderr %q; want exit 124 and the reason", err, stderr)
 	}
 }
+
+func TestPromptAsksOnTerminal(t *testing.T) {
+	ask := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
+		v, err := turn.Ask(ctx, turn.Text(), map[string]string{"q": "well?"})
+		var rej *agent.RejectedError
+		if errors.As(err, &rej) {
+			return "rejected " + string(rej.Reason), nil
+		}
+		return "answered " + string(v), err
+	})
+	m, _ := protocol.ParseManifest([]byte(`{"name":"asker"}`))
+	key := protocol.NewKey()
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	url := serveAgent(t, m, key, ask)
+	for _, tc := range []struct{ renderer, typed, want string }{
+		{"confirm", "y\n", "answered true"},
+		{"confirm", "no\n", `rejected "declined"`},
+		{"pick", `{"choice":2}` + "\n", `answered {"choice":2}`},
+		{"pick", "plain words\n", `answered "plain words"`},
+		{"pick", "", `rejected "no answer: stdin closed"`},
+	} {
+		t.Run(tc.renderer+" "+strings.TrimSpace(tc.typed), func(t *testing.T) {
+			c, err := client.New(map[string]client.Endpoint{"b": {URL: url, Key: key}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			b, _ := c.Box("b")
+			var out, errb bytes.Buffer
+			p := &promptRun{stdio: IO{Stdin: strings.NewReader(tc.typed), Stdout: &out, Stderr: &errb, Dir: t.TempDir()}, interactive: true}
+			if err := p.run(t.Context(), b, tc.renderer, client.PromptOptions{}, promptFlags{}); err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(out.String()) != tc.want {
+				t.Errorf("stdout = %q, want %q", out.String(), tc.want)
+			}
+			if !strings.Contains(errb.String(), `? `+tc.renderer+` {"q":"well?"}`) {
+				t.Errorf("the question was not shown: %q", errb.String())
+			}
+		})
+	}
+}

@@ -110,7 +110,7 @@ type promptRun struct {
 	midLine  bool // stdout text so far does not end in a newline
 	streamed bool // some text was streamed
 	exitCode *int
-	stdin    *bufio.Reader
+	lines    chan string // lines typed on the terminal, once asked
 }
 
 func (p *promptRun) run(ctx context.Context, b *client.Box, text string, opts client.PromptOptions, f promptFlags) error {
@@ -325,24 +325,47 @@ func (p *promptRun) note(format string, args ...any) {
 }
 
 // ask asks on the terminal. A confirm or permission slot takes y or n;
-// anything else takes JSON or text; an empty line rejects.
+// anything else takes JSON or text; an empty line rejects. If the prompt
+// ends before an answer comes, ask gives up on the question.
 func (p *promptRun) ask(ctx context.Context, r *client.Result, slot protocol.Slot) error {
 	yesNo := slot.Renderer == "confirm" || slot.Renderer == "permission_request"
-	p.mu.Lock()
-	p.endLineLocked()
 	hint := "answer (JSON or text; empty line rejects)"
 	if yesNo {
 		hint = "[y/n]"
 	}
+	p.mu.Lock()
+	p.endLineLocked()
 	fmt.Fprintf(p.stdio.Stderr, "? %s %s\n  %s: ", slot.Renderer, clip(string(slot.Input), 400), hint)
-	if p.stdin == nil {
-		p.stdin = bufio.NewReader(p.stdio.Stdin)
+	if p.lines == nil {
+		// One reader for the whole run. It may outlive the prompt,
+		// blocked on the terminal, until gbx exits.
+		p.lines = make(chan string)
+		go func(in *bufio.Reader, out chan<- string) {
+			defer close(out)
+			for {
+				line, err := in.ReadString('\n')
+				if line != "" || err == nil {
+					out <- line
+				}
+				if err != nil {
+					return
+				}
+			}
+		}(bufio.NewReader(p.stdio.Stdin), p.lines)
 	}
-	line, err := p.stdin.ReadString('\n')
+	lines := p.lines
 	p.mu.Unlock()
-	line = strings.TrimSpace(line)
-	if err != nil && line == "" {
-		return r.Reject(ctx, slot.ID, "no answer: stdin closed")
+	var line string
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			return r.Reject(ctx, slot.ID, "no answer: stdin closed")
+		}
+		line = strings.TrimSpace(l)
+	case <-r.Done():
+		return nil
+	case <-ctx.Done():
+		return nil
 	}
 	if yesNo {
 		switch strings.ToLower(line) {
