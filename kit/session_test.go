@@ -466,3 +466,18 @@ func TestResumeMidFlood(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxMessage(t *testing.T) {
+	b := newBox(t, scripted(nil), func(m *protocol.Manifest, _ *Options) { m.Limits.MaxMessage = "1KB" })
+	c := b.dial("/", nil)
+	c.prompt("big", strings.Repeat("x", 2048))
+	select {
+	case m, ok := <-c.frames:
+		if ok {
+			t.Fatalf("after an oversized frame: %v, want the connection closed", m)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("connection not closed")
+	}
+	waitFor(t, "session end", func() bool { return b.srv.sessionCount() == 0 })
+}
