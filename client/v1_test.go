@@ -493,3 +493,16 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 		t.Errorf("Box(nope) = %v", err)
 	}
 }
+
+func TestV1KeepaliveDetectsAHungBox(t *testing.T) {
+	b, _ := newV1Box(t, client.WithKeepalive(20*time.Millisecond))
+	r, err := b.Prompt(t.Context(), "freeze", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box neither answers nor closes the socket; without keepalive
+	// this would wait forever.
+	if _, err := r.Wait(t.Context()); !errors.Is(err, client.ErrConnectionLost) {
+		t.Fatalf("Wait = %v, want ErrConnectionLost once pings go unanswered", err)
+	}
+}

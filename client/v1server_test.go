@@ -30,6 +30,8 @@ import (
 //	inputs       complete listing the inputs as name=content
 //	flood N      N text_delta events of 1KB, then complete
 //	drop         one event, then the socket is closed mid-prompt
+//	freeze       the connection stops reading (and so answers no pings)
+//	             until the test ends, as a hung peer does
 type v1Server struct {
 	t       *testing.T
 	key     string
@@ -42,12 +44,14 @@ type v1Server struct {
 	nextFile    int
 	aborts      []string
 	frames      []string // every client frame's type, in order
+	thaw        chan struct{}
 }
 
 func newV1Server(t *testing.T, key string) *v1Server {
-	s := &v1Server{t: t, key: key, files: map[string][]byte{}}
+	s := &v1Server{t: t, key: key, files: map[string][]byte{}, thaw: make(chan struct{})}
 	s.srv = httptest.NewServer(s)
 	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() { close(s.thaw) })
 	return s
 }
 
@@ -198,6 +202,12 @@ func (s *v1Server) serveConn(ws *wsconn.Conn, origin string) {
 		s.mu.Unlock()
 		switch typ {
 		case "prompt":
+			var text string
+			json.Unmarshal(m["text"], &text)
+			if text == "freeze" {
+				<-s.thaw
+				return
+			}
 			c.mu.Lock()
 			c.aborts[id] = make(chan struct{})
 			c.mu.Unlock()
