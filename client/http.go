@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,10 +47,10 @@ func (b *Box) Environment(ctx context.Context) (*protocol.Environment, error) {
 				if env != nil {
 					return env, nil
 				}
-				if err != nil {
+				if err != nil && !isContextErr(err) {
 					return nil, err
 				}
-				continue
+				continue // the caller that fetched gave up; try again
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -257,4 +258,8 @@ func (b *Box) File(ctx context.Context, id string, opts ...ReadOption) (io.ReadC
 	}
 	u := b.route("files/" + id)
 	return b.Open(ctx, protocol.FileRef{Kind: protocol.KindServer, Name: id, ID: id, URL: u.String()}, opts...)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

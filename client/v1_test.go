@@ -506,3 +506,27 @@ func TestV1KeepaliveDetectsAHungBox(t *testing.T) {
 		t.Fatalf("Wait = %v, want ErrConnectionLost once pings go unanswered", err)
 	}
 }
+
+func TestV1ReadURLOutputWithoutKey(t *testing.T) {
+	var gotAuth, gotToken string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotToken = r.Header.Get("Authorization"), r.Header.Get("X-Token")
+		io.WriteString(w, "from elsewhere")
+	}))
+	defer other.Close()
+	b, s := newV1Box(t)
+	s.foreign = other.URL
+	r, err := b.Prompt(t.Context(), "urlout", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := r.Read(t.Context(), "u.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(data) != "from elsewhere" || gotAuth != "" || gotToken != "t0k" {
+		t.Errorf("url output = %q with Authorization %q and X-Token %q; want the body, no key, the ref's header", data, gotAuth, gotToken)
+	}
+}

@@ -27,6 +27,7 @@ import (
 //	fail         error {code: Error, message: boom}
 //	files        complete with an inline and a server output
 //	foreign      complete with a server output on another origin
+//	urlout       complete with a url output on another origin
 //	inputs       complete listing the inputs as name=content
 //	flood N      N text_delta events of 1KB, then complete
 //	drop         one event, then the socket is closed mid-prompt
@@ -308,6 +309,10 @@ func (c *v1conn) run(m map[string]json.RawMessage) {
 		complete("two files", map[string]any{
 			"small.txt": map[string]any{"kind": "inline", "name": "small.txt", "mime": "text/plain", "data": "aGkgdGhlcmU="},
 			"big.bin":   map[string]any{"kind": "server", "name": "big.bin", "mime": "application/octet-stream", "size": len(big), "id": fid, "url": c.origin + "/files/" + fid},
+		})
+	case "urlout":
+		complete("", map[string]any{
+			"u.txt": map[string]any{"kind": "url", "name": "u.txt", "url": c.s.foreign + "/u.txt", "headers": map[string]string{"X-Token": "t0k"}},
 		})
 	case "foreign":
 		complete("", map[string]any{
