@@ -120,9 +120,17 @@ func (b *Box) Prompt(ctx context.Context, text string, opts PromptOptions) (*Res
 		select {
 		case c.out <- frame:
 		case <-c.quit:
-			// The socket dropped before the frame was queued; the box
-			// never saw this prompt. Try again on a new socket.
-			b.forget(id)
+			// The socket dropped before the frame was queued, so the
+			// box never saw this prompt: try again on a new socket,
+			// unless the drop already failed the prompt.
+			b.mu.Lock()
+			owned := b.inflight[id] == r
+			delete(b.inflight, id)
+			b.mu.Unlock()
+			if !owned && r.isDone() {
+				_, err := r.Wait(ctx)
+				return nil, err
+			}
 			continue
 		case <-ctx.Done():
 			b.forget(id)
@@ -329,6 +337,7 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, b.opts.dialTimeout)
 	defer cancel()
+	defer context.AfterFunc(b.ctx, cancel)() // Close ends a dial under way
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+b.ep.Key)
 	ws, resp, err := wsconn.Dial(dctx, u.String(), wsconn.DialOptions{Header: h, HandshakeTimeout: b.opts.dialTimeout})
