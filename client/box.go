@@ -591,7 +591,7 @@ func (b *Box) reconnect(wait chan struct{}, cause error) {
 	var c *conn
 attempts:
 	for attempt := 0; attempt < b.opts.attempts; attempt++ {
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		t := time.NewTimer(jitter(delay, rand.N[time.Duration]))
 		select {
 		case <-t.C:
 		case <-b.ctx.Done():
@@ -609,7 +609,7 @@ attempts:
 		if errors.Is(err, ErrUnauthorized) {
 			break
 		}
-		delay = min(2*delay, b.opts.maxBackoff)
+		delay = nextDelay(delay, b.opts.maxBackoff)
 	}
 	b.mu.Lock()
 	b.connecting = nil
@@ -736,3 +736,15 @@ func seqOf(m protocol.ServerMessage) uint64 {
 	}
 	return 0
 }
+
+// jitter spreads a delay over [d/2, d], so that clients dropped together
+// do not redial together. n(k) returns a random value in [0, k).
+func jitter(d time.Duration, n func(time.Duration) time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + n(d/2+1)
+}
+
+// nextDelay doubles a delay up to max.
+func nextDelay(d, max time.Duration) time.Duration { return min(2*d, max) }

@@ -28,6 +28,14 @@ import (
 // that holds it, which keeps keys out of the file.
 const EndpointsFile = "glovebox/endpoints.json"
 
+// endpointsHelp explains how commands find a box, for their --help.
+const endpointsHelp = `
+Which box: --url and --key; or --box NAME, looked up in the endpoints file
+($XDG_CONFIG_HOME/glovebox/endpoints.json, else ~/.config/glovebox/endpoints.json):
+  {"media": {"url": "wss://media.example.com/", "key_env": "MEDIA_KEY"},
+   "local": {"url": "ws://127.0.0.1:8080/", "key": "..."}}
+or else $GLOVEBOX_URL and $GLOVEBOX_KEY.`
+
 // boxFlags are the flags every command that talks to a box takes.
 type boxFlags struct {
 	url, key, box, endpoints string

@@ -19,7 +19,7 @@ var envCommand = command{
 func runEnv(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var asJSON bool
-	fs := newFlags(stdio, "env", "env [--url URL --key KEY | --box NAME] [--json]")
+	fs := newFlags(stdio, "env", "env [--url URL --key KEY | --box NAME] [--json]"+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the raw JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -95,7 +95,7 @@ var healthCommand = command{
 func runHealth(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var asJSON bool
-	fs := newFlags(stdio, "health", "health [--url URL | --box NAME] [--json]")
+	fs := newFlags(stdio, "health", "health [--url URL | --box NAME] [--json]"+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the raw JSON")
 	if err := parseFlags(fs, args); err != nil {

@@ -20,7 +20,7 @@ func runFiles(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var out string
 	var consume bool
-	fs := newFlags(stdio, "files", "files get ID [-o FILE] [--consume] [--url URL --key KEY | --box NAME]")
+	fs := newFlags(stdio, "files", "files get ID [-o FILE] [--consume] [--url URL --key KEY | --box NAME]"+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.StringVarP(&out, "out", "o", "-", "where to write the file (- is stdout)")
 	fs.BoolVar(&consume, "consume", false, "ask the box to delete the file once read")

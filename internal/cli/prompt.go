@@ -40,7 +40,7 @@ type promptFlags struct {
 
 func runPrompt(ctx context.Context, stdio IO, args []string) error {
 	var f promptFlags
-	fs := newFlags(stdio, "prompt", "prompt [flags] TEXT...\n\nSends TEXT (or stdin, when no TEXT is given and stdin is not a terminal) to a box,\nstreams its events, answers its display slots and saves its outputs.\nExits 1 when the prompt fails, and with the remote command's status when the\nagent reports a non-zero one.")
+	fs := newFlags(stdio, "prompt", "prompt [flags] TEXT...\n\nSends TEXT (or stdin, when no TEXT is given and stdin is not a terminal) to a box,\nstreams its events, answers its display slots and saves its outputs.\nExits 1 when the prompt fails, and with the remote command's status when the\nagent reports a non-zero one."+"\n"+endpointsHelp)
 	f.box.register(fs)
 	fs.StringArrayVarP(&f.files, "file", "f", nil, "attach a file as an input: PATH or NAME=PATH (repeatable)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per line (wire frames) instead of text")
