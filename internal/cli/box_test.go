@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,7 @@ exit 5`
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
+	noClientGoroutines(t)
 	if got := readFile(t, filepath.Join(dir, "out", "small.txt")); got != "small" {
 		t.Errorf("saved small.txt = %q", got)
 	}
@@ -419,6 +421,19 @@ func TestDemo(t *testing.T) {
 	}
 	if err := checkDemoOutputs(filepath.Join(dir, "gbx-demo-output")); err != nil {
 		t.Error(err)
+	}
+	noClientGoroutines(t)
+}
+
+// noClientGoroutines fails the test if a client connection outlived the
+// command that opened it. Commands close their client before returning,
+// which waits for its goroutines, so none may be left.
+func noClientGoroutines(t *testing.T) {
+	t.Helper()
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	if strings.Contains(b.String(), "glovebox/client.(*Box)") {
+		t.Errorf("client goroutines still running after the command returned:\n%s", b.String())
 	}
 }
 

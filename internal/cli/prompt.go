@@ -463,6 +463,9 @@ func (p *promptRun) outputs(ctx context.Context, r *client.Result, outs map[stri
 			fmt.Fprintf(p.stdio.Stderr, "  %-24s %-7s %10s  %s\n", name, ref.Kind, humanSize(size), where)
 		}
 	}
+	if len(names) > 0 && dir == "" && !p.asJSON {
+		fmt.Fprintf(p.stdio.Stderr, "  (pass -o DIR to save them)\n")
+	}
 	return errors.Join(errs...)
 }
 
