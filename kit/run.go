@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -44,9 +45,30 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		ss.sendError(bg, p.msg.ID, code, text)
 		return
 	}
-	if err := ss.sendMessage(bg, &protocol.Complete{ID: p.msg.ID, Message: msg, Outputs: outputs}); err != nil {
+	if err := ss.sendComplete(bg, p.msg.ID, msg, outputs); err != nil {
 		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
+}
+
+// sendComplete encodes a complete frame by hand (the common case has no
+// outputs) and queues it.
+func (ss *session) sendComplete(ctx context.Context, id, msg string, outputs map[string]protocol.FileRef) error {
+	b := make([]byte, 0, 64+len(id)+len(msg))
+	b = append(b, `{"type":"complete","id":`...)
+	b = appendString(b, id)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	b = append(b, `,"outputs":`...)
+	if len(outputs) == 0 {
+		b = append(b, '{', '}')
+	} else {
+		j, err := json.Marshal(outputs)
+		if err != nil {
+			return err
+		}
+		b = append(b, j...)
+	}
+	return ss.sendSeq(ctx, b)
 }
 
 // describe maps a prompt's failure to a protocol error code and message.
