@@ -316,11 +316,6 @@ func newView(c *Config, opts Options) *view {
 	for _, k := range sortedKeys(c.FS) {
 		p := c.FS[k].Path
 		v.Dirs = append(v.Dirs, p)
-		if !inImageLayout(p) {
-			v.warnings = append(v.warnings, fmt.Sprintf(
-				"fs.%s: the Nix image creates only %s (writable by uid 10001); %s is created only by nixpacks builds, and the kit cannot create it under /",
-				k, strings.Join(imageDirs, ", "), p))
-		}
 	}
 	v.Dirs = append(v.Dirs, "/var/glovebox/files")
 
@@ -364,18 +359,6 @@ func newView(c *Config, opts Options) *view {
 		v.warnings = append(v.warnings, "agent type \"go\": the generated images run the stock glovebox-kit; a Go agent needs its own kit binary built from your main package")
 	}
 	return v
-}
-
-// imageDirs are the writable directories mkBox creates for uid 10001.
-var imageDirs = []string{"/work", "/input", "/output", "/var/glovebox", "/home/glovebox", "/tmp"}
-
-func inImageLayout(p string) bool {
-	for _, d := range imageDirs {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // dedup drops repeated strings, keeping the first.
