@@ -1,8 +1,12 @@
 package kit
 
 import (
+	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
 )
 
 func FuzzAppendString(f *testing.F) {
@@ -49,4 +53,37 @@ func TestReplay(t *testing.T) {
 	if _, ok := r.since(cur+1, cur); ok {
 		t.Error("since a future seq succeeded")
 	}
+}
+
+// FuzzClientFrames sends arbitrary frames to a live session: whatever they
+// hold, the kit must answer or ignore them and keep the connection.
+func FuzzClientFrames(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"prompt","id":"a","text":"echo hi"}`,
+		`{"type":"prompt","id":"b","text":"/output ../../x","inputs":{"../a":{"kind":"inline","name":"a","data":"eA=="}}}`,
+		`{"type":"prompt","id":"c","text":"x","inputs":{"a":{"kind":"server","name":"a","id":"nope","url":"http://x/files/nope","size":1}}}`,
+		`{"type":"prompt","id":"d","text":"x","outputs_policy":{"inline_below":"1KB","server_ttl":"1s"}}`,
+		`{"type":"abort","id":"zz"}`,
+		`{"type":"display_resolve","slot_id":"slot_9","value":1}`,
+		`{"type":"display_reject","slot_id":"slot_1"}`,
+		`{"type":"hello","capabilities":["resume",1]}`,
+		`{"type":"ping","ts":{"deep":[1,2,3]}}`,
+		`[]`, `null`, `{"type":7}`, "\xff\xfe",
+	} {
+		f.Add(s)
+	}
+	// An agent that touches nothing: fuzzed text must not make it write
+	// files or stream without end.
+	b := newBox(f, agent.Func(func(ctx context.Context, t agent.Turn) (string, error) {
+		return strconv.Itoa(len(t.Text())), t.Emit("text_delta", map[string]string{"text": t.Text()})
+	}))
+	c := b.dial("/", nil)
+	f.Fuzz(func(t *testing.T, frame string) {
+		c.t = t
+		c.sendRaw(frame)
+		c.sendRaw(`{"type":"ping","ts":"fuzz-check"}`)
+		// Every frame before the pong is about the fuzzed input; the pong
+		// proves the connection is still served.
+		c.until(func(m map[string]any) bool { return m["type"] == "pong" && m["ts"] == "fuzz-check" })
+	})
 }

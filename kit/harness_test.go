@@ -25,7 +25,7 @@ import (
 
 // box is a kit served over loopback for a test.
 type box struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *Server
 	ts   *httptest.Server
 	key  string
@@ -51,7 +51,7 @@ func testManifest(key string) *protocol.Manifest {
 
 // newBox serves ag from a fresh root under t.TempDir. It checks at cleanup
 // that Close leaves no kit goroutine behind.
-func newBox(t *testing.T, ag agent.Agent, opts ...boxOpt) *box {
+func newBox(t testing.TB, ag agent.Agent, opts ...boxOpt) *box {
 	t.Helper()
 	t.Cleanup(func() { checkLeaks(t) })
 	key := protocol.NewKey()
@@ -84,7 +84,7 @@ func newBox(t *testing.T, ag agent.Agent, opts ...boxOpt) *box {
 
 // checkLeaks fails the test when goroutines of the kit packages outlive
 // Close.
-func checkLeaks(t *testing.T) {
+func checkLeaks(t testing.TB) {
 	t.Helper()
 	var stacks string
 	for i := 0; i < 200; i++ {
@@ -126,7 +126,7 @@ func (b *box) auth() http.Header { return http.Header{"Authorization": {"Bearer 
 // v1client speaks protocol v1 as the spec describes it: JSON frames decoded
 // by field name, without package protocol.
 type v1client struct {
-	t      *testing.T
+	t      testing.TB
 	c      *wsconn.Conn
 	frames chan map[string]any
 	done   chan struct{}
