@@ -262,7 +262,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Close stops serving: it cancels every running and queued prompt, sends
 // each client a close frame (1001, going away), waits for the sessions to
 // end and closes storage. When ctx ends first, remaining connections are
-// cut and Close returns ctx's error after the same cleanup.
+// cut and Close returns ctx's error after the same cleanup; an agent that
+// ignores cancellation is then left running (and logged).
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -310,7 +311,14 @@ func (s *Server) Close(ctx context.Context) error {
 		for _, ss := range sessions {
 			ss.kill()
 		}
-		<-done
+		// An agent that ignores cancellation would hold Close forever.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-done:
+		case <-t.C:
+			s.log.Error("closing: prompts still running after the deadline; an agent ignores cancellation")
+		}
+		t.Stop()
 	}
 	if cerr := s.closeStorage(); cerr != nil && err == nil {
 		err = cerr
