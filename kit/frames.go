@@ -2,6 +2,7 @@ package kit
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -11,13 +12,18 @@ import (
 const (
 	replayFrames = 4096
 	replayBytes  = 8 << 20
+	// replayTotal bounds the replay buffers of all sessions together; past
+	// it a session keeps only its latest frame.
+	replayTotal = 256 << 20
 )
 
-// replay is a session's buffer of its latest numbered frames.
+// replay is a session's buffer of its latest numbered frames. total, when
+// set, counts the bytes of every session's buffer.
 type replay struct {
 	frames [][]byte
 	first  uint64 // seq of frames[0]
 	bytes  int
+	total  *atomic.Int64
 }
 
 func (r *replay) push(seq uint64, b []byte) {
@@ -25,13 +31,28 @@ func (r *replay) push(seq uint64, b []byte) {
 		r.first = seq
 	}
 	r.frames = append(r.frames, b)
-	r.bytes += len(b)
-	for len(r.frames) > 1 && (len(r.frames) > replayFrames || r.bytes > replayBytes) {
-		r.bytes -= len(r.frames[0])
+	r.grow(len(b))
+	for len(r.frames) > 1 && (len(r.frames) > replayFrames || r.bytes > replayBytes || r.overTotal()) {
+		r.grow(-len(r.frames[0]))
 		r.frames[0] = nil
 		r.frames = r.frames[1:]
 		r.first++
 	}
+}
+
+func (r *replay) grow(n int) {
+	r.bytes += n
+	if r.total != nil {
+		r.total.Add(int64(n))
+	}
+}
+
+func (r *replay) overTotal() bool { return r.total != nil && r.total.Load() > replayTotal }
+
+// reset empties the buffer.
+func (r *replay) reset() {
+	r.grow(-r.bytes)
+	*r = replay{total: r.total}
 }
 
 // since returns the frames numbered after last, given that cur is the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -36,7 +37,8 @@ func mustMarshal(s string) []byte {
 }
 
 func TestReplay(t *testing.T) {
-	var r replay
+	var total atomic.Int64
+	r := replay{total: &total}
 	for seq := uint64(1); seq <= replayFrames+10; seq++ {
 		r.push(seq, []byte{byte(seq)})
 	}
@@ -52,6 +54,13 @@ func TestReplay(t *testing.T) {
 	}
 	if _, ok := r.since(cur+1, cur); ok {
 		t.Error("since a future seq succeeded")
+	}
+	if total.Load() != int64(r.bytes) || r.bytes != replayFrames {
+		t.Errorf("total %d, buffer %d bytes, want %d", total.Load(), r.bytes, replayFrames)
+	}
+	r.reset()
+	if total.Load() != 0 {
+		t.Errorf("total after reset = %d", total.Load())
 	}
 }
 

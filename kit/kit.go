@@ -69,6 +69,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -157,6 +158,8 @@ type Server struct {
 	resumeGrace  time.Duration
 	sharedDirs   bool
 	pingInterval time.Duration
+
+	replayBytes atomic.Int64 // all sessions' replay buffers
 
 	healthBody []byte
 	envBody    []byte

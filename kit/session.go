@@ -94,6 +94,7 @@ func newSessionID() string {
 
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: newSessionID()}
+	ss.replay.total = &s.replayBytes
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
@@ -549,7 +550,7 @@ func (ss *session) end(cause error) {
 
 		ss.sendMu.Lock()
 		ss.stopGraceLocked()
-		ss.replay = replay{}
+		ss.replay.reset()
 		ss.sendMu.Unlock()
 
 		if ss.conv != nil {
