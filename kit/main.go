@@ -46,11 +46,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	manifestPath := fl.String("manifest", os.Getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")
 	root := fl.String("root", os.Getenv("GLOVEBOX_ROOT"), "re-root the manifest's fs paths and the state dir under `DIR` (env GLOVEBOX_ROOT)")
 	stateDir := fl.String("state-dir", os.Getenv("GLOVEBOX_STATE_DIR"), "the kit's state `DIR` (default /var/glovebox, re-rooted; env GLOVEBOX_STATE_DIR)")
+	version := fl.Bool("version", false, "print the kit's version and exit")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *version {
+		fmt.Fprintf(stdout, "glovebox-kit %s\n", Version)
+		return nil
 	}
 	if fl.NArg() > 0 {
 		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q\n", fl.Arg(0))
