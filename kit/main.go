@@ -27,7 +27,7 @@ const shutdownGrace = 10 * time.Second
 
 // Main is the glovebox-kit command line:
 //
-//	glovebox-kit [--manifest PATH] [--root DIR] [--state-dir DIR]
+//	glovebox-kit [--manifest PATH] [--root DIR] [--state-dir DIR] [--version]
 //
 // The manifest path comes from --manifest, else GLOVEBOX_MANIFEST, else
 // glovebox.json in the working directory; --root (GLOVEBOX_ROOT) re-roots
@@ -36,11 +36,20 @@ const shutdownGrace = 10 * time.Second
 // but empty gives relative file URLs, as v1), the port GLOVEBOX_PORT, else
 // PORT, else 8080. GLOVEBOX_LOG=debug turns on debug logs.
 //
+// As a container's PID 1, Main acts as the container's init: it starts the
+// kit again as its child, forwards signals to it, reaps the orphans agents
+// leave behind (which would otherwise pile up as zombies), and returns the
+// kit's exit status as an *ExitStatusError. GLOVEBOX_INIT=off turns that
+// off for containers that already run an init.
+//
 // resolve returns the agent for the manifest. Main serves until ctx ends,
 // then shuts down gracefully. It writes every problem to stderr itself, one
 // line each, and returns a non-nil error whenever the process should exit
 // with a failure status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+	if needsInit() {
+		return runInit(args, stderr)
+	}
 	fl := flag.NewFlagSet("glovebox-kit", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	manifestPath := fl.String("manifest", os.Getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,7 +23,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := kit.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, resolve)
 	stop()
-	if err != nil {
+	var status *kit.ExitStatusError
+	switch {
+	case errors.As(err, &status):
+		os.Exit(status.Code) // the kit's status, passed on by its init
+	case err != nil:
 		os.Exit(1) // kit.Main has reported it
 	}
 }
