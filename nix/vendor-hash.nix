@@ -1,1 +1,1 @@
-"sha256-Ayp+7emrDLyxWpDyWlSFe3U99/P9aG7l5hX9zKoTnLc="
+"sha256-GJIy3Fzj6inY5QkzK0iCj1q3xumo+eE+Vh9MkQtAVVA="
