@@ -64,7 +64,7 @@ func ExampleDecodeClient() {
 	}
 	// Output:
 	// prompt req_1: ls
-	// error for "req_2": protocol: bad message: prompt: json: cannot unmarshal number into Go struct field Prompt.text of type string
+	// error for "req_2": protocol: bad message: prompt: "text" must be a string
 	// ignored: protocol: unknown message type "teleport"
 }
 

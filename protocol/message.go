@@ -300,80 +300,119 @@ func PeekID(data []byte) string {
 	return ""
 }
 
+// clientWire holds every field of every client message, undecoded, so a
+// frame is parsed once; each message type then decodes only its own fields.
+type clientWire struct {
+	Type          *string         `json:"type"`
+	ID            json.RawMessage `json:"id"`
+	Text          json.RawMessage `json:"text"`
+	Inputs        json.RawMessage `json:"inputs"`
+	OutputsPolicy json.RawMessage `json:"outputs_policy"`
+	SlotID        json.RawMessage `json:"slot_id"`
+	Value         json.RawMessage `json:"value"`
+	Error         json.RawMessage `json:"error"`
+	TS            json.RawMessage `json:"ts"`
+	Capabilities  json.RawMessage `json:"capabilities"`
+}
+
 // DecodeClient decodes a frame a client sent. Unknown fields are ignored (a
 // newer client may send more); missing or mistyped required fields are
 // errors wrapping ErrBadMessage; an unknown type wraps ErrUnknownType.
 func DecodeClient(data []byte) (ClientMessage, error) {
-	t, err := peekType(data)
-	if err != nil {
-		return nil, err
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrBadMessage)
 	}
-	var m ClientMessage
+	var w clientWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if w.Type == nil {
+		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadMessage)
+	}
+	t := *w.Type
+	var err error
 	switch t {
 	case TypePrompt:
 		p := new(Prompt)
-		if err := decodeInto(data, p, t); err != nil {
+		if p.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "id", "text"); err != nil {
+		if p.Text, err = rawString(w.Text, t, "text"); err != nil {
 			return nil, err
 		}
 		if p.ID == "" {
 			return nil, fmt.Errorf("%w: prompt: empty \"id\"", ErrBadMessage)
 		}
-		m = p
+		if err := rawDecode(w.Inputs, &p.Inputs, t); err != nil {
+			return nil, err
+		}
+		if err := rawDecode(w.OutputsPolicy, &p.OutputsPolicy, t); err != nil {
+			return nil, err
+		}
+		return p, nil
 	case TypeAbort:
 		a := new(Abort)
-		if err := decodeInto(data, a, t); err != nil {
+		if a.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "id"); err != nil {
-			return nil, err
-		}
-		m = a
+		return a, nil
 	case TypeDisplayResolve:
-		r := new(DisplayResolve)
-		if err := decodeInto(data, r, t); err != nil {
+		r := &DisplayResolve{Value: orNull(w.Value)}
+		if r.SlotID, err = rawString(w.SlotID, t, "slot_id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "slot_id"); err != nil {
-			return nil, err
-		}
-		if r.Value == nil {
-			r.Value = json.RawMessage("null")
-		}
-		m = r
+		return r, nil
 	case TypeDisplayReject:
-		r := new(DisplayReject)
-		if err := decodeInto(data, r, t); err != nil {
+		r := &DisplayReject{Error: orNull(w.Error)}
+		if r.SlotID, err = rawString(w.SlotID, t, "slot_id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "slot_id"); err != nil {
-			return nil, err
-		}
-		if r.Error == nil {
-			r.Error = json.RawMessage("null")
-		}
-		m = r
+		return r, nil
 	case TypePing:
-		p := new(Ping)
-		if err := decodeInto(data, p, t); err != nil {
-			return nil, err
-		}
-		if p.TS == nil {
-			p.TS = json.RawMessage("null")
-		}
-		m = p
+		return &Ping{TS: orNull(w.TS)}, nil
 	case TypeHello:
 		h := new(ClientHello)
-		if err := decodeInto(data, h, t); err != nil {
+		if err := rawDecode(w.Capabilities, &h.Capabilities, t); err != nil {
 			return nil, err
 		}
-		m = h
-	default:
-		return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+		return h, nil
 	}
-	return m, nil
+	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+}
+
+// rawString decodes a required string field.
+func rawString(raw json.RawMessage, t, field string) (string, error) {
+	if raw == nil {
+		return "", fmt.Errorf("%w: %s: missing %q", ErrBadMessage, t, field)
+	}
+	if raw[0] != '"' {
+		return "", fmt.Errorf("%w: %s: %q must be a string", ErrBadMessage, t, field)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
+	}
+	return s, nil
+}
+
+// rawDecode decodes an optional field; absent and null leave v as it is.
+func rawDecode(raw json.RawMessage, v any, t string) error {
+	if raw == nil || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
+	}
+	return nil
+}
+
+// orNull returns raw, or JSON null when the field was absent.
+func orNull(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return json.RawMessage("null")
+	}
+	return raw
 }
 
 // DecodeServer decodes a frame a box sent, with the same rules as

@@ -1,0 +1,27 @@
+package protocol_test
+
+import (
+	"testing"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// BenchmarkDecodeClient measures decoding the frames a kit reads most.
+func BenchmarkDecodeClient(b *testing.B) {
+	for _, bc := range []struct{ name, frame string }{
+		{"prompt", `{"type":"prompt","id":"req_1","text":"Extract the text from this PDF."}`},
+		{"prompt-inputs", `{"type":"prompt","id":"req_1","text":"Extract the text.","inputs":{"sample.pdf":{"kind":"inline","name":"sample.pdf","mime":"application/pdf","data":"JVBERi0xLjQK"},"ref.csv":{"kind":"url","name":"ref.csv","mime":"text/csv","url":"https://example.com/ref.csv"}},"outputs_policy":{"inline_below":"256KB"}}`},
+		{"ping", `{"type":"ping","ts":1732180535000}`},
+		{"display_resolve", `{"type":"display_resolve","slot_id":"slot_1","value":{"optionId":"allow"}}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			frame := []byte(bc.frame)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.DecodeClient(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
