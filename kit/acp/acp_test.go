@@ -665,7 +665,13 @@ func TestCancelIgnoredKillsAgent(t *testing.T) {
 	pid := c.pid()
 	ctx, cancel := context.WithCancel(context.Background())
 	tt := &testTurn{text: "hang", sess: s}
-	tt.onEvent = func(string, json.RawMessage) { cancel() }
+	// Cancel once the agent says it hangs: an update held over from
+	// session/new may come first, before session/prompt is even sent.
+	tt.onEvent = func(typ string, _ json.RawMessage) {
+		if typ == "text_delta" {
+			cancel()
+		}
+	}
 	_, err := c.Prompt(ctx, tt)
 	tt.finish()
 	if !errors.Is(err, context.Canceled) {
