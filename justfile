@@ -37,3 +37,28 @@ build:
 # Fuzz every decoder briefly (FUZZTIME=20s by default).
 fuzz fuzztime="20s":
     for f in $(go test -list '^Fuzz' ./protocol | grep ^Fuzz); do go test -run '^$' -fuzz "^$f\$" -fuzztime {{fuzztime}} ./protocol; done
+
+# Evaluate the flake offline against the stand-in nixpkgs (what CI checks).
+nix-check:
+    nix flake check --no-build --offline --no-write-lock-file --override-input nixpkgs path:$PWD/nix/testdata/nixpkgs path:$PWD
+    go test -race -count=1 ./nix ./internal/nixtest
+
+# Show the flake's outputs, evaluated against the stand-in nixpkgs.
+nix-show:
+    nix flake show --offline --no-write-lock-file --override-input nixpkgs path:$PWD/nix/testdata/nixpkgs path:$PWD
+
+# Build a base image for real (needs nixpkgs and a binary cache): just image media
+image base="base":
+    nix build .#box-{{base}} --out-link result-{{base}}
+
+# Build a base image and load it into Docker.
+load base="base": (image base)
+    ./result-{{base}} | docker load
+
+# Rewrite nix/vendor-hash.nix after go.mod, go.sum or the imports change.
+vendor-hash:
+    go test ./nix -count=1 -run TestVendorHash -update
+
+# Check the stand-in's package names against the pinned nixpkgs (needs network): prints [] when all exist.
+verify-names:
+    nix eval --json --impure --expr 'import ./nix/testdata/nixpkgs/verify.nix { nixpkgs = builtins.getFlake "github:NixOS/nixpkgs/78e9c786dc08cd4f3420c2395cd977206a9b1da2"; }'
