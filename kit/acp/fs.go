@@ -183,19 +183,11 @@ func (c *conversation) readTextFile(params json.RawMessage) (any, error) {
 	if p.Line != nil && *p.Line < 0 || p.Limit != nil && *p.Limit < 0 {
 		return nil, rpcErrorf(codeInvalidParams, "line and limit must not be negative")
 	}
-	f, _, err := c.openIn(p.Path, false, os.O_RDONLY)
+	f, err := c.openRegular(p.Path, false, os.O_RDONLY)
 	if err != nil {
-		return nil, fsError(p.Path, err)
+		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return nil, fsError(p.Path, err)
-	} else if !st.Mode().IsRegular() {
-		return nil, rpcErrorf(codeInvalidParams, "%s is not a regular file", p.Path)
-	}
-	if err := clearNonblock(f); err != nil {
-		return nil, fsError(p.Path, err)
-	}
 
 	first := int64(1)
 	if p.Line != nil && *p.Line > 0 {
@@ -242,19 +234,11 @@ func (c *conversation) writeTextFile(params json.RawMessage) (any, error) {
 	if p.Content == nil {
 		return nil, rpcErrorf(codeInvalidParams, "content is missing")
 	}
-	f, _, err := c.openIn(p.Path, true, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	f, err := c.openRegular(p.Path, true, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
-		return nil, fsError(p.Path, err)
+		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return nil, fsError(p.Path, err)
-	} else if !st.Mode().IsRegular() {
-		return nil, rpcErrorf(codeInvalidParams, "%s is not a regular file", p.Path)
-	}
-	if err := clearNonblock(f); err != nil {
-		return nil, fsError(p.Path, err)
-	}
 	if _, err := io.WriteString(f, *p.Content); err != nil {
 		return nil, fsError(p.Path, err)
 	}
@@ -263,6 +247,32 @@ func (c *conversation) writeTextFile(params json.RawMessage) (any, error) {
 	}
 	c.log.Debug("acp: fs/write_text_file", "path", p.Path, "bytes", len(*p.Content))
 	return map[string]any{}, nil
+}
+
+// openRegular opens path inside the session's directories for the fs
+// methods and checks that it is a regular file in blocking mode; errors come
+// back as JSON-RPC errors.
+func (c *conversation) openRegular(path string, write bool, flag int) (*os.File, error) {
+	f, _, err := c.openIn(path, write, flag)
+	if err != nil {
+		return nil, fsError(path, err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fsError(path, err)
+	case !st.Mode().IsRegular():
+		err = rpcErrorf(codeInvalidParams, "%s is not a regular file", path)
+	default:
+		if err = clearNonblock(f); err != nil {
+			err = fsError(path, err)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // clearNonblock undoes the O_NONBLOCK used to open the file safely.
