@@ -38,11 +38,18 @@
     in
     {
       lib = {
-        # mkBox { pkgs, name, manifest, base ? "base", packages ? [ ],
+        # mkBox { pkgs, name, manifest, base ? "base", baseName ? null, packages ? [ ],
         #         pythonPackages ? [ ], env ? { }, version ? "0.1.0",
         #         tag ? version, kit ? this flake's glovebox-kit }
         mkBox = import ./nix/mkbox.nix { inherit self; };
         inherit bases version;
+
+        # The built-in bases in the shape another flake exposes its own
+        # with: gloveboxBases.<name> = { pkgs }: { description; packages;
+        # pythonPackages ? [ ]; env ? { }; }. mkBox takes one as base (with
+        # baseName as its label), and `base = "<flakeref>#<name>"` in
+        # glovebox.toml names one in another flake.
+        gloveboxBases = lib.genAttrs bases (base: import (./baseimages + "/${base}.nix"));
       };
 
       packages = forAllSystems (

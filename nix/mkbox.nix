@@ -9,6 +9,11 @@
 # and so do the other fs mounts a manifest given as a path declares.
 # /tmp is 1777. Timestamps are fixed, so the same inputs give the same image.
 #
+# base is a built-in base's name, or a base spec from another flake's
+# lib.gloveboxBases (a function { pkgs }: { description; packages;
+# pythonPackages ? [ ]; env ? { }; } or the set it returns) with baseName
+# as its label in GLOVEBOX_BASE and the image labels.
+#
 # passthru.glovebox records what the image is made of (base, resolved
 # package names, config, directory layout) for tests and tools.
 { self }:
@@ -53,6 +58,7 @@ in
   name,
   version ? "0.1.0",
   base ? "base",
+  baseName ? null,
   packages ? [ ],
   pythonPackages ? [ ],
   manifest,
@@ -65,18 +71,75 @@ let
 
   fail = msg: throw "glovebox mkBox (${name}): ${msg}";
 
-  common = import bases.base { inherit pkgs; };
-  chosen =
-    if !(bases ? ${base}) then
-      fail "unknown base \"${base}\"; use one of: ${lib.concatStringsSep ", " (builtins.attrNames bases)}"
-    else if base == "base" then
-      {
-        packages = [ ];
-        pythonPackages = [ ];
-        env = { };
-      }
+  shape = "{ description; packages; pythonPackages ? [ ]; env ? { }; }";
+
+  # The base's label in GLOVEBOX_BASE, the image labels and passthru.
+  label =
+    if baseName != null then
+      (if builtins.isString baseName then baseName else fail "baseName must be a string, got a ${builtins.typeOf baseName}")
+    else if builtins.isString base then
+      base
     else
-      import bases.${base} { inherit pkgs; };
+      "custom";
+
+  # A base is one of the built-in names, or a base spec as another flake's
+  # lib.gloveboxBases.<name> holds it: a function { pkgs }: ${shape}, or
+  # the attribute set it returns. The common layer (the "base" base) is in
+  # every image either way.
+  common = import bases.base { inherit pkgs; };
+  spec =
+    if builtins.isString base then
+      if !(bases ? ${base}) then
+        fail "unknown base \"${base}\"; use one of: ${lib.concatStringsSep ", " (builtins.attrNames bases)}, or pass a base spec ({ pkgs }: ${shape})"
+      else if base == "base" then
+        { packages = [ ]; }
+      else
+        import bases.${base} { inherit pkgs; }
+    else if builtins.isFunction base then
+      base { inherit pkgs; }
+    else if builtins.isAttrs base then
+      base
+    else
+      fail "base must be one of ${lib.concatStringsSep ", " (builtins.attrNames bases)} or a base spec ({ pkgs }: ${shape}), got a ${builtins.typeOf base}";
+
+  badSpec = msg: fail "base ${label}: ${msg}; a base spec is ${shape}";
+  checkList =
+    what: pred: kind: one: xs:
+    if !(builtins.isList xs) then
+      badSpec "${what} must be a list of ${kind}, got a ${builtins.typeOf xs}"
+    else
+      let
+        bad = builtins.filter (i: !(pred (builtins.elemAt xs i))) (builtins.genList (i: i) (builtins.length xs));
+        i = builtins.head bad;
+      in
+      if bad == [ ] then
+        xs
+      else
+        badSpec "${what}[${toString i}] is a ${builtins.typeOf (builtins.elemAt xs i)}, not ${one}";
+  chosen =
+    if !(builtins.isAttrs spec) then
+      badSpec "the spec is a ${builtins.typeOf spec}, not an attribute set"
+    else if !(spec ? packages) then
+      badSpec "packages is missing"
+    else
+      let
+        env = spec.env or { };
+        badEnv = builtins.filter (k: !(builtins.isString env.${k})) (builtins.attrNames env);
+        description = spec.description or "";
+      in
+      {
+        description =
+          if builtins.isString description then description else badSpec "description must be a string, got a ${builtins.typeOf description}";
+        packages = checkList "packages" lib.isDerivation "packages" "a package" spec.packages;
+        pythonPackages = checkList "pythonPackages" builtins.isString "python3Packages names" "a name" (spec.pythonPackages or [ ]);
+        env =
+          if !(builtins.isAttrs env) then
+            badSpec "env must be an attribute set of strings, got a ${builtins.typeOf env}"
+          else if badEnv != [ ] then
+            badSpec "env.${builtins.head badEnv} must be a string, got a ${builtins.typeOf env.${builtins.head badEnv}}"
+          else
+            env;
+      };
 
   resolve =
     attr:
@@ -134,7 +197,7 @@ let
   fixedEnv = {
     GLOVEBOX_MANIFEST = manifestPath;
     GLOVEBOX_PORT = "8080";
-    GLOVEBOX_BASE = base;
+    GLOVEBOX_BASE = label;
     HOME = "/home/glovebox";
     PATH = "/bin:/usr/bin";
     SSL_CERT_FILE = "/etc/ssl/certs/ca-bundle.crt";
@@ -156,7 +219,7 @@ let
     Labels = {
       "org.opencontainers.image.title" = name;
       "org.opencontainers.image.version" = version;
-      "dev.glovebox.base" = base;
+      "dev.glovebox.base" = label;
     };
   };
 
@@ -179,6 +242,8 @@ let
   packageName = p: (builtins.parseDrvName (p.name or "unknown")).name;
 in
 assert badEnv == [ ] || fail "env may not set ${lib.concatStringsSep ", " badEnv}";
+# A malformed base spec fails here, not only when the image is built.
+assert builtins.seq label (builtins.seq chosen.description (builtins.seq chosen.env true));
 pkgs.dockerTools.streamLayeredImage {
   inherit
     name
@@ -190,8 +255,9 @@ pkgs.dockerTools.streamLayeredImage {
   created = epoch;
   mtime = epoch;
   passthru.glovebox = {
+    base = label;
+    baseDescription = chosen.description;
     inherit
-      base
       version
       tag
       uid

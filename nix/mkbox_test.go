@@ -44,7 +44,16 @@ const consumerFlake = `{
         kit = box { kit = pkgs.jq; };
         mounts = box { manifest = ./mounts.json; };
         aarch64 = glovebox.lib.mkBox { pkgs = nixpkgs.legacyPackages.aarch64-linux; name = "a"; manifest = ./glovebox.json; };
+        media = box { base = "media"; };
+        specFunction = box {
+          base = { pkgs }: { description = "ml tools"; packages = [ pkgs.ripgrep ]; pythonPackages = [ "numpy" ]; env.ML_HOME = "/opt/ml"; };
+          baseName = "github:acme/glovebox-bases#ml";
+          pythonPackages = [ "rich" ];
+        };
+        specAttrs = box { base = { packages = [ pkgs.unzip ]; }; };
+        fromLib = box { base = glovebox.lib.gloveboxBases.media; baseName = "media"; };
       };
+      gloveboxBases = builtins.attrNames glovebox.lib.gloveboxBases;
       errors = {
         unknownBase = box { base = "gpu"; };
         missingPackage = box { packages = [ "nosuchpkg" ]; };
@@ -54,6 +63,14 @@ const consumerFlake = `{
         reservedEnv = box { env.GLOVEBOX_MANIFEST = "/elsewhere.json"; };
         badManifest = box { manifest = ./not-a-manifest.json; };
         noManifest = glovebox.lib.mkBox { inherit pkgs; name = "x"; };
+        specNoPackages = box { base = { pkgs }: { description = "x"; }; baseName = "acme#x"; };
+        specPackagesNotList = box { base = { packages = "jq"; }; };
+        specNotPackage = box { base = { pkgs }: { packages = [ pkgs.jq "ripgrep" ]; }; };
+        specPythonNotString = box { base = { packages = [ ]; pythonPackages = [ 1 ]; }; };
+        specEnvNotString = box { base = { packages = [ ]; env.A = [ "x" ]; }; };
+        specNotAttrs = box { base = { pkgs }: [ pkgs.jq ]; };
+        baseWrongType = box { base = 3; };
+        baseNameWrongType = box { base = { packages = [ ]; }; baseName = 1; };
         unsupportedSystem = glovebox.lib.mkBox {
           pkgs = pkgs // { stdenv = pkgs.stdenv // { hostPlatform = { system = "riscv64-linux"; }; }; };
           name = "x";
@@ -170,6 +187,45 @@ func TestMkBox(t *testing.T) {
 			t.Errorf("fakeRootCommands does not quote the path, want %s in:\n%s", want, c.FakeRoot)
 		}
 	})
+	t.Run("base spec function", func(t *testing.T) {
+		c, d := cases["specFunction"], cases["defaults"]
+		const label = "github:acme/glovebox-bases#ml"
+		if c.Base != label || c.Env["GLOVEBOX_BASE"] != label || c.Labels["dev.glovebox.base"] != label {
+			t.Errorf("base %q GLOVEBOX_BASE %q label %q, want %q", c.Base, c.Env["GLOVEBOX_BASE"], c.Labels["dev.glovebox.base"], label)
+		}
+		if c.Env["ML_HOME"] != "/opt/ml" || c.Env["GLOVEBOX_PORT"] != "8080" {
+			t.Errorf("env %v, want the spec's ML_HOME and the fixed env", c.Env)
+		}
+		// The common layer is there, as for a named base.
+		for _, p := range append(slices.Clone(d.Contents), "ripgrep") {
+			if !slices.Contains(c.Contents, p) {
+				t.Errorf("contents %v lack %s", c.Contents, p)
+			}
+		}
+		if diff := cmp.Diff([][]string{{"numpy", "rich"}}, c.Python); diff != "" {
+			t.Errorf("python3.withPackages (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("base spec attrset", func(t *testing.T) {
+		c, d := cases["specAttrs"], cases["defaults"]
+		if c.Base != "custom" || c.Env["GLOVEBOX_BASE"] != "custom" {
+			t.Errorf("base %q GLOVEBOX_BASE %q, want custom without a baseName", c.Base, c.Env["GLOVEBOX_BASE"])
+		}
+		if diff := cmp.Diff(append(slices.Clone(d.Contents), "unzip"), c.Contents); diff != "" {
+			t.Errorf("contents (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("lib.gloveboxBases", func(t *testing.T) {
+		var names []string
+		nixtest.EvalJSON(t, &names, append(flags, "path:"+dir+"#gloveboxBases")...)
+		if diff := cmp.Diff([]string{"base", "browser", "docs", "media", "python"}, names); diff != "" {
+			t.Errorf("lib.gloveboxBases (-want +got):\n%s", diff)
+		}
+		a, b := cases["fromLib"], cases["media"]
+		if diff := cmp.Diff(b, a); diff != "" {
+			t.Errorf("mkBox with lib.gloveboxBases.media differs from base = \"media\" (-named +spec):\n%s", diff)
+		}
+	})
 	t.Run("kit follows pkgs' system", func(t *testing.T) {
 		want := []string{kits["aarch64-linux"] + "/bin/glovebox-kit"}
 		if diff := cmp.Diff(want, cases["aarch64"].Entrypoint); diff != "" || kits["aarch64-linux"] == kits["x86_64-linux"] {
@@ -183,7 +239,7 @@ func TestMkBoxErrors(t *testing.T) {
 	tests := []struct {
 		name, want string
 	}{
-		{"unknownBase", `unknown base "gpu"; use one of: base, browser, docs, media, python`},
+		{"unknownBase", `unknown base "gpu"; use one of: base, browser, docs, media, python, or pass a base spec`},
 		{"missingPackage", `package "nosuchpkg" is not an attribute of nixpkgs`},
 		{"notAPackage", `"python3Packages" names an attribute of nixpkgs that is not a package`},
 		{"renamedPackage", `renamed to 'noto-fonts-color-emoji'`},
@@ -192,6 +248,14 @@ func TestMkBoxErrors(t *testing.T) {
 		{"badManifest", `not-a-manifest.json is not a glovebox.json`},
 		{"noManifest", `without required argument 'manifest'`},
 		{"unsupportedSystem", `no glovebox-kit for riscv64-linux`},
+		{"specNoPackages", `base acme#x: packages is missing; a base spec is { description; packages; pythonPackages ? [ ]; env ? { }; }`},
+		{"specPackagesNotList", `base custom: packages must be a list of packages, got a string`},
+		{"specNotPackage", `base custom: packages[1] is a string, not a package; a base spec is`},
+		{"specPythonNotString", `base custom: pythonPackages[0] is a int, not a name`},
+		{"specEnvNotString", `base custom: env.A must be a string, got a list`},
+		{"specNotAttrs", `base custom: the spec is a list, not an attribute set`},
+		{"baseWrongType", `base must be one of base, browser, docs, media, python or a base spec ({ pkgs }: { description; packages;`},
+		{"baseNameWrongType", `baseName must be a string, got a int`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
