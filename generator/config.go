@@ -31,9 +31,14 @@ type Config struct {
 
 	Name    string
 	Version string
-	// Base is one of Bases, without v1's "glovebox/" prefix.
-	Base     string
-	Packages protocol.Packages
+	// Base is one of Bases, without v1's "glovebox/" prefix, or a base
+	// from another flake as written ("github:acme/glovebox-bases#ml").
+	Base string
+	// BaseFlake and BaseAttr are set for a base from another flake: the
+	// flake reference and the name under its lib.gloveboxBases.
+	BaseFlake string
+	BaseAttr  string
+	Packages  protocol.Packages
 	// Env holds the declared variables; EnvOrder their names in the order
 	// the file declares them (v1 writes .env.example in that order).
 	Env      map[string]protocol.EnvSpec
@@ -68,10 +73,14 @@ func Load(dir string) (*Config, error) {
 // fingerprint: v1's fields plus the additive agent and sessions.
 func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 	agent := c.Agent
+	base := "glovebox/" + c.Base
+	if c.BaseFlake != "" {
+		base = c.Base
+	}
 	return &protocol.Manifest{
 		Name:            c.Name,
 		Version:         c.Version,
-		Base:            "glovebox/" + c.Base,
+		Base:            base,
 		FS:              c.FS,
 		Env:             c.Env,
 		Limits:          c.Limits,
@@ -158,11 +167,13 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 		case "base":
 			if s, ok := d.str(k, v); ok {
-				b := strings.TrimPrefix(s, "glovebox/")
-				if !contains(Bases, b) {
-					d.errorf(k, "%q is not a base image: use one of %s", s, strings.Join(Bases, ", "))
+				if b := strings.TrimPrefix(s, "glovebox/"); contains(Bases, b) {
+					c.Base = b
+				} else if ref, attr, err := ParseFlakeBase(s); err != nil {
+					d.errorf(k, "%v", err)
+				} else {
+					c.Base, c.BaseFlake, c.BaseAttr = s, ref, attr
 				}
-				c.Base = b
 			}
 		case "packages":
 			d.packages(k, v, c)

@@ -99,7 +99,21 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", `name = "My Box"`, []string{`glovebox.toml:1: name: "My Box" is not a valid box name`}},
 		{"name type", `name = 3`, []string{`glovebox.toml:1: name: want a string, got the integer 3`}},
 		{"bad version", `version = "1 0"`, []string{`glovebox.toml:1: version: "1 0" is not a valid version`}},
-		{"bad base", `base = "ubuntu:22.04"`, []string{`glovebox.toml:1: base: "ubuntu:22.04" is not a base image: use one of base, media, docs, python, browser`}},
+		{"bad base", `base = "ubuntu:22.04"`, []string{`glovebox.toml:1: base: "ubuntu:22.04" is not a base image: use one of base, media, docs, python, browser, or write a base from another flake as "<flakeref>#<name>"`}},
+		{"flake base scheme", "name = \"x\"\nbase = \"git+ssh://git@example.com/b#ml\"\n", []string{`glovebox.toml:2: base: "git+ssh://git@example.com/b#ml" is not a base image`, `github:owner/repo[/ref], git+https://host/path, https://host/file.tar.gz (a tarball) or path:/absolute/dir`}},
+		{"flake base unsafe char", `base = "github:acme/b${x}#ml"`, []string{`glovebox.toml:1: base: "github:acme/b${x}#ml": the flake reference contains '$', which is not allowed: use letters, digits and - . _ ~ : / ? & = % + @ , only`}},
+		{"flake base quote", `base = 'github:acme/b"#ml'`, []string{`contains '"', which is not allowed`}},
+		{"flake base space", `base = "github:acme/b c#ml"`, []string{`contains ' ', which is not allowed`}},
+		{"flake base no name", `base = "github:acme/bases#"`, []string{`glovebox.toml:1: base: "github:acme/bases#": "" is not a base name: after # write the name under lib.gloveboxBases`}},
+		{"flake base bad name", `base = "github:acme/bases#m.l"`, []string{`"m.l" is not a base name`}},
+		{"flake base two hashes", `base = "github:acme/bases#a#b"`, []string{`"a#b" is not a base name`}},
+		{"flake base no hash", `base = "github:acme/bases"`, []string{`"github:acme/bases" is not a base image: use one of base, media, docs, python, browser, or write a base from another flake`}},
+		{"flake base github no repo", `base = "github:acme#ml"`, []string{`"github:acme" is not a flake reference this generator accepts`}},
+		{"flake base https not tarball", `base = "https://example.com/bases#ml"`, []string{`"https://example.com/bases" is not a flake reference this generator accepts`}},
+		{"flake base http", `base = "http://example.com/b.tar.gz#ml"`, []string{`is not a base image`}},
+		{"flake base relative path", `base = "path:./bases#ml"`, []string{`"path:./bases" is not a flake reference this generator accepts`}},
+		{"flake base path dotdot", `base = "path:/srv/../etc#ml"`, []string{`is not a flake reference this generator accepts`}},
+		{"flake base file", `base = "file:///srv/b.tar.gz#ml"`, []string{`is not a base image`}},
 		{"apt refused", "[packages]\napt = [\"poppler-utils\", \"libfoo\"]\n", []string{
 			`glovebox.toml:2: packages.apt[0]: apt packages are not supported`, `list the nixpkgs attribute "poppler-utils" under packages.nix`,
 			`glovebox.toml:2: packages.apt[1]`, `search.nixos.org`}},
@@ -157,6 +171,36 @@ func TestParseErrors(t *testing.T) {
 				at += i + len(w)
 			}
 		})
+	}
+}
+
+func TestParseFlakeBase(t *testing.T) {
+	for _, tc := range []struct{ in, ref, attr string }{
+		{"github:acme/glovebox-bases#ml", "github:acme/glovebox-bases", "ml"},
+		{"github:acme/glovebox-bases/v1.2#ml_2", "github:acme/glovebox-bases/v1.2", "ml_2"},
+		{"github:acme/bases?ref=main&dir=sub#gpu-small", "github:acme/bases?ref=main&dir=sub", "gpu-small"},
+		{"git+https://git.example.com/acme/bases.git?ref=main#ml", "git+https://git.example.com/acme/bases.git?ref=main", "ml"},
+		{"https://example.com:8443/bases/v1.tar.gz#ml", "https://example.com:8443/bases/v1.tar.gz", "ml"},
+		{"https://example.com/b.zip#ml", "https://example.com/b.zip", "ml"},
+		{"path:/srv/glovebox-bases#ml", "path:/srv/glovebox-bases", "ml"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte("base = "+tomlstr(tc.in)+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Base != tc.in || c.BaseFlake != tc.ref || c.BaseAttr != tc.attr {
+				t.Errorf("Parse(base = %q) = base %q flake %q attr %q, want %q %q %q", tc.in, c.Base, c.BaseFlake, c.BaseAttr, tc.in, tc.ref, tc.attr)
+			}
+			if m := c.Manifest("f"); m.Base != tc.in {
+				t.Errorf("manifest base = %q, want %q as written", m.Base, tc.in)
+			}
+		})
+	}
+	// The built-in names keep v1's prefix and are no flake bases.
+	c, err := Parse("glovebox.toml", []byte(`base = "glovebox/media"`))
+	if err != nil || c.Base != "media" || c.BaseFlake != "" || c.Manifest("f").Base != "glovebox/media" {
+		t.Errorf("Parse(glovebox/media) = %+v, %v", c, err)
 	}
 }
 

@@ -129,8 +129,13 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
-	keptLabel, kept := keptGlovebox(opts.PreviousLock)
-	lock, err := marshalJSON(lockFile(opts, keptLabel, kept))
+	keptLabel, kept := keptInput(opts.PreviousLock, "glovebox")
+	var baseLabel string
+	var baseNodes map[string]json.RawMessage
+	if c.BaseFlake != "" {
+		baseLabel, baseNodes = keptInput(opts.PreviousLock, "base")
+	}
+	lock, err := marshalJSON(lockFile(opts, keptLabel, kept, baseLabel, baseNodes))
 	if err != nil {
 		return nil, fmt.Errorf("generate: flake.lock: %w", err)
 	}
@@ -178,7 +183,9 @@ func marshalJSON(v any) ([]byte, error) {
 // lockFile is the flake.lock (version 7) of the generated flake. nixpkgs is
 // locked to the pin; glovebox to the release pin when there is one, else to
 // what a previous lock held, else it is left for the first networked lock.
-func lockFile(opts Options, keptLabel string, kept map[string]json.RawMessage) map[string]any {
+// A base from another flake is kept from the previous lock when it holds
+// one, else it is left for the first networked lock too.
+func lockFile(opts Options, keptLabel string, kept map[string]json.RawMessage, baseLabel string, baseNodes map[string]json.RawMessage) map[string]any {
 	nodes := map[string]any{"nixpkgs": opts.Nixpkgs.lockNode()}
 	rootInputs := map[string]any{"nixpkgs": "nixpkgs"}
 	switch {
@@ -193,15 +200,23 @@ func lockFile(opts Options, keptLabel string, kept map[string]json.RawMessage) m
 		}
 		rootInputs["glovebox"] = keptLabel
 	}
+	if baseNodes != nil {
+		for label, n := range baseNodes {
+			if _, clash := nodes[label]; !clash {
+				nodes[label] = n
+			}
+		}
+		rootInputs["base"] = baseLabel
+	}
 	nodes["root"] = map[string]any{"inputs": rootInputs}
 	return map[string]any{"nodes": nodes, "root": "root", "version": 7}
 }
 
-// keptGlovebox returns the label of a previous lock's glovebox node and
-// the nodes it reaches, by label. It returns no nodes when the lock is
-// absent, unreadable, of another version, or its nodes would clash with
-// ours.
-func keptGlovebox(prev []byte) (string, map[string]json.RawMessage) {
+// keptInput returns the label of the node a previous lock gives the root
+// input named input, and the nodes it reaches, by label. It returns no
+// nodes when the lock is absent, unreadable, of another version, or its
+// nodes would clash with ours.
+func keptInput(prev []byte, input string) (string, map[string]json.RawMessage) {
 	if len(prev) == 0 {
 		return "", nil
 	}
@@ -223,7 +238,7 @@ func keptGlovebox(prev []byte) (string, map[string]json.RawMessage) {
 		return n.Inputs
 	}
 	var start string
-	if json.Unmarshal(inputsOf(l.Root)["glovebox"], &start) != nil || start == "" {
+	if json.Unmarshal(inputsOf(l.Root)[input], &start) != nil || start == "" {
 		return "", nil // absent, or a follows path
 	}
 	kept := map[string]json.RawMessage{}
@@ -253,6 +268,9 @@ func keptGlovebox(prev []byte) (string, map[string]json.RawMessage) {
 // escape at the point of use.
 type view struct {
 	Name, Version, Base string
+	// BaseFlake and BaseAttr name a base from another flake: the flake
+	// reference and the name under its lib.gloveboxBases.
+	BaseFlake, BaseAttr string
 	NixpkgsURL          string
 	NixpkgsRev          string
 	// NixPackages are nixpkgs attribute paths for the flake.
@@ -286,6 +304,7 @@ type kv struct{ Key, Value string }
 func newView(c *Config, opts Options) *view {
 	v := &view{
 		Name: c.Name, Version: c.Version, Base: c.Base,
+		BaseFlake: c.BaseFlake, BaseAttr: c.BaseAttr,
 		NixpkgsURL:  opts.Nixpkgs.url(),
 		NixpkgsRev:  opts.Nixpkgs.Rev,
 		NixPackages: c.Packages.Nix,
@@ -323,7 +342,15 @@ func newView(c *Config, opts Options) *view {
 	// nixpkgs; the base image's packages and the box's come from the same
 	// nixpkgs, Python packages from pip in a virtual environment.
 	// Every image has the base's userland, then the chosen base's tools.
+	// A base from another flake exists only in the Nix image: nixpacks
+	// gets the common layer and the box's own packages.
 	common, base := baseSpecs["base"], baseSpecs[c.Base]
+	if c.BaseFlake != "" {
+		base = baseSpec{}
+		v.warnings = append(v.warnings, fmt.Sprintf(
+			"base %q comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own (packages.nix, pip, npm), not that base's; list what the nixpacks build needs under [packages] too (the Nix image, flake.nix and the Dockerfile, has the base)",
+			c.Base))
+	}
 	v.SetupPkgs = dedup(append(append(append([]string{"cacert", "go"}, common.Nix...), base.Nix...), c.Packages.Nix...))
 	for _, k := range sortedKeys(base.Env) {
 		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})

@@ -201,6 +201,7 @@ func TestWarnings(t *testing.T) {
 		{"npx without node", "[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", []string{`agent.command runs npx, but no Node.js is listed: add "nodejs_22" to packages.nix`}},
 		{"npx with node", "[packages]\nnix = [\"nodejs_24\"]\n[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", nil},
 		{"go agent", "[agent]\ntype = \"go\"\n", []string{`agent type "go"`}},
+		{"flake base", "base = \"github:acme/bases#ml\"\n", []string{`base "github:acme/bases#ml" comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own`}},
 		{"custom fs", "[fs.work]\npath = \"/work\"\nwritable = true\n[fs.data]\npath = \"/data\"\nwritable = true\n", nil}, // mkBox creates the manifest's own mounts, owned by 10001
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,6 +251,54 @@ func FuzzPreviousLock(f *testing.F) {
 			t.Fatal("flake.lock lost nixpkgs")
 		}
 	})
+}
+
+// TestFlakeBaseNixKeyword: a base named like a Nix keyword is quoted.
+func TestFlakeBaseNixKeyword(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte("base = \"github:acme/bases#if\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Generate(c, Options{Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flake := string(fileData(t, res, FlakeFile)); !strings.Contains(flake, `base = base.lib.gloveboxBases."if";`) {
+		t.Errorf("flake.nix does not quote the keyword:\n%s", flake)
+	}
+}
+
+func TestPreviousLockKeepsBase(t *testing.T) {
+	prev := []byte(`{"nodes":{"base":{"inputs":{"nixpkgs":"nixpkgs_2"},"locked":{"rev":"b"}},"nixpkgs_2":{"locked":{"rev":"n2"}},"nixpkgs":{"locked":{"rev":"old"}},"root":{"inputs":{"base":"base","nixpkgs":"nixpkgs"}}},"root":"root","version":7}`)
+	for _, tc := range []struct {
+		name, toml string
+		want       []string
+	}{
+		{"flake base", "base = \"github:acme/bases#ml\"\n", []string{"base", "nixpkgs", "nixpkgs_2", "root"}},
+		{"built-in base", "base = \"media\"\n", []string{"nixpkgs", "root"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Generate(c, Options{Key: testKey, PreviousLock: prev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var l struct {
+				Nodes map[string]struct {
+					Inputs map[string]string `json:"inputs"`
+				} `json:"nodes"`
+			}
+			if err := json.Unmarshal(fileData(t, res, LockFile), &l); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, sortedKeys(l.Nodes)); diff != "" {
+				t.Errorf("lock nodes mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 func TestPreviousLockKeepsGlovebox(t *testing.T) {

@@ -132,6 +132,9 @@ func TestFlakesEvaluate(t *testing.T) {
 			nixtest.Parse(t, filepath.Join(out, FlakeFile))
 
 			override := []string{"--no-write-lock-file", "--override-input", "glovebox", "path:" + root}
+			if c.BaseFlake != "" {
+				override = append(override, "--override-input", "base", "path:"+testBases(t))
+			}
 			_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(override, "path:"+out)...)...)
 			for _, line := range strings.Split(string(stderr), "\n") {
 				if strings.Contains(line, "warning:") && !strings.Contains(line, "not writing modified lock file") && !strings.Contains(line, "Git tree") {
@@ -151,6 +154,9 @@ func TestFlakesEvaluate(t *testing.T) {
 					t.Fatalf("no packages.%s", system)
 				}
 				checkImage(t, system, c, res, img, manifest)
+				if c.BaseFlake != "" {
+					checkFlakeBase(t, system, c, img)
+				}
 			}
 		})
 	}
@@ -240,6 +246,91 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s: manifest in the image differs from glovebox.json (-want +got):\n%s", system, diff)
+	}
+}
+
+// testBases is the example flake exposing lib.gloveboxBases.ml, passed
+// in place of a box's base input.
+func testBases(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkFlakeBase checks an image built on testdata/bases' ml base: its
+// packages, Python packages and env are in the image, with the common
+// layer, and GLOVEBOX_BASE is the base as written.
+func checkFlakeBase(t *testing.T, system string, c *Config, img imageInfo) {
+	t.Helper()
+	for _, p := range append([]string{"ripgrep", "unzip"}, baseSpecs["base"].Nix...) {
+		if !contains(img.Contents, p) {
+			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
+		}
+	}
+	if !contains(img.Glovebox.PythonPackages, "numpy") {
+		t.Errorf("%s: pythonPackages = %v, want the base's numpy", system, img.Glovebox.PythonPackages)
+	}
+	env := map[string]string{}
+	for _, kv := range img.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if env["ML_HOME"] != "/opt/ml" {
+		t.Errorf("%s: env ML_HOME = %q, want the base's /opt/ml", system, env["ML_HOME"])
+	}
+	if env["GLOVEBOX_BASE"] != c.Base || img.Glovebox.Base != c.Base {
+		t.Errorf("%s: GLOVEBOX_BASE = %q, passthru base %q, want %q", system, env["GLOVEBOX_BASE"], img.Glovebox.Base, c.Base)
+	}
+}
+
+// TestFlakeBaseLockSurvivesNixLock lets a real Nix lock the base input
+// of a box on another flake's base, then generates again: the nodes Nix
+// wrote come back byte for byte.
+func TestFlakeBaseLockSurvivesNixLock(t *testing.T) {
+	nixtest.Require(t)
+	s := nixtest.StandInNixpkgs(t)
+	root := rootFlake(t)
+	dir := filepath.Join("testdata", "flakebase")
+	res := generateCase(t, dir, Options{Nixpkgs: standInPin(s)})
+	if lock := fileData(t, res, LockFile); bytes.Contains(lock, []byte(`"base"`)) {
+		t.Fatalf("the first lock names the base input, want it left for nix:\n%s", lock)
+	}
+	out := t.TempDir()
+	if _, err := Write(out, res.Files); err != nil {
+		t.Fatal(err)
+	}
+	nixtest.Run(t, "nix", "flake", "lock", "--offline", "--override-input", "glovebox", "path:"+root, "--override-input", "base", "path:"+testBases(t), "path:"+out)
+	nixLock, err := os.ReadFile(filepath.Join(out, LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(nixLock, []byte(`"base": "base"`)) {
+		t.Fatalf("nix flake lock did not add the base input:\n%s", nixLock)
+	}
+	again := generateCase(t, dir, Options{Nixpkgs: standInPin(s), PreviousLock: nixLock})
+	if diff := cmp.Diff(string(nixLock), string(fileData(t, again, LockFile))); diff != "" {
+		t.Errorf("regenerated lock differs from the one nix wrote (-nix +generated):\n%s", diff)
+	}
+	// The image evaluates from the completed lock alone.
+	var label string
+	nixtest.EvalJSON(t, &label, "--no-write-lock-file", "path:"+out+"#packages.x86_64-linux.default.passthru.glovebox.base")
+	if label != "github:acme/glovebox-bases#ml" {
+		t.Errorf("base label = %q, want the base as written", label)
+	}
+	// A box that leaves the flake base drops its node.
+	c, err := Parse("glovebox.toml", []byte(`name = "ml"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Generate(c, Options{Key: testKey, Nixpkgs: standInPin(s), PreviousLock: nixLock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock := fileData(t, plain, LockFile); bytes.Contains(lock, []byte(`"base"`)) || !bytes.Contains(lock, []byte(`"glovebox"`)) {
+		t.Errorf("lock after leaving the flake base:\n%s", lock)
 	}
 }
 
