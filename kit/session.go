@@ -59,6 +59,7 @@ type session struct {
 	queue   []*promptRun
 	running *promptRun
 	runner  bool
+	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
 	ended   bool
 	slots   map[string]*slot
 	slotN   int
@@ -471,14 +472,29 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 	start := !ss.runner
 	if start {
 		ss.runner = true
+		if ss.wake == nil {
+			ss.wake = make(chan struct{}, 1)
+		}
 		ss.runWG.Add(1)
 		ss.srv.wg.Add(1)
 	}
+	wake := ss.wake
 	ss.mu.Unlock()
 	if start {
 		go ss.runLoop()
+		return
+	}
+	select {
+	case wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
+
+// runnerLinger is how long a runner whose queue is empty waits for the next
+// prompt before it exits. A new goroutine per prompt would grow its stack
+// through the agent's and the writer's call chains every time; a session
+// that has not prompted for a while holds no goroutine at all.
+var runnerLinger = 2 * time.Second
 
 // abort cancels the running prompt with that id, or removes it from the
 // queue (it then gets its error at once and never runs).
@@ -501,16 +517,45 @@ func (ss *session) abort(id string) {
 	ss.logger().Debug("abort of an unknown prompt ignored", "id", id)
 }
 
-// runLoop runs queued prompts one at a time until the queue is empty.
+// runLoop runs queued prompts one at a time, and exits once the queue has
+// stayed empty for runnerLinger or the session ends.
 func (ss *session) runLoop() {
 	defer ss.srv.wg.Done()
 	defer ss.runWG.Done()
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
 	for {
 		ss.mu.Lock()
-		if ss.ended || len(ss.queue) == 0 {
+		if ss.ended {
 			ss.runner = false
 			ss.mu.Unlock()
 			return
+		}
+		if len(ss.queue) == 0 {
+			ss.mu.Unlock()
+			if idle == nil {
+				idle = time.NewTimer(runnerLinger)
+			} else {
+				idle.Reset(runnerLinger)
+			}
+			select {
+			case <-ss.wake:
+				continue
+			case <-ss.ctx.Done():
+			case <-idle.C:
+			}
+			ss.mu.Lock()
+			if ss.ended || ss.ctx.Err() != nil || len(ss.queue) == 0 {
+				ss.runner = false
+				ss.mu.Unlock()
+				return
+			}
+			ss.mu.Unlock()
+			continue
 		}
 		p := ss.queue[0]
 		ss.queue[0] = nil
