@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,10 +61,14 @@ type session struct {
 	running *promptRun
 	runner  bool
 	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
-	ended   bool
-	slots   map[string]*slot
-	slotN   int
-	runWG   sync.WaitGroup
+	// finished holds the ids of the latest prompts that ended, for a
+	// session whose client can resume: a client that resends a prompt it
+	// wrote into a dropped socket must not run it twice.
+	finished []string
+	ended    bool
+	slots    map[string]*slot
+	slotN    int
+	runWG    sync.WaitGroup
 
 	endOnce sync.Once
 
@@ -462,6 +467,12 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
 		return
 	}
+	if slices.Contains(ss.finished, m.ID) {
+		ss.mu.Unlock()
+		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
+			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
+		return
+	}
 	if len(ss.queue) >= ss.srv.maxQueue {
 		ss.mu.Unlock()
 		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
@@ -495,6 +506,9 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 // through the agent's and the writer's call chains every time; a session
 // that has not prompted for a while holds no goroutine at all.
 var runnerLinger = 2 * time.Second
+
+// maxFinished bounds the ids a resumable session remembers.
+const maxFinished = 256
 
 // abort cancels the running prompt with that id, or removes it from the
 // queue (it then gets its error at once and never runs).
@@ -568,6 +582,12 @@ func (ss *session) runLoop() {
 		ss.runPrompt(ctx, p, func() {
 			ss.mu.Lock()
 			ss.running = nil
+			if ss.resumable() {
+				if len(ss.finished) == maxFinished {
+					ss.finished = append(ss.finished[:0], ss.finished[1:]...)
+				}
+				ss.finished = append(ss.finished, p.msg.ID)
+			}
 			ss.mu.Unlock()
 		})
 		cancel(nil)
