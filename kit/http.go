@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Subprotocols a browser client offers: SubprotocolV1 (which the kit
@@ -58,7 +60,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.authorized(bearerHeader(r)) {
+	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeEnvironment, "") {
 		unauthorized(w)
 		return
 	}
@@ -81,7 +83,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, id string) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.authorized(bearerHeader(r)) {
+	if !s.fileAuthorized(r, id) {
 		unauthorized(w)
 		return
 	}
@@ -104,8 +106,8 @@ func bearerHeader(r *http.Request) (token string, ok bool) {
 	return strings.TrimSpace(rest), true
 }
 
-// bearerSubprotocol extracts the key a browser offers as "bearer.<key>" in
-// Sec-WebSocket-Protocol.
+// bearerSubprotocol extracts the key or token a browser offers as
+// "bearer.<key>" in Sec-WebSocket-Protocol.
 func bearerSubprotocol(r *http.Request) (token string, ok bool) {
 	for _, p := range wsconn.RequestedSubprotocols(r) {
 		if t, found := strings.CutPrefix(p, SubprotocolBearerPrefix); found {
@@ -115,15 +117,51 @@ func bearerSubprotocol(r *http.Request) (token string, ok bool) {
 	return "", false
 }
 
-// authorized compares a token with the key in constant time. Both are
-// hashed first, so neither the comparison's time nor its early exit says
-// anything about the key's length.
-func (s *Server) authorized(token string, ok bool) bool {
+// authorized checks a bearer for a route of scope: the key, compared in
+// constant time (both are hashed first, so neither the comparison's time
+// nor its early exit says anything about the key's length), or a token
+// (protocol.VerifyToken) that grants scope and, when fileID is set, that
+// file. ok false (no bearer) fails.
+func (s *Server) authorized(bearer string, ok bool, scope, fileID string) bool {
 	if !ok {
 		return false
 	}
-	sum := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1
+	sum := sha256.Sum256([]byte(bearer))
+	if subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1 {
+		return true
+	}
+	return s.tokenAllows(bearer, scope, fileID)
+}
+
+// fileAuthorized checks a /files request: the bearer header, else a token
+// (never the key: query strings end up in logs) in ?token=.
+func (s *Server) fileAuthorized(r *http.Request, id string) bool {
+	if bearer, ok := bearerHeader(r); ok {
+		return s.authorized(bearer, ok, protocol.ScopeFiles, id)
+	}
+	tok := r.URL.Query().Get("token")
+	return tok != "" && s.tokenAllows(tok, protocol.ScopeFiles, id)
+}
+
+// tokenAllows reports whether tok is a live token minted from the key
+// that grants scope (and fileID, when set).
+func (s *Server) tokenAllows(tok, scope, fileID string) bool {
+	if !strings.HasPrefix(tok, protocol.TokenPrefix) {
+		return false
+	}
+	now := time.Now
+	if s.opts.Now != nil {
+		now = s.opts.Now
+	}
+	c, err := protocol.VerifyToken(s.opts.Key, tok, now())
+	if err != nil {
+		s.log.Debug("token refused", "scope", scope, "err", err)
+		return false
+	}
+	if fileID != "" {
+		return c.AllowsFile(fileID)
+	}
+	return c.Allows(scope)
 }
 
 func unauthorized(w http.ResponseWriter) {

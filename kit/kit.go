@@ -14,6 +14,18 @@
 // subprotocols "glovebox.v1" and "bearer.<key>" (the kit selects
 // glovebox.v1).
 //
+// Tokens. Wherever the kit accepts the key it also accepts a token minted
+// from it (protocol.MintToken, gbx token): "gbt1.<claims>.<mac>", signed
+// with a key derived from the box key, expiring, and scoped: "connect"
+// opens the WebSocket, "files" reads /files/{id} (only the listed ids when
+// the token names some), "environment" reads /environment. GET /files/{id}
+// also takes a token (never the key, which would end up in logs) in
+// ?token=, so that a browser downloads an output with a plain link. An
+// expired, out-of-scope or foreign token gets 401 with an empty body, as a
+// wrong key does. A token is checked when a request or upgrade arrives: a
+// WebSocket opened with one outlives its expiry. Changing the box key
+// revokes every token. The kit announces the capability "tokens".
+//
 // Sessions. Every connection is a session of its own: its own agent
 // Conversation, ordered event stream, display slots and (unless the
 // manifest shares them) work, input and output directories, removed when
@@ -125,7 +137,8 @@ type Options struct {
 	// env defaults and the GLOVEBOX_* variables are added. Nil means
 	// os.Environ(). GLOVEBOX_KEY is never passed to agents.
 	Environ []string
-	// Now is the clock of the file store's TTLs. Nil means time.Now.
+	// Now is the clock of the file store's TTLs and of token expiry. Nil
+	// means time.Now.
 	Now func() time.Time
 	// PingInterval is how often the kit pings an idle client; a client
 	// silent for twice as long is dropped. Default 30s.
@@ -360,6 +373,7 @@ var capabilities = []string{
 	protocol.CapCancelQueued,
 	protocol.CapSessions,
 	protocol.CapSubprotocol,
+	protocol.CapTokens,
 }
 
 // sessionCount reports the live sessions (tests and benchmarks use it).

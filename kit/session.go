@@ -142,7 +142,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		tok, ok = bearerSubprotocol(r)
 	}
-	if !s.authorized(tok, ok) {
+	if !s.authorized(tok, ok, protocol.ScopeConnect, "") {
 		unauthorized(w)
 		return
 	}
