@@ -42,6 +42,7 @@ var commands = []command{
 	envCommand,
 	healthCommand,
 	filesCommand,
+	tokenCommand,
 	devCommand,
 	demoCommand,
 }
