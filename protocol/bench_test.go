@@ -25,3 +25,22 @@ func BenchmarkDecodeClient(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeServer measures decoding the frames a client reads most.
+func BenchmarkDecodeServer(b *testing.B) {
+	for _, bc := range []struct{ name, frame string }{
+		{"event", `{"type":"event","id":"req_1","event_type":"text_delta","data":{"text":"Hel"},"seq":12}`},
+		{"complete", `{"type":"complete","id":"req_1","message":"Extracted 12 pages.","outputs":{"small.txt":{"kind":"inline","name":"small.txt","mime":"text/plain","data":"aGkgdGhlcmU="}},"seq":13}`},
+		{"pong", `{"type":"pong","ts":1732180535000}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			frame := []byte(bc.frame)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.DecodeServer(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -415,85 +415,123 @@ func orNull(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
+// serverFrame holds every field of the frequent server messages, undecoded,
+// so a frame is parsed once; each message type then decodes only its own
+// fields.
+type serverFrame struct {
+	Type      *string         `json:"type"`
+	ID        json.RawMessage `json:"id"`
+	EventType json.RawMessage `json:"event_type"`
+	Data      json.RawMessage `json:"data"`
+	Seq       json.RawMessage `json:"seq"`
+	Slot      json.RawMessage `json:"slot"`
+	SlotID    json.RawMessage `json:"slot_id"`
+	Message   json.RawMessage `json:"message"`
+	Outputs   json.RawMessage `json:"outputs"`
+	Error     json.RawMessage `json:"error"`
+	TS        json.RawMessage `json:"ts"`
+}
+
 // DecodeServer decodes a frame a box sent, with the same rules as
 // DecodeClient.
 func DecodeServer(data []byte) (ServerMessage, error) {
-	t, err := peekType(data)
-	if err != nil {
-		return nil, err
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrBadMessage)
 	}
-	var m ServerMessage
+	var w serverFrame
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if w.Type == nil {
+		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadMessage)
+	}
+	t := *w.Type
+	var err error
+	seq := func() (uint64, error) {
+		var n uint64
+		return n, rawDecode(w.Seq, &n, t)
+	}
 	switch t {
 	case TypeEvent:
-		e := new(Event)
-		if err := decodeInto(data, e, t); err != nil {
+		e := &Event{Data: orNull(w.Data)}
+		if e.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "id", "event_type"); err != nil {
+		if e.EventType, err = rawString(w.EventType, t, "event_type"); err != nil {
 			return nil, err
 		}
-		if e.Data == nil {
-			e.Data = json.RawMessage("null")
+		if e.Seq, err = seq(); err != nil {
+			return nil, err
 		}
-		m = e
+		return e, nil
 	case TypeDisplayPush:
 		p := new(DisplayPush)
-		if err := decodeInto(data, p, t); err != nil {
+		if err := rawDecode(w.Slot, &p.Slot, t); err != nil {
 			return nil, err
 		}
 		if p.Slot.ID == "" {
 			return nil, fmt.Errorf("%w: display_push: slot without \"id\"", ErrBadMessage)
 		}
-		m = p
+		if err := rawDecode(w.ID, &p.PromptID, t); err != nil {
+			return nil, err
+		}
+		if p.Seq, err = seq(); err != nil {
+			return nil, err
+		}
+		return p, nil
 	case TypeDisplayClear:
 		c := new(DisplayClear)
-		if err := decodeInto(data, c, t); err != nil {
+		if c.SlotID, err = rawString(w.SlotID, t, "slot_id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "slot_id"); err != nil {
+		if err := rawDecode(w.ID, &c.PromptID, t); err != nil {
 			return nil, err
 		}
-		m = c
+		if c.Seq, err = seq(); err != nil {
+			return nil, err
+		}
+		return c, nil
 	case TypeComplete:
 		c := new(Complete)
-		if err := decodeInto(data, c, t); err != nil {
+		if c.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "id"); err != nil {
+		if err := rawDecode(w.Message, &c.Message, t); err != nil {
+			return nil, err
+		}
+		if err := rawDecode(w.Outputs, &c.Outputs, t); err != nil {
 			return nil, err
 		}
 		if c.Outputs == nil {
 			c.Outputs = map[string]FileRef{}
 		}
-		m = c
+		if c.Seq, err = seq(); err != nil {
+			return nil, err
+		}
+		return c, nil
 	case TypeError:
 		e := new(Error)
-		if err := decodeInto(data, e, t); err != nil {
+		if e.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if err := requireString(data, t, "id"); err != nil {
+		if err := rawDecode(w.Error, &e.Error, t); err != nil {
 			return nil, err
 		}
-		m = e
+		if e.Seq, err = seq(); err != nil {
+			return nil, err
+		}
+		return e, nil
 	case TypePong:
-		p := new(Pong)
-		if err := decodeInto(data, p, t); err != nil {
-			return nil, err
-		}
-		if p.TS == nil {
-			p.TS = json.RawMessage("null")
-		}
-		m = p
+		return &Pong{TS: orNull(w.TS)}, nil
 	case TypeHello:
 		h := new(ServerHello)
 		if err := decodeInto(data, h, t); err != nil {
 			return nil, err
 		}
-		m = h
-	default:
-		return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+		return h, nil
 	}
-	return m, nil
+	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
 
 func decodeInto(data []byte, v any, t string) error {
