@@ -267,25 +267,6 @@ var ErrUnknownType = errors.New("protocol: unknown message type")
 // ErrBadMessage wraps every other decoding error.
 var ErrBadMessage = errors.New("protocol: bad message")
 
-type envelope struct {
-	Type *string `json:"type"`
-}
-
-func peekType(data []byte) (string, error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return "", fmt.Errorf("%w: not a JSON object", ErrBadMessage)
-	}
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadMessage, err)
-	}
-	if env.Type == nil {
-		return "", fmt.Errorf("%w: missing \"type\"", ErrBadMessage)
-	}
-	return *env.Type, nil
-}
-
 // PeekID returns the "id" field of a frame when it is a string, so that a
 // frame that fails to decode can still be answered for its prompt.
 func PeekID(data []byte) string {
@@ -537,24 +518,6 @@ func DecodeServer(data []byte) (ServerMessage, error) {
 func decodeInto(data []byte, v any, t string) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
-	}
-	return nil
-}
-
-// requireString checks that each named field is present and a JSON string.
-func requireString(data []byte, t string, fields ...string) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
-	}
-	for _, f := range fields {
-		v, ok := raw[f]
-		if !ok {
-			return fmt.Errorf("%w: %s: missing %q", ErrBadMessage, t, f)
-		}
-		if len(v) == 0 || v[0] != '"' {
-			return fmt.Errorf("%w: %s: %q must be a string", ErrBadMessage, t, f)
-		}
 	}
 	return nil
 }
