@@ -254,12 +254,6 @@ func (a *URL) control(network, address string, _ syscall.RawConn) error {
 
 // Address ranges the url adapter checks.
 var (
-	privateNets = []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"),
-		netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"),
-		netip.MustParsePrefix("fc00::/7"),
-	}
 	cgnat         = netip.MustParsePrefix("100.64.0.0/10")
 	thisNet       = netip.MustParsePrefix("0.0.0.0/8")
 	reserved4     = netip.MustParsePrefix("240.0.0.0/4")
@@ -303,14 +297,11 @@ func (a *URL) refuse(addr netip.Addr) string {
 			return ""
 		}
 		return "carrier-grade NAT address, " + privateHint
-	}
-	for _, p := range privateNets {
-		if p.Contains(addr) {
-			if a.opts.AllowPrivate {
-				return ""
-			}
-			return "private address, " + privateHint
+	case addr.IsPrivate(): // RFC 1918 and fc00::/7
+		if a.opts.AllowPrivate {
+			return ""
 		}
+		return "private address, " + privateHint
 	}
 	return ""
 }
