@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/glovebox-dev/glovebox/generator"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -22,22 +20,14 @@ var generateCommand = command{
 }
 
 func runGenerate(ctx context.Context, stdio IO, args []string) error {
-	flags := pflag.NewFlagSet("generate", pflag.ContinueOnError)
-	flags.SetOutput(stdio.Stderr)
-	out := flags.String("out", "", "output directory (default DIR/dist)")
+	flags := newFlags(stdio, "generate", "generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
+		"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
+		"The key in glovebox.key is kept across runs; --rotate-key replaces it.")
 	check := flags.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
+	out := flags.String("out", "", "output directory (default DIR/dist)")
 	rotate := flags.Bool("rotate-key", false, "replace the box key with a new one")
-	flags.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "Usage: gbx generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
-			"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
-			"The key in glovebox.key is kept across runs; --rotate-key replaces it.\n\nFlags:\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: generate: %v", ErrUsage, err)
+	if err := parseFlags(flags, args); err != nil {
+		return helpOK(err)
 	}
 	if flags.NArg() > 1 {
 		return fmt.Errorf("%w: generate takes at most one directory, got %d arguments", ErrUsage, flags.NArg())

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/glovebox-dev/glovebox/generator"
 )
 
@@ -21,20 +19,12 @@ var initCommand = command{
 }
 
 func runInit(ctx context.Context, stdio IO, args []string) error {
-	flags := pflag.NewFlagSet("init", pflag.ContinueOnError)
-	flags.SetOutput(stdio.Stderr)
+	flags := newFlags(stdio, "init", "init [DIR] [--name NAME] [--force]\n\n"+
+		"Creates DIR (default .) with glovebox.toml, README.md and .gitignore.")
 	force := flags.Bool("force", false, "overwrite files that already exist")
 	name := flags.String("name", "", "box name (default: the directory's name)")
-	flags.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "Usage: gbx init [DIR] [--name NAME] [--force]\n\n"+
-			"Creates DIR (default .) with glovebox.toml, README.md and .gitignore.\n\nFlags:\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: init: %v", ErrUsage, err)
+	if err := parseFlags(flags, args); err != nil {
+		return helpOK(err)
 	}
 	if flags.NArg() > 1 {
 		return fmt.Errorf("%w: init takes at most one directory, got %d arguments", ErrUsage, flags.NArg())
