@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,37 +22,9 @@ import (
 // too. The glovebox input, which the lock leaves for the first networked
 // lock, is overridden with path:<copy of the repository>.
 
-var repoCopy struct {
-	once sync.Once
-	dir  string
-}
-
-// rootFlake returns a copy of the repository made once per test binary.
-func rootFlake(t *testing.T) string {
-	t.Helper()
-	repoCopy.once.Do(func() {
-		dir, err := os.MkdirTemp("", "glovebox-root-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The copy outlives this test; it is removed by TestMain.
-		src := nixtest.RepoCopy(t)
-		if err := os.Rename(src, dir+"/repo"); err != nil {
-			t.Fatal(err)
-		}
-		repoCopy.dir = dir + "/repo"
-	})
-	if repoCopy.dir == "" {
-		t.Fatal("no copy of the repository")
-	}
-	return repoCopy.dir
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if repoCopy.dir != "" {
-		os.RemoveAll(filepath.Dir(repoCopy.dir))
-	}
+	nixtest.RemoveRepoCopy()
 	os.Exit(code)
 }
 
@@ -117,7 +88,7 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
 func TestFlakesEvaluate(t *testing.T) {
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
-	root := rootFlake(t)
+	root := nixtest.RepoCopy(t)
 	for _, name := range cases(t) {
 		t.Run(name, func(t *testing.T) {
 			c, err := Load(filepath.Join("testdata", name))
@@ -292,7 +263,7 @@ func checkFlakeBase(t *testing.T, system string, c *Config, img imageInfo) {
 func TestFlakeBaseLockSurvivesNixLock(t *testing.T) {
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
-	root := rootFlake(t)
+	root := nixtest.RepoCopy(t)
 	dir := filepath.Join("testdata", "flakebase")
 	res := generateCase(t, dir, Options{Nixpkgs: standInPin(s)})
 	if lock := fileData(t, res, LockFile); bytes.Contains(lock, []byte(`"base"`)) {
@@ -342,7 +313,7 @@ func TestFlakeBaseLockSurvivesNixLock(t *testing.T) {
 func TestFlakeLockWithReleasePin(t *testing.T) {
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
-	root := rootFlake(t)
+	root := nixtest.RepoCopy(t)
 	rel := Pin{Owner: "glovebox-dev", Repo: "glovebox", Rev: strings.Repeat("ab", 20), NarHash: "sha256-" + strings.Repeat("A", 43) + "=", LastModified: 1790000000}
 	res := generateCase(t, filepath.Join("testdata", "minimal"), Options{Nixpkgs: standInPin(s), Glovebox: &rel})
 	lock := fileData(t, res, LockFile)
@@ -383,7 +354,7 @@ func TestFlakeLockWithReleasePin(t *testing.T) {
 func TestFlakeLockIsUsed(t *testing.T) {
 	nixtest.Require(t)
 	nixtest.StandInNixpkgs(t)
-	root := rootFlake(t)
+	root := nixtest.RepoCopy(t)
 	res := generateCase(t, filepath.Join("testdata", "minimal"), Options{}) // the real nixpkgs hash: not in this store
 	out := t.TempDir()
 	if _, err := Write(out, res.Files); err != nil {
@@ -469,7 +440,7 @@ in {
 func TestLockSurvivesNixLock(t *testing.T) {
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
-	root := rootFlake(t)
+	root := nixtest.RepoCopy(t)
 	dir := filepath.Join("testdata", "media")
 	res := generateCase(t, dir, Options{Nixpkgs: standInPin(s)})
 	out := t.TempDir()

@@ -14,7 +14,7 @@ import (
 func TestCheckImagesRejects(t *testing.T) {
 	nixtest.Require(t)
 	root := nixtest.ModuleRoot(t)
-	stub := filepath.Join(root, "nix", "testdata", "nixpkgs")
+	stub := nixtest.StandInDir(t)
 	good := `{
     User = "10001:10001";
     Entrypoint = [ "/nix/store/x-glovebox-kit/bin/glovebox-kit" ];

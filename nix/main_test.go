@@ -1,53 +1,25 @@
 package nix_test
 
 import (
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
 )
 
-// root is a copy of the repository made once for the whole package: the
-// root flake is evaluated as path:<root>, so files not yet added to git
-// are seen too.
-var root struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if root.dir != "" {
-		os.RemoveAll(root.dir)
-	}
+	nixtest.RemoveRepoCopy()
 	os.Exit(code)
 }
 
-// repo returns the shared copy of the repository.
+// repo returns the copy of the repository shared by the package's tests:
+// the root flake is evaluated as path:<repo>, so files not yet added to
+// git are seen too.
 func repo(t *testing.T) string {
 	t.Helper()
 	nixtest.Require(t)
-	root.once.Do(func() {
-		src, err := nixtest.FindModuleRoot()
-		if err != nil {
-			root.err = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "glovebox-flake-")
-		if err != nil {
-			root.err = err
-			return
-		}
-		root.dir = dir
-		root.err = nixtest.CopyTreeTo(src, dir, nixtest.RepoFiles)
-	})
-	if root.err != nil {
-		t.Fatal(fmt.Errorf("copy the repository: %w", root.err))
-	}
-	return root.dir
+	return nixtest.RepoCopy(t)
 }
 
 // evalRoot evaluates attr of the root flake, with nixpkgs replaced by the

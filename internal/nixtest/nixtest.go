@@ -125,15 +125,14 @@ func Parse(t testing.TB, file string) {
 // by walking up from the working directory.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := FindModuleRoot()
+	dir, err := findModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-// FindModuleRoot is ModuleRoot for callers without a testing.TB.
-func FindModuleRoot() (string, error) {
+func findModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -217,15 +216,14 @@ func StandInNixpkgs(t testing.TB) StandIn {
 func CopyTree(t testing.TB, src string, keep func(rel string, dir bool) bool) string {
 	t.Helper()
 	dst := t.TempDir()
-	if err := CopyTreeTo(src, dst, keep); err != nil {
+	if err := copyTreeTo(src, dst, keep); err != nil {
 		t.Fatal(err)
 	}
 	return dst
 }
 
-// CopyTreeTo is CopyTree into an existing directory dst, for callers
-// without a testing.TB (TestMain).
-func CopyTreeTo(src, dst string, keep func(rel string, dir bool) bool) error {
+// copyTreeTo is CopyTree into an existing directory dst.
+func copyTreeTo(src, dst string, keep func(rel string, dir bool) bool) error {
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -263,9 +261,9 @@ func CopyTreeTo(src, dst string, keep func(rel string, dir bool) bool) error {
 	return nil
 }
 
-// RepoFiles is the filter RepoCopy uses: everything but .git,
+// repoFiles is the filter RepoCopy uses: everything but .git,
 // node_modules, result links and a top-level dist.
-func RepoFiles(rel string, dir bool) bool {
+func repoFiles(rel string, dir bool) bool {
 	base := filepath.Base(rel)
 	switch {
 	case base == ".git", base == "node_modules", strings.HasPrefix(base, "result"):
@@ -276,11 +274,43 @@ func RepoFiles(rel string, dir bool) bool {
 	return true
 }
 
-// RepoCopy copies the repository (filtered by RepoFiles) into a temporary
+// RepoCopy copies the repository (filtered by repoFiles) into a temporary
 // directory, for evaluating the root flake as path:<dir>: a flake in a git
 // work tree is otherwise read through git, which hides files that are not
-// yet added.
+// yet added. The copy is made once per test binary and shared by every
+// test; the package's TestMain removes it with RemoveRepoCopy.
 func RepoCopy(t testing.TB) string {
 	t.Helper()
-	return CopyTree(t, ModuleRoot(t), RepoFiles)
+	repoCopy.once.Do(func() {
+		src, err := findModuleRoot()
+		if err != nil {
+			repoCopy.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "glovebox-repo-")
+		if err != nil {
+			repoCopy.err = err
+			return
+		}
+		repoCopy.dir = dir
+		repoCopy.err = copyTreeTo(src, dir, repoFiles)
+	})
+	if repoCopy.err != nil {
+		t.Fatalf("copy the repository: %v", repoCopy.err)
+	}
+	return repoCopy.dir
+}
+
+var repoCopy struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// RemoveRepoCopy removes the copy RepoCopy made, if any. Call it from
+// TestMain after m.Run.
+func RemoveRepoCopy() {
+	if repoCopy.dir != "" {
+		os.RemoveAll(repoCopy.dir)
+	}
 }
