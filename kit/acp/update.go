@@ -169,14 +169,9 @@ func (ts *turnState) mapUpdate(u json.RawMessage) []event {
 		return []event{{"session_update", u}}
 	}
 	switch kind {
-	case "agent_message_chunk":
+	case "agent_message_chunk", "agent_thought_chunk":
 		if text, ok := textOf(get(fs, "content")); ok {
-			ts.text.WriteString(text)
-			return []event{{"text_delta", textData(text)}}
-		}
-	case "agent_thought_chunk":
-		if text, ok := textOf(get(fs, "content")); ok {
-			return []event{{"thinking_delta", textData(text)}}
+			return ts.textChunk(kind, text)
 		}
 	case "tool_call":
 		return ts.toolCall(fs)
