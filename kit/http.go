@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -21,8 +21,6 @@ const (
 	SubprotocolV1           = "glovebox.v1"
 	SubprotocolBearerPrefix = "bearer."
 )
-
-var fileIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
@@ -75,7 +73,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, id string) {
-	if !fileIDRE.MatchString(id) {
+	if !storage.ValidID(id) {
 		http.NotFound(w, r)
 		return
 	}
