@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,12 +143,7 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 		return fmt.Errorf("the demo prompt failed: %w", err)
 	}
 	fmt.Fprintf(w, "▸ The command exited with status %d; the prompt completed with %d outputs:\n", exit, len(done.Outputs))
-	names := make([]string, 0, len(done.Outputs))
-	for n := range done.Outputs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(done.Outputs)) {
 		ref := done.Outputs[name]
 		how := "inline: its bytes came in the complete message"
 		if ref.Kind == protocol.KindServer {

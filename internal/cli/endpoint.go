@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -113,12 +114,7 @@ func (f *boxFlags) named(stdio IO) (client.Endpoint, error) {
 	}
 	e, ok := eps[f.box]
 	if !ok {
-		names := make([]string, 0, len(eps))
-		for n := range eps {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return client.Endpoint{}, fmt.Errorf("--box %s: not in %s (it has: %s)", f.box, path, strings.Join(names, ", "))
+		return client.Endpoint{}, fmt.Errorf("--box %s: not in %s (it has: %s)", f.box, path, strings.Join(slices.Sorted(maps.Keys(eps)), ", "))
 	}
 	key := f.key
 	if key == "" {

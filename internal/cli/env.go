@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -58,12 +59,7 @@ func formatEnv(env *protocol.Environment) string {
 	row("agent", env.Agent)
 	row("protocol", fmt.Sprintf("v%d", env.ProtocolVersion))
 	row("capabilities", strings.Join(env.Capabilities, ", "))
-	keys := make([]string, 0, len(env.FS))
-	for k := range env.FS {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(env.FS)) {
 		m := env.FS[k]
 		mode := "read-only"
 		if m.Writable {

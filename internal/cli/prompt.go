@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -429,11 +430,7 @@ func readInputFiles(stdio IO, specs []string) (map[string]client.File, error) {
 
 // outputs lists the outputs and, with dir, saves them there.
 func (p *promptRun) outputs(ctx context.Context, r *client.Result, outs map[string]protocol.FileRef, dir string, consume bool) error {
-	names := make([]string, 0, len(outs))
-	for n := range outs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(outs))
 	if len(names) > 0 && !p.asJSON {
 		fmt.Fprintf(p.stdio.Stderr, "outputs:\n")
 	}
