@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -191,29 +192,34 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('files')`)
+	columns, err := queryStrings(ctx, db, `SELECT name FROM pragma_table_info('files')`)
 	if err != nil {
 		return fmt.Errorf("read schema: %w", err)
 	}
-	defer rows.Close()
-	hasSession := false
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return fmt.Errorf("read schema: %w", err)
-		}
-		hasSession = hasSession || name == "session_id"
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read schema: %w", err)
-	}
-	rows.Close()
-	if !hasSession {
+	if !slices.Contains(columns, "session_id") {
 		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN session_id TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("add session_id column: %w", err)
 		}
 	}
 	return nil
+}
+
+// queryStrings runs a query whose rows are one text column and returns them.
+func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // Dir returns the directory holding the files.
@@ -448,24 +454,11 @@ func (l *Local) remove(ctx context.Context, id string) error {
 // older than an hour that no Put of this process is writing. It returns
 // how many files it removed. Other names in the directory are left alone.
 func (l *Local) Sweep(ctx context.Context, now time.Time) (int, error) {
-	removed := 0
-	rows, err := l.db.QueryContext(ctx, `DELETE FROM files WHERE ttl_at < ? RETURNING id`, now.Unix())
+	expired, err := queryStrings(ctx, l.db, `DELETE FROM files WHERE ttl_at < ? RETURNING id`, now.Unix())
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
-	var expired []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-		}
-		expired = append(expired, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-	}
+	removed := 0
 	for _, id := range expired {
 		err := os.Remove(filepath.Join(l.dir, id))
 		if err == nil {
@@ -493,22 +486,13 @@ func (l *Local) sweepOrphans(ctx context.Context, now time.Time) (int, error) {
 		busy[id] = true
 	}
 	l.mu.Unlock()
-	known := map[string]bool{}
-	rows, err := l.db.QueryContext(ctx, `SELECT id FROM files`)
+	ids, err := queryStrings(ctx, l.db, `SELECT id FROM files`)
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-		}
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		known[id] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
 
 	removed := 0
