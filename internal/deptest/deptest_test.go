@@ -209,9 +209,10 @@ func TestDependencyBudget(t *testing.T) {
 			}
 			for _, platform := range platforms {
 				var bad []string
-				for _, p := range deps(t, platform, b.root) {
+				pkgs := deps(t, platform, b.root)
+				for _, p := range pkgs {
 					if !b.allowed(p) {
-						bad = append(bad, p.ImportPath+via(t, platform, b.root, p.ImportPath))
+						bad = append(bad, p.ImportPath+via(pkgs, p.ImportPath))
 					}
 				}
 				if len(bad) > 0 {
@@ -222,12 +223,11 @@ func TestDependencyBudget(t *testing.T) {
 	}
 }
 
-// via names the module package that imports dep on the way from root, to
-// say where a forbidden dependency comes in.
-func via(t *testing.T, platform, root, dep string) string {
-	t.Helper()
+// via names the module packages among pkgs (a root's dependencies) that
+// import dep, to say where a forbidden dependency comes in.
+func via(pkgs []pkg, dep string) string {
 	var importers []string
-	for _, p := range deps(t, platform, root) {
+	for _, p := range pkgs {
 		if p.Module == module && slices.Contains(p.Imports, dep) {
 			importers = append(importers, p.ImportPath)
 		}
