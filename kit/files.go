@@ -67,9 +67,6 @@ func (ss *session) materialise(ctx context.Context, refs map[string]protocol.Fil
 			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
 		}
 		if ref.Kind == protocol.KindServer {
-			if srv.local == nil {
-				return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: this box has no file store for server refs", name))
-			}
 			adapters[i] = srv.local
 			continue
 		}

@@ -85,11 +85,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, id string) {
 		unauthorized(w)
 		return
 	}
-	if s.files == nil {
-		http.NotFound(w, r)
-		return
-	}
-	s.files.ServeHTTP(w, r)
+	s.local.ServeHTTP(w, r)
 }
 
 // bearerHeader extracts the token of an Authorization header as v1 does:

@@ -158,8 +158,7 @@ type Server struct {
 	baseEnv  []string
 
 	registry *storage.Registry
-	local    *localStore  // the built-in store
-	files    http.Handler // serves GET /files/{id} from the built-in store
+	local    *localStore // the built-in store; it also serves GET /files/{id}
 	closers  []func() error
 
 	maxMessage   int64

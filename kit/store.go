@@ -47,7 +47,6 @@ func (s *Server) openStorage(usable bool) {
 	}
 	s.local = ls
 	s.registry.Register(protocol.AdapterLocalServer, ls)
-	s.files = ls
 	s.closers = append(s.closers, func() error {
 		ls.startOnce.Do(func() { close(ls.ready) }) // never opened: now never will
 		<-ls.ready
