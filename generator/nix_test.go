@@ -387,22 +387,31 @@ func TestBasesMatchNix(t *testing.T) {
 	root := nixtest.ModuleRoot(t)
 	// Image plumbing from dockerTools, with no meaning outside a Nix image.
 	nixOnly := []string{"ca-certificates", "usr-bin-env"}
+	type facts struct {
+		Packages []string          `json:"packages"`
+		Python   []string          `json:"python"`
+		Env      map[string]string `json:"env"`
+	}
+	// One evaluation for every base.
+	var files []string
 	for _, base := range Bases {
-		t.Run(base, func(t *testing.T) {
-			var got struct {
-				Packages []string          `json:"packages"`
-				Python   []string          `json:"python"`
-				Env      map[string]string `json:"env"`
-			}
-			expr := `let
+		files = append(files, nixstr(base)+" = "+filepath.Join(root, "baseimages", base+".nix")+";")
+	}
+	expr := `let
   pkgs = (builtins.getFlake "path:` + s.Dir + `").legacyPackages.x86_64-linux;
-  b = import ` + filepath.Join(root, "baseimages", base+".nix") + ` { inherit pkgs; };
-in {
+in builtins.mapAttrs (base: file: let b = import file { inherit pkgs; }; in {
   packages = map (p: p.pname or p.name) b.packages;
   python = b.pythonPackages;
   env = b.env;
-}`
-			nixtest.EvalJSON(t, &got, "--impure", "--expr", expr)
+}) { ` + strings.Join(files, " ") + ` }`
+	var all map[string]facts
+	nixtest.EvalJSON(t, &all, "--impure", "--expr", expr)
+	for _, base := range Bases {
+		t.Run(base, func(t *testing.T) {
+			got, ok := all[base]
+			if !ok {
+				t.Fatalf("baseimages/%s.nix did not evaluate", base)
+			}
 			var nixPkgs []string
 			for _, p := range got.Packages {
 				if !contains(nixOnly, p) {
