@@ -33,27 +33,30 @@ const consumerFlake = `{
       };
     in
     {
-      kits = builtins.mapAttrs (s: p: "${p.glovebox-kit}") glovebox.packages;
-      cases = builtins.mapAttrs (n: facts) {
-        defaults = box { };
-        nested = box { packages = [ "python3Packages.rich" "jq" ]; };
-        python = box { base = "python"; pythonPackages = [ "rich" "numpy" ]; };
-        pythonOnBase = box { pythonPackages = [ "requests" ]; };
-        env = box { env = { FOO = "bar"; PATH = "/opt/bin:/bin"; }; };
-        tag = box { version = "2.0.0"; tag = "latest"; };
-        kit = box { kit = pkgs.jq; };
-        mounts = box { manifest = ./mounts.json; };
-        aarch64 = glovebox.lib.mkBox { pkgs = nixpkgs.legacyPackages.aarch64-linux; name = "a"; manifest = ./glovebox.json; };
-        media = box { base = "media"; };
-        specFunction = box {
-          base = { pkgs }: { description = "ml tools"; packages = [ pkgs.ripgrep ]; pythonPackages = [ "numpy" ]; env.ML_HOME = "/opt/ml"; };
-          baseName = "github:acme/glovebox-bases#ml";
-          pythonPackages = [ "rich" ];
+      # Everything TestMkBox reads, in one evaluation.
+      all = {
+        kits = builtins.mapAttrs (s: p: "${p.glovebox-kit}") glovebox.packages;
+        cases = builtins.mapAttrs (n: facts) {
+          defaults = box { };
+          nested = box { packages = [ "python3Packages.rich" "jq" ]; };
+          python = box { base = "python"; pythonPackages = [ "rich" "numpy" ]; };
+          pythonOnBase = box { pythonPackages = [ "requests" ]; };
+          env = box { env = { FOO = "bar"; PATH = "/opt/bin:/bin"; }; };
+          tag = box { version = "2.0.0"; tag = "latest"; };
+          kit = box { kit = pkgs.jq; };
+          mounts = box { manifest = ./mounts.json; };
+          aarch64 = glovebox.lib.mkBox { pkgs = nixpkgs.legacyPackages.aarch64-linux; name = "a"; manifest = ./glovebox.json; };
+          media = box { base = "media"; };
+          specFunction = box {
+            base = { pkgs }: { description = "ml tools"; packages = [ pkgs.ripgrep ]; pythonPackages = [ "numpy" ]; env.ML_HOME = "/opt/ml"; };
+            baseName = "github:acme/glovebox-bases#ml";
+            pythonPackages = [ "rich" ];
+          };
+          specAttrs = box { base = { packages = [ pkgs.unzip ]; }; };
+          fromLib = box { base = glovebox.lib.gloveboxBases.media; baseName = "media"; };
         };
-        specAttrs = box { base = { packages = [ pkgs.unzip ]; }; };
-        fromLib = box { base = glovebox.lib.gloveboxBases.media; baseName = "media"; };
+        gloveboxBases = builtins.attrNames glovebox.lib.gloveboxBases;
       };
-      gloveboxBases = builtins.attrNames glovebox.lib.gloveboxBases;
       errors = {
         unknownBase = box { base = "gpu"; };
         missingPackage = box { packages = [ "nosuchpkg" ]; };
@@ -120,10 +123,13 @@ func TestMkBox(t *testing.T) {
 		Layout         []layoutDir       `json:"layout"`
 		FakeRoot       string            `json:"fakeRootCommands"`
 	}
-	var cases map[string]facts
-	nixtest.EvalJSON(t, &cases, append(flags, "path:"+dir+"#cases")...)
-	var kits map[string]string
-	nixtest.EvalJSON(t, &kits, append(flags, "path:"+dir+"#kits")...)
+	var got struct {
+		Kits          map[string]string `json:"kits"`
+		Cases         map[string]facts  `json:"cases"`
+		GloveboxBases []string          `json:"gloveboxBases"`
+	}
+	nixtest.EvalJSON(t, &got, append(flags, "path:"+dir+"#all")...)
+	cases, kits := got.Cases, got.Kits
 
 	t.Run("defaults", func(t *testing.T) {
 		c := cases["defaults"]
@@ -216,9 +222,7 @@ func TestMkBox(t *testing.T) {
 		}
 	})
 	t.Run("lib.gloveboxBases", func(t *testing.T) {
-		var names []string
-		nixtest.EvalJSON(t, &names, append(flags, "path:"+dir+"#gloveboxBases")...)
-		if diff := cmp.Diff([]string{"base", "browser", "docs", "media", "python"}, names); diff != "" {
+		if diff := cmp.Diff([]string{"base", "browser", "docs", "media", "python"}, got.GloveboxBases); diff != "" {
 			t.Errorf("lib.gloveboxBases (-want +got):\n%s", diff)
 		}
 		a, b := cases["fromLib"], cases["media"]
