@@ -157,9 +157,10 @@ func (f *boxFlags) open(stdio IO) (*client.Client, *client.Box, error) {
 	return c, b, nil
 }
 
+// absPath is p taken from the working directory, cleaned.
 func absPath(stdio IO, p string) string {
 	if filepath.IsAbs(p) {
-		return p
+		return filepath.Clean(p)
 	}
 	return filepath.Join(stdio.Dir, p)
 }

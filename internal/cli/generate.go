@@ -37,11 +37,11 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	}
 	dir := stdio.Dir
 	if flags.NArg() == 1 {
-		dir = pathFrom(stdio.Dir, flags.Arg(0))
+		dir = absPath(stdio, flags.Arg(0))
 	}
 	outDir := filepath.Join(dir, "dist")
 	if *out != "" {
-		outDir = pathFrom(stdio.Dir, *out)
+		outDir = absPath(stdio, *out)
 	}
 	show := func(p string) string { return shownPath(stdio.Dir, p) }
 
@@ -117,13 +117,6 @@ func kitVersion() string {
 		return Version
 	}
 	return "latest"
-}
-
-func pathFrom(base, p string) string {
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p)
-	}
-	return filepath.Join(base, p)
 }
 
 // shownPath shows p relative to the working directory when it is below it.

@@ -31,7 +31,7 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 	}
 	dir := stdio.Dir
 	if flags.NArg() == 1 {
-		dir = pathFrom(stdio.Dir, flags.Arg(0))
+		dir = absPath(stdio, flags.Arg(0))
 	}
 	n := *name
 	if n == "" {
