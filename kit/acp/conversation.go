@@ -495,13 +495,13 @@ func (c *conversation) deliver(sessionID string, raw func() json.RawMessage, han
 	if c.proc != nil && c.proc.sessionID != "" && sessionID != c.proc.sessionID {
 		c.log.Warn("acp: session/update for another ACP session", "acp_session", sessionID)
 	}
-	c.mu.Unlock()
+	var over *turnState // a turn that refused the update as over
 	for {
 		// Checking for a turn and holding the update happen under one lock,
-		// so begin cannot take the held updates in between.
-		c.mu.Lock()
+		// so begin cannot take the held updates in between. An update that
+		// came after the prompt's response belongs to the next turn.
 		ts := c.cur
-		if ts == nil {
+		if ts == nil || ts == over {
 			c.holdLocked(raw())
 			c.mu.Unlock()
 			return
@@ -513,14 +513,8 @@ func (c *conversation) deliver(sessionID string, raw func() json.RawMessage, han
 		if !errors.Is(err, agent.ErrTurnDone) || ts.ctx.Err() != nil {
 			return
 		}
-		// It came after the prompt's response: it belongs to the next turn.
+		over = ts
 		c.mu.Lock()
-		if c.cur == ts {
-			c.holdLocked(raw())
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
 	}
 }
 
