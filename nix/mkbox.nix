@@ -18,13 +18,8 @@
 # package names, config, directory layout) for tests and tools.
 { self }:
 let
-  bases = {
-    base = ../baseimages/base.nix;
-    media = ../baseimages/media.nix;
-    docs = ../baseimages/docs.nix;
-    python = ../baseimages/python.nix;
-    browser = ../baseimages/browser.nix;
-  };
+  # The built-in bases, by name: { pkgs }: { description; packages; ... }.
+  bases = self.lib.gloveboxBases;
 
   uid = 10001;
   owner = "${toString uid}:${toString uid}";
@@ -86,7 +81,7 @@ let
   # lib.gloveboxBases.<name> holds it: a function { pkgs }: ${shape}, or
   # the attribute set it returns. The common layer (the "base" base) is in
   # every image either way.
-  common = import bases.base { inherit pkgs; };
+  common = bases.base { inherit pkgs; };
   spec =
     if builtins.isString base then
       if !(bases ? ${base}) then
@@ -94,7 +89,7 @@ let
       else if base == "base" then
         { packages = [ ]; }
       else
-        import bases.${base} { inherit pkgs; }
+        bases.${base} { inherit pkgs; }
     else if builtins.isFunction base then
       base { inherit pkgs; }
     else if builtins.isAttrs base then
