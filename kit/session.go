@@ -45,13 +45,12 @@ type session struct {
 	cancel context.CancelCauseFunc
 
 	// sendMu orders the numbered frames: a frame's seq and its place in
-	// the connection's queue are decided together.
+	// the connection's queue are decided together. conn and canResume
+	// change under sendMu and may be read without it.
 	sendMu     sync.Mutex
 	seq        uint64
-	conn       *conn                // nil while detached
-	cur        atomic.Pointer[conn] // conn, readable without sendMu
-	resumeOK   atomic.Bool          // canResume, readable without sendMu
-	canResume  bool                 // the client announced "resume"
+	conn       atomic.Pointer[conn] // nil while detached
+	canResume  atomic.Bool          // the client announced "resume"
 	replay     replay
 	graceGen   int
 	graceTimer *time.Timer
@@ -269,8 +268,7 @@ func (ss *session) handle(c *conn, data []byte) {
 		for _, cp := range m.Capabilities {
 			if cp == protocol.CapResume {
 				ss.sendMu.Lock()
-				ss.canResume = true
-				ss.resumeOK.Store(true)
+				ss.canResume.Store(true)
 				ss.sendMu.Unlock()
 			}
 		}
@@ -281,7 +279,7 @@ func (ss *session) handle(c *conn, data []byte) {
 func (ss *session) attach(c *conn) {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
-	ss.setConn(c)
+	ss.conn.Store(c)
 	c.send(ss.hello(false))
 }
 
@@ -301,32 +299,26 @@ func (ss *session) hello(resumed bool) []byte {
 	return b
 }
 
-func (ss *session) resumable() bool { return ss.resumeOK.Load() }
-
-func (ss *session) setConn(c *conn) {
-	ss.conn = c
-	ss.cur.Store(c)
-}
+func (ss *session) resumable() bool { return ss.canResume.Load() }
 
 // resume reattaches a dropped session to c and replays the frames after
 // last. It fails when the session cannot resume or no longer holds them.
 func (ss *session) resume(c *conn, last uint64) bool {
 	// Cut the old connection first: a prompt blocked sending to it holds
 	// sendMu until its frame is queued or the connection is finished.
-	if old := ss.cur.Load(); old != nil {
+	if old := ss.conn.Load(); old != nil {
 		old.finish()
 	}
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
-	if ss.ctx.Err() != nil || !ss.canResume {
+	if ss.ctx.Err() != nil || !ss.canResume.Load() {
 		return false
 	}
 	frames, ok := ss.replay.since(last, ss.seq)
 	if !ok {
 		return false
 	}
-	old := ss.conn
-	ss.setConn(c)
+	old := ss.conn.Swap(c)
 	ss.graceGen++
 	ss.stopGraceLocked()
 	c.send(ss.hello(true))
@@ -345,12 +337,12 @@ func (ss *session) resume(c *conn, last uint64) bool {
 // a close frame waits for a resume; any other session ends.
 func (ss *session) connGone(c *conn, clean bool) {
 	ss.sendMu.Lock()
-	if ss.conn != c {
+	if ss.conn.Load() != c {
 		ss.sendMu.Unlock()
 		return // replaced by a resume
 	}
-	ss.setConn(nil)
-	wait := ss.canResume && !clean && ss.ctx.Err() == nil
+	ss.conn.Store(nil)
+	wait := ss.canResume.Load() && !clean && ss.ctx.Err() == nil
 	if wait {
 		ss.graceGen++
 		gen := ss.graceGen
@@ -358,7 +350,7 @@ func (ss *session) connGone(c *conn, clean bool) {
 		ss.graceTimer = time.AfterFunc(ss.srv.resumeGrace, func() {
 			defer ss.srv.wg.Done()
 			ss.sendMu.Lock()
-			expired := ss.conn == nil && ss.graceGen == gen
+			expired := ss.conn.Load() == nil && ss.graceGen == gen
 			if expired {
 				ss.graceTimer = nil
 			}
@@ -386,7 +378,7 @@ func (ss *session) stopGraceLocked() {
 // goingAway closes the session's connection with a close frame.
 func (ss *session) goingAway() {
 	ss.sendMu.Lock()
-	c := ss.conn
+	c := ss.conn.Load()
 	ss.sendMu.Unlock()
 	if c != nil {
 		c.close()
@@ -396,7 +388,7 @@ func (ss *session) goingAway() {
 // kill cuts the session's connection at once.
 func (ss *session) kill() {
 	ss.sendMu.Lock()
-	c := ss.conn
+	c := ss.conn.Load()
 	ss.sendMu.Unlock()
 	if c != nil {
 		c.finish()
@@ -422,14 +414,14 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	body = append(body, `,"seq":`...)
 	body = strconv.AppendUint(body, seq, 10)
 	body = append(body, '}')
-	c := ss.conn
+	c := ss.conn.Load()
 	if c != nil {
 		if err := c.enqueue(ctx, body); err != nil {
 			return c, err
 		}
 	}
 	ss.seq = seq
-	if ss.canResume {
+	if ss.canResume.Load() {
 		ss.replay.push(seq, body)
 	}
 	return c, nil
