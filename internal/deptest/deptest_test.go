@@ -19,12 +19,8 @@ const module = "github.com/glovebox-dev/glovebox"
 // the box images' and the machines gbx dev runs the kit on.
 var platforms = []string{"linux/amd64", "linux/arm64", "darwin/arm64", "darwin/amd64"}
 
-// kitModules are the modules the kit binary may depend on besides the
-// standard library and this module: gorilla/websocket, x/sync,
-// modernc.org/sqlite and what sqlite itself needs on some platform.
-var kitModules = []string{
-	"github.com/gorilla/websocket",
-	"golang.org/x/sync",
+// sqliteModules are modernc.org/sqlite and what it needs on some platform.
+var sqliteModules = []string{
 	"modernc.org/sqlite",
 	"modernc.org/libc",
 	"modernc.org/mathutil",
@@ -36,6 +32,10 @@ var kitModules = []string{
 	"github.com/ncruces/go-strftime",
 	"github.com/remyoudompheng/bigfft",
 }
+
+// kitModules are the modules the kit binary may depend on besides the
+// standard library and this module: gorilla/websocket, x/sync and SQLite.
+var kitModules = append([]string{"github.com/gorilla/websocket", "golang.org/x/sync"}, sqliteModules...)
 
 // pkg is what go list says about one package.
 type pkg struct {
@@ -184,6 +184,14 @@ var budgets = []budget{
 		why: "client never imports sqlite, pflag, the kit, the generator or the CLI",
 	},
 	{
+		root: module + "/kit/storage",
+		allowed: func(p pkg) bool {
+			return p.Standard || p.ImportPath == module+"/kit/storage" || p.ImportPath == module+"/protocol" ||
+				slices.Contains(sqliteModules, p.Module)
+		},
+		why: "kit/storage's share of the kit's budget is the standard library, protocol and modernc.org/sqlite (with what SQLite needs)",
+	},
+	{
 		root: module + "/cmd/glovebox-kit",
 		allowed: func(p pkg) bool {
 			switch {
@@ -266,6 +274,12 @@ func TestBudgetCatchesForbiddenImports(t *testing.T) {
 		{module + "/client", pkg{ImportPath: module + "/kit", Module: module}, false},
 		{module + "/client", pkg{ImportPath: module + "/kit/storage", Module: module}, false},
 		{module + "/client", pkg{ImportPath: module + "/kitten", Module: module}, true},
+		{module + "/kit/storage", pkg{ImportPath: "database/sql", Standard: true}, true},
+		{module + "/kit/storage", pkg{ImportPath: module + "/protocol", Module: module}, true},
+		{module + "/kit/storage", pkg{ImportPath: "modernc.org/libc", Module: "modernc.org/libc"}, true},
+		{module + "/kit/storage", pkg{ImportPath: "github.com/gorilla/websocket", Module: "github.com/gorilla/websocket"}, false},
+		{module + "/kit/storage", pkg{ImportPath: "golang.org/x/sync/errgroup", Module: "golang.org/x/sync"}, false},
+		{module + "/kit/storage", pkg{ImportPath: module + "/kit/agent", Module: module}, false},
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: "net/http", Standard: true}, true},
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: module + "/kit/agent/exec", Module: module}, true},
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: "modernc.org/libc/pthread", Module: "modernc.org/libc"}, true},

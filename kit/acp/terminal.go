@@ -153,21 +153,17 @@ func (t *terminal) run(r *os.File) {
 			}
 		}
 	}()
-	err := t.cmd.Wait()
+	_ = t.cmd.Wait() // the status is in ProcessState
 	_ = r.SetReadDeadline(time.Now().Add(time.Second))
 	<-readDone
 	_ = r.Close()
 	t.mu.Lock()
-	ws, ok := t.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	switch {
-	case ok && ws.Signaled():
+	if ws, ok := t.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		sig := unixSignalName(ws.Signal())
 		t.status.Signal = &sig
-	case t.cmd.ProcessState != nil:
+	} else {
 		code := t.cmd.ProcessState.ExitCode()
 		t.status.ExitCode = &code
-	default:
-		_ = err
 	}
 	t.mu.Unlock()
 	close(t.done)
