@@ -318,11 +318,7 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
-		s.mu.Lock()
-		for _, ss := range s.sessions {
-			ss.kill()
-		}
-		s.mu.Unlock()
+		// No session starts once closed is set: these are all of them.
 		for _, ss := range sessions {
 			ss.kill()
 		}
