@@ -212,10 +212,8 @@ func (ss *session) resolveTag(p string) (string, error) {
 		p = filepath.Join(d.Work, p)
 	}
 	p = filepath.Clean(p)
-	for _, dir := range []string{d.Work, d.Input, d.Output} {
-		if dir != "" && within(dir, p) {
-			return p, nil
-		}
+	if ss.inDirs(p) {
+		return p, nil
 	}
 	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
 }
