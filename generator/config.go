@@ -8,6 +8,7 @@ import (
 	pathpkg "path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,7 +168,7 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 		case "base":
 			if s, ok := d.str(k, v); ok {
-				if b := strings.TrimPrefix(s, "glovebox/"); contains(Bases, b) {
+				if b := strings.TrimPrefix(s, "glovebox/"); slices.Contains(Bases, b) {
 					c.Base = b
 				} else if ref, attr, err := ParseFlakeBase(s); err != nil {
 					d.errorf(k, "%v", err)

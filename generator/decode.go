@@ -3,6 +3,8 @@ package generator
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -218,7 +220,7 @@ func (d *doc) table(path string, v any, allowed ...string) (map[string]any, bool
 		return nil, false
 	}
 	for _, k := range sortedKeys(m) {
-		if !contains(allowed, k) {
+		if !slices.Contains(allowed, k) {
 			hint := ""
 			if near := nearest(k, allowed); near != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", near)
@@ -335,22 +337,8 @@ func quoteKey(k string) string {
 	return k
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 // nearest returns the allowed key closest to k by edit distance, when it

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,7 +117,7 @@ func TestFlakesEvaluate(t *testing.T) {
 			var images map[string]imageInfo
 			nixtest.EvalJSON(t, &images, append(override, "path:"+out+"#packages", "--apply", imageApply)...)
 			if len(images) != 2 {
-				t.Fatalf("packages has systems %v, want x86_64-linux and aarch64-linux", keysOf(images))
+				t.Fatalf("packages has systems %v, want x86_64-linux and aarch64-linux", sortedKeys(images))
 			}
 			manifest := fileData(t, res, ManifestFile)
 			for _, system := range nixtest.Systems {
@@ -194,16 +195,16 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 		t.Errorf("%s: packages mismatch (-want +got):\n%s", system, diff)
 	}
 	for _, p := range c.Packages.Pip {
-		if !contains(g.PythonPackages, pythonAttr(p)) {
+		if !slices.Contains(g.PythonPackages, pythonAttr(p)) {
 			t.Errorf("%s: pythonPackages = %v, want %q", system, g.PythonPackages, pythonAttr(p))
 		}
 	}
-	if !contains(img.Contents, "glovebox-kit") {
+	if !slices.Contains(img.Contents, "glovebox-kit") {
 		t.Errorf("%s: contents %v lack the kit", system, img.Contents)
 	}
 	for _, p := range c.Packages.Nix {
 		name := p[strings.LastIndex(p, ".")+1:]
-		if !contains(img.Contents, name) {
+		if !slices.Contains(img.Contents, name) {
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
 		}
 	}
@@ -237,11 +238,11 @@ func testBases(t *testing.T) string {
 func checkFlakeBase(t *testing.T, system string, c *Config, img imageInfo) {
 	t.Helper()
 	for _, p := range append([]string{"ripgrep", "unzip"}, baseSpecs["base"].Nix...) {
-		if !contains(img.Contents, p) {
+		if !slices.Contains(img.Contents, p) {
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
 		}
 	}
-	if !contains(img.Glovebox.PythonPackages, "numpy") {
+	if !slices.Contains(img.Glovebox.PythonPackages, "numpy") {
 		t.Errorf("%s: pythonPackages = %v, want the base's numpy", system, img.Glovebox.PythonPackages)
 	}
 	env := map[string]string{}
@@ -369,8 +370,6 @@ func TestFlakeLockIsUsed(t *testing.T) {
 	}
 }
 
-func keysOf[V any](m map[string]V) []string { return sortedKeys(m) }
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -414,7 +413,7 @@ in builtins.mapAttrs (base: file: let b = import file { inherit pkgs; }; in {
 			}
 			var nixPkgs []string
 			for _, p := range got.Packages {
-				if !contains(nixOnly, p) {
+				if !slices.Contains(nixOnly, p) {
 					nixPkgs = append(nixPkgs, p)
 				}
 			}

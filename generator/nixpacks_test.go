@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,7 +149,7 @@ func TestNixpacks(t *testing.T) {
 				}
 			}
 			for _, pkg := range append(append(baseSpecs["base"].Nix, baseSpecs[c.Base].Nix...), c.Packages.Nix...) {
-				if !contains(setup.NixPkgs, pkg) {
+				if !slices.Contains(setup.NixPkgs, pkg) {
 					t.Errorf("nixPkgs = %v, want it to hold %q", setup.NixPkgs, pkg)
 				}
 			}
@@ -189,7 +190,7 @@ func TestNixpacks(t *testing.T) {
 				t.Errorf("mkdir paths mismatch (-want +got):\n%s", diff)
 			}
 			if len(c.Packages.Pip) > 0 {
-				if !contains(setup.NixPkgs, "python3") || !contains(p.Phases["install"].Paths, "/app/venv/bin") {
+				if !slices.Contains(setup.NixPkgs, "python3") || !slices.Contains(p.Phases["install"].Paths, "/app/venv/bin") {
 					t.Errorf("pip packages without python3 and the venv on PATH: %+v", p.Phases["install"])
 				}
 			}
