@@ -104,25 +104,25 @@ func resolveExisting(p string) (string, bool) {
 // openIn opens a file through an os.Root of its area, so no symbolic link
 // can lead the open outside it. A link the root refuses (an absolute one,
 // or one into another area) is resolved and the path located again.
-func (c *conversation) openIn(path string, write bool, flag int) (*os.File, area, error) {
+func (c *conversation) openIn(path string, write bool, flag int) (*os.File, error) {
 	a, rel, rerr := c.locate(path)
 	if rerr != nil {
-		return nil, a, rerr
+		return nil, rerr
 	}
 	f, err := openRooted(a, rel, write, flag)
 	if err == nil || errors.Is(err, fs.ErrNotExist) && !write {
-		return f, a, err
+		return f, err
 	}
 	if real, ok := resolveExisting(filepath.Clean(path)); ok {
-		if a2, rel2, ok := c.match(real); ok && (a2 != a || rel2 != rel) {
-			f, err2 := openRooted(a2, rel2, write, flag)
-			return f, a2, err2
+		a2, rel2, ok := c.match(real)
+		if !ok {
+			return nil, c.outside(path)
 		}
-		if _, _, ok := c.match(real); !ok {
-			return nil, a, c.outside(path)
+		if a2 != a || rel2 != rel {
+			return openRooted(a2, rel2, write, flag)
 		}
 	}
-	return nil, a, err
+	return nil, err
 }
 
 func openRooted(a area, rel string, write bool, flag int) (*os.File, error) {
@@ -253,7 +253,7 @@ func (c *conversation) writeTextFile(params json.RawMessage) (any, error) {
 // methods and checks that it is a regular file in blocking mode; errors come
 // back as JSON-RPC errors.
 func (c *conversation) openRegular(path string, write bool, flag int) (*os.File, error) {
-	f, _, err := c.openIn(path, write, flag)
+	f, err := c.openIn(path, write, flag)
 	if err != nil {
 		return nil, fsError(path, err)
 	}
