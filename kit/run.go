@@ -107,7 +107,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	text, directives := parseDirectives(m.Text)
 
-	if err := ss.prepare(ctx); err != nil {
+	if err := ss.prepare(); err != nil {
 		return "", nil, err
 	}
 	t := newTurn(ctx, ss, m.ID)
@@ -208,8 +208,9 @@ type skillEvent struct {
 }
 
 // prepare creates the session's directories and opens the agent's
-// conversation, the first time a prompt runs.
-func (ss *session) prepare(ctx context.Context) error {
+// conversation, the first time a prompt runs. The conversation lives as
+// long as the session, so it opens with the session's context.
+func (ss *session) prepare() error {
 	if ss.conv != nil {
 		return nil
 	}
