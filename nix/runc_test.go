@@ -30,29 +30,6 @@ import (
 // busybox is where Debian's busybox-static installs its static binary.
 const busybox = "/bin/busybox"
 
-// runcBox is what the runc test reads from packages.<system>.box-base: the
-// config streamLayeredImage gets, the layout and manifest path mkBox
-// records, the commands that lay the image out and the fakeNss lines.
-type runcBox struct {
-	Config           imageConfig `json:"config"`
-	FakeRootCommands string      `json:"fakeRootCommands"`
-	Glovebox         struct {
-		UID          int         `json:"uid"`
-		Layout       []layoutDir `json:"layout"`
-		ManifestPath string      `json:"manifestPath"`
-	} `json:"glovebox"`
-	NSS struct {
-		Passwd []string `json:"extraPasswdLines"`
-		Group  []string `json:"extraGroupLines"`
-	} `json:"nss"`
-}
-
-const runcBoxApply = `b: let a = b.standIn.args; in {
-  inherit (a) config fakeRootCommands;
-  glovebox = b.passthru.glovebox;
-  nss = (builtins.head (builtins.filter (c: (c.standIn.function or "") == "dockerTools.fakeNss.override") a.contents)).standIn.args;
-}`
-
 // requireRunc skips the test unless it runs as root with runc and a static
 // busybox; with CI set, a missing runc or busybox fails it.
 func requireRunc(t *testing.T) string {
@@ -89,8 +66,10 @@ func TestBoxRunsInRunc(t *testing.T) {
 	if system == "" {
 		t.Skipf("no box for GOARCH %s", runtime.GOARCH)
 	}
-	var box runcBox
-	evalRoot(t, &box, "packages."+system+".box-base", runcBoxApply)
+	box, ok := packageFacts(t)[system].Boxes["box-base"]
+	if !ok {
+		t.Fatalf("no packages.%s.box-base", system)
+	}
 	cfg := box.Config
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -222,7 +201,7 @@ func TestBoxRunsInRunc(t *testing.T) {
 
 // layOut builds the image's root file system under rootfs and returns its
 // passwd as uid -> user name.
-func layOut(t *testing.T, ctx context.Context, rootfs string, box runcBox, key string) map[string]string {
+func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key string) map[string]string {
 	t.Helper()
 	cfg := box.Config
 	mkdir := func(dir string) {
