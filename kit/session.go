@@ -109,10 +109,8 @@ func (s *Server) reserve() (*session, int) {
 	ss := s.newSession()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, http.StatusServiceUnavailable
-	}
-	if len(s.sessions) >= s.maxSessions {
+	if s.closed || len(s.sessions) >= s.maxSessions {
+		ss.cancel(errClosed) // its context would stay in the server's until Close
 		return nil, http.StatusServiceUnavailable
 	}
 	s.sessions[ss.id] = ss
@@ -162,6 +160,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		// Upgrade has answered the request already.
 		s.log.Debug("websocket upgrade", "err", err)
 		s.removeSession(fresh)
+		fresh.cancel(errClosed)
 		return
 	}
 	c := newConn(ws, &s.wg)
