@@ -9,16 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/glovebox-dev/glovebox/generator"
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
 )
 
-// The nixos-26.05 pin (rev, narHash, lastModified), as read from real
-// flake.lock files on that branch.
-const (
-	pinRev          = "78e9c786dc08cd4f3420c2395cd977206a9b1da2"
-	pinNarHash      = "sha256-VfjaoJ1Uyb7JZTrBgE5Jf2nhjtQPmD9KOd19HJwmZwM="
-	pinLastModified = 1790750587
-)
+// pin is the nixpkgs pin generated boxes are locked to (generator/pins.json,
+// read from real flake.lock files on that branch): the root flake locks the
+// same nixpkgs.
+var pin, _ = generator.NixpkgsPin(generator.DefaultBranch)
 
 // lockFile renders a version-7 lock for the nixpkgs pin with narHash as
 // Nix writes it: sorted keys, two-space indent, a trailing newline.
@@ -28,11 +26,11 @@ func lockFile(t *testing.T, narHash string) []byte {
 		"nodes": map[string]any{
 			"nixpkgs": map[string]any{
 				"locked": map[string]any{
-					"lastModified": pinLastModified,
+					"lastModified": pin.LastModified,
 					"narHash":      narHash,
 					"owner":        "NixOS",
 					"repo":         "nixpkgs",
-					"rev":          pinRev,
+					"rev":          pin.Rev,
 					"type":         "github",
 				},
 				"original": map[string]any{
@@ -59,7 +57,7 @@ func TestFlakeLockIsThePin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := lockFile(t, pinNarHash); !bytes.Equal(got, want) {
+	if want := lockFile(t, pin.NarHash); !bytes.Equal(got, want) {
 		t.Errorf("flake.lock =\n%s\nwant\n%s", got, want)
 	}
 }
@@ -87,7 +85,7 @@ func TestLockShapeOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	swapped := bytes.Replace(real, []byte(pinNarHash), []byte(s.NarHash), 1)
+	swapped := bytes.Replace(real, []byte(pin.NarHash), []byte(s.NarHash), 1)
 	if bytes.Equal(swapped, real) {
 		t.Fatal("flake.lock does not carry the pin's narHash")
 	}
