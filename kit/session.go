@@ -105,17 +105,17 @@ func (s *Server) newSession() *session {
 }
 
 // reserve registers a new session unless the box is closed or full.
-func (s *Server) reserve() (*session, int) {
+func (s *Server) reserve() *session {
 	ss := s.newSession()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || len(s.sessions) >= s.maxSessions {
 		ss.cancel(errClosed) // its context would stay in the server's until Close
-		return nil, http.StatusServiceUnavailable
+		return nil
 	}
 	s.sessions[ss.id] = ss
 	s.wg.Add(1) // the connection's handler goroutine
-	return ss, 0
+	return ss
 }
 
 func (s *Server) removeSession(ss *session) {
@@ -143,11 +143,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
-	fresh, status := s.reserve()
+	fresh := s.reserve()
 	if fresh == nil {
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(status)
+		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	defer s.wg.Done()
