@@ -265,11 +265,7 @@ func TestImages(t *testing.T) {
 				if diff := cmp.Diff(map[string]struct{}{"8080/tcp": {}}, c.ExposedPorts); diff != "" {
 					t.Errorf("ExposedPorts (-want +got):\n%s", diff)
 				}
-				env := map[string]string{}
-				for _, kv := range c.Env {
-					k, v, _ := strings.Cut(kv, "=")
-					env[k] = v
-				}
+				env := envOf(c.Env)
 				for k, want := range map[string]string{
 					"GLOVEBOX_MANIFEST": "/etc/glovebox/glovebox.json",
 					"GLOVEBOX_PORT":     "8080",
