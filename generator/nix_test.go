@@ -65,6 +65,16 @@ type imageInfo struct {
 	Contents []string    `json:"contents"`
 }
 
+// env is the image's Env as a map.
+func (img imageInfo) env() map[string]string {
+	env := map[string]string{}
+	for _, kv := range img.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
 type imageConfig struct {
 	User         string              `json:"User"`
 	WorkingDir   string              `json:"WorkingDir"`
@@ -158,11 +168,7 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "/bin/glovebox-kit") {
 		t.Errorf("%s: Entrypoint = %q, want the kit", system, ep)
 	}
-	env := map[string]string{}
-	for _, kv := range img.Config.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := img.env()
 	if env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" || g.ManifestPath != "/etc/glovebox/glovebox.json" {
 		t.Errorf("%s: GLOVEBOX_MANIFEST = %q, want /etc/glovebox/glovebox.json", system, env["GLOVEBOX_MANIFEST"])
 	}
@@ -245,11 +251,7 @@ func checkFlakeBase(t *testing.T, system string, c *Config, img imageInfo) {
 	if !slices.Contains(img.Glovebox.PythonPackages, "numpy") {
 		t.Errorf("%s: pythonPackages = %v, want the base's numpy", system, img.Glovebox.PythonPackages)
 	}
-	env := map[string]string{}
-	for _, kv := range img.Config.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := img.env()
 	if env["ML_HOME"] != "/opt/ml" {
 		t.Errorf("%s: env ML_HOME = %q, want the base's /opt/ml", system, env["ML_HOME"])
 	}
