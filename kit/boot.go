@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,7 +24,7 @@ type boot struct {
 }
 
 func (b *boot) add(format string, args ...any) {
-	b.problems = append(b.problems, errorf(format, args...))
+	b.problems = append(b.problems, fmt.Sprintf(format, args...))
 }
 
 func (b *boot) err() error {
@@ -48,7 +49,7 @@ func (b *boot) run(opts Options) *Server {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = discardLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -188,7 +189,7 @@ func (b *boot) run(opts Options) *Server {
 func (s *Server) agentBaseEnv() []string {
 	base := s.opts.Environ
 	if base == nil {
-		base = osEnviron()
+		base = os.Environ()
 	}
 	set := map[string]string{}
 	var order []string

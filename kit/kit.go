@@ -73,11 +73,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -356,10 +354,6 @@ func hostPath(root, p string) string {
 	return filepath.Join(root, filepath.FromSlash(p))
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func osEnviron() []string { return os.Environ() }
-
 // capabilities this kit announces.
 var capabilities = []string{
 	protocol.CapSeq,
@@ -377,6 +371,3 @@ func (s *Server) sessionCount() int {
 	defer s.mu.Unlock()
 	return len(s.sessions)
 }
-
-// errorf formats a boot problem line.
-func errorf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
