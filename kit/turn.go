@@ -1,11 +1,13 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -221,6 +223,7 @@ func (ss *session) resolveTag(p string) (string, error) {
 // slot is a display slot pushed by a prompt.
 type slot struct {
 	id       string
+	n        int // the number in id: slots are cleared in the order they were pushed
 	promptID string
 	wait     chan slotResult // nil for slots that need no answer
 }
@@ -235,7 +238,7 @@ func (ss *session) newSlot(promptID string, wait bool) *slot {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.slotN++
-	sl := &slot{id: "slot_" + strconv.Itoa(ss.slotN), promptID: promptID}
+	sl := &slot{id: "slot_" + strconv.Itoa(ss.slotN), n: ss.slotN, promptID: promptID}
 	if wait {
 		sl.wait = make(chan slotResult, 1)
 	}
@@ -296,20 +299,11 @@ func (ss *session) clearSlots(promptID string) {
 		}
 	}
 	ss.mu.Unlock()
-	sortSlots(left)
+	slices.SortFunc(left, func(a, b *slot) int { return cmp.Compare(a.n, b.n) })
 	for _, sl := range left {
 		if sl.wait != nil {
 			sl.wait <- slotResult{err: agent.ErrTurnDone}
 		}
 		ss.sendClear(sl)
-	}
-}
-
-func sortSlots(s []*slot) {
-	n := func(sl *slot) int { v, _ := strconv.Atoi(sl.id[len("slot_"):]); return v }
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && n(s[j]) < n(s[j-1]); j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
 	}
 }
