@@ -407,6 +407,15 @@ in builtins.mapAttrs (base: file: let b = import file { inherit pkgs; }; in {
 }) { ` + strings.Join(files, " ") + ` }`
 	var all map[string]facts
 	nixtest.EvalJSON(t, &all, "--impure", "--expr", expr)
+
+	// The root flake's bases are the generator's: a base added on one side
+	// only would make boxes that nixpacks or Nix cannot build.
+	var flakeBases []string
+	nixtest.EvalJSON(t, &flakeBases, append(s.OverrideInput("nixpkgs"),
+		"path:"+nixtest.RepoCopy(t)+"#lib.gloveboxBases", "--apply", "builtins.attrNames")...)
+	if diff := cmp.Diff(slices.Sorted(slices.Values(Bases)), flakeBases); diff != "" {
+		t.Errorf("lib.gloveboxBases differs from generator.Bases (-generator +flake):\n%s", diff)
+	}
 	for _, base := range Bases {
 		t.Run(base, func(t *testing.T) {
 			got, ok := all[base]
