@@ -75,6 +75,7 @@ func run() error {
 
 type kitProc struct {
 	cmd  *exec.Cmd
+	root string
 	port int
 	key  string
 }
@@ -82,6 +83,7 @@ type kitProc struct {
 func (k *kitProc) stop() {
 	k.cmd.Process.Signal(syscall.SIGTERM)
 	k.cmd.Wait()
+	os.RemoveAll(k.root)
 }
 
 func freePort() (int, error) {
@@ -95,11 +97,16 @@ func freePort() (int, error) {
 
 // start runs a kit with the exec agent in a fresh root and times it from
 // exec to the first 200 from /health.
-func start(kitPath string) (*kitProc, time.Duration, error) {
+func start(kitPath string) (_ *kitProc, _ time.Duration, err error) {
 	root, err := os.MkdirTemp("", "kitbench-")
 	if err != nil {
 		return nil, 0, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(root)
+		}
+	}()
 	key := protocol.NewKey()
 	m, _ := protocol.ParseManifest([]byte(`{"name":"bench"}`))
 	m.KeyFingerprint = protocol.Fingerprint(key)
@@ -130,11 +137,12 @@ func start(kitPath string) (*kitProc, time.Duration, error) {
 		}
 		if time.Since(t0) > 10*time.Second {
 			cmd.Process.Kill()
+			cmd.Wait()
 			return nil, 0, fmt.Errorf("kit did not answer /health: %v", err)
 		}
 	}
 	d := time.Since(t0)
-	return &kitProc{cmd: cmd, port: port, key: key}, d, nil
+	return &kitProc{cmd: cmd, root: root, port: port, key: key}, d, nil
 }
 
 func rss(pid int) (int64, error) {
