@@ -345,7 +345,7 @@ func TestLocalClose(t *testing.T) {
 // Puts, reads, consumes and sweeps at once: run with -race.
 func TestLocalConcurrent(t *testing.T) {
 	l, clk := newLocal(t, LocalOptions{})
-	srv, _ := serve(t, l)
+	srv, handlers := serve(t, l)
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for i := range 8 {
@@ -395,6 +395,9 @@ func TestLocalConcurrent(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	// A client has the whole body before the handler that consumes the
+	// file has deleted it: count once every handler has returned.
+	handlers()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
