@@ -1,0 +1,239 @@
+// Package sandbox starts, limits and kills a box's agent processes.
+//
+// Every process the kit starts on an agent's behalf (the exec agent's
+// shell, an ACP agent, an ACP agent's terminals) starts here, inside its
+// session's sandbox. The threat model is the box's: whatever a prompt runs
+// is an attacker. A sandbox is a stack of layers, each applied where the
+// platform allows it and reported as in force or not:
+//
+//   - users: each session's processes run under a uid and gid of their
+//     own, taken from a configured range, with supplementary groups
+//     cleared; their directories are theirs alone (mode 0700). Needs the
+//     kit to run as root. Without root, a user namespace maps the kit's uid
+//     to root inside the sandbox, with no capabilities.
+//   - privileges: no_new_privs, an empty capability bounding set, and
+//     rlimits on processes, open files and file size. Always on.
+//   - mount: a mount namespace in which the image is read-only, the kit's
+//     state and every other session's directories do not exist, and /tmp
+//     and /dev/shm are private.
+//   - pid: a pid namespace whose init is the sandbox's own supervisor: the
+//     kit cannot be seen or signalled, and when the supervised command
+//     exits, every process it left behind dies with the namespace.
+//   - network: a network namespace with loopback only; where the box has
+//     an egress proxy, its listener is made inside the namespace and
+//     handed to the kit, so the proxy is the only way out.
+//   - cgroup: a cgroup per session (v2, or the v1 memory, pids and cpu
+//     controllers) carrying limits.memory, limits.cpu and a pids cap, and
+//     used to kill every process of the session when it ends.
+//
+// Processes start through a small supervisor: the kit's own binary,
+// re-executed under the name [InitName], which sets up the namespaces it
+// was cloned into, joins nothing the kit did not prepare, drops its
+// privileges and runs the command. A binary that imports this package
+// (the kit, gbx, a Go agent's kit) serves as that supervisor
+// automatically, from this package's init function.
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// InitName is argv[0] of a sandbox supervisor process.
+const InitName = "glovebox-sandbox-init"
+
+// Defaults.
+const (
+	DefaultUIDBase  = 200000
+	DefaultUIDCount = 10000
+	DefaultPids     = 512
+	DefaultFiles    = 4096
+	DefaultGrace    = 2 * time.Second
+	// DefaultProxyAddr is where an egress proxy listens inside a session's
+	// network namespace.
+	DefaultProxyAddr = "127.0.0.1:3128"
+)
+
+// Config is what a box asks of its sandbox. The zero value asks for every
+// layer with the default limits.
+type Config struct {
+	// Off turns every optional layer off: processes run as the kit's
+	// user in the kit's namespaces, with only no_new_privs and rlimits.
+	Off bool
+	// NoUsers, NoMount, NoPID, NoNetwork and NoCgroup turn single layers
+	// off.
+	NoUsers, NoMount, NoPID, NoNetwork, NoCgroup bool
+	// UIDBase and UIDCount are the uids (and gids) sessions get: one each,
+	// from UIDBase to UIDBase+UIDCount-1.
+	UIDBase, UIDCount int
+	// Hide lists directories no sandboxed process may see: the kit's state
+	// directory and the parents of the sessions' directories. With a mount
+	// namespace they are covered by empty directories; without one they
+	// are made root-only (mode 0700, or 0711 for a parent sessions must
+	// traverse).
+	Hide []string
+	// Limits are enforced per session.
+	Limits Limits
+	// Grace is how long a process that should stop has between SIGTERM and
+	// SIGKILL. Default 2s.
+	Grace time.Duration
+}
+
+// Limits are a session's resource limits. Zero means the default where
+// one is named, else no limit.
+type Limits struct {
+	Memory int64   // bytes of memory (cgroup)
+	CPU    float64 // cores (cgroup)
+	Pids   int     // processes and threads (cgroup; RLIMIT_NPROC with a uid of its own). Default 512.
+	Files  int     // open files per process (RLIMIT_NOFILE). Default 4096.
+	Disk   int64   // bytes in the session's directories and its /tmp (RLIMIT_FSIZE per file; checked by the kit per prompt)
+}
+
+// Layer names, as reported.
+const (
+	LayerUsers      = "users"
+	LayerUserNS     = "userns"
+	LayerPrivileges = "privileges"
+	LayerMount      = "mount"
+	LayerPID        = "pid"
+	LayerNetwork    = "network"
+	LayerCgroup     = "cgroup"
+)
+
+// Report says which layers are in force, and why the others are not.
+type Report struct {
+	// Active lists the layers in force, in a fixed order.
+	Active []string `json:"active"`
+	// Inactive maps each layer that is not in force to the reason.
+	Inactive map[string]string `json:"inactive,omitempty"`
+	// UIDs is the uid range sessions get, as "first-last", when the users
+	// layer is on.
+	UIDs string `json:"uids,omitempty"`
+	// Cgroup is "v2", "v1" or "" (none).
+	Cgroup string `json:"cgroup,omitempty"`
+	// Limits are the per-session limits in force.
+	Limits ReportLimits `json:"limits"`
+}
+
+// ReportLimits are the limits as reported.
+type ReportLimits struct {
+	Memory int64   `json:"memory,omitempty"`
+	CPU    float64 `json:"cpu,omitempty"`
+	Pids   int     `json:"pids,omitempty"`
+	Files  int     `json:"files,omitempty"`
+	Disk   int64   `json:"disk,omitempty"`
+}
+
+// Has reports whether layer is in force.
+func (r Report) Has(layer string) bool {
+	for _, l := range r.Active {
+		if l == layer {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the report as one line, for the boot log.
+func (r Report) String() string {
+	var b strings.Builder
+	b.WriteString("sandbox: ")
+	if len(r.Active) == 0 {
+		b.WriteString("no layer in force")
+	} else {
+		b.WriteString(strings.Join(r.Active, ", "))
+	}
+	if len(r.Inactive) > 0 {
+		keys := make([]string, 0, len(r.Inactive))
+		for k := range r.Inactive {
+			keys = append(keys, k)
+		}
+		sortStrings(keys)
+		b.WriteString("; not in force: ")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s (%s)", k, r.Inactive[k])
+		}
+	}
+	return b.String()
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// Spec is a command to run in a session's sandbox.
+type Spec struct {
+	Path string   // the program; looked up in PATH from Env when it has no slash
+	Args []string // argv, Args[0] included
+	Dir  string
+	Env  []string
+	// Stdin, Stdout and Stderr are given to the command; nil is /dev/null.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// ExitStatus is how a sandboxed command ended.
+type ExitStatus struct {
+	Code   int            // the exit code, or 128+signal
+	Signal syscall.Signal // the signal that ended it, or 0
+	// Limit names the sandbox limit the session hit while the command
+	// ran ("memory", "pids"), if any.
+	Limit string
+}
+
+// String describes the status as a shell would.
+func (s ExitStatus) String() string {
+	out := "exit status " + strconv.Itoa(s.Code)
+	if s.Signal != 0 {
+		out = "killed by " + SignalName(s.Signal)
+	}
+	if s.Limit != "" {
+		out += " (" + LimitMessage(s.Limit) + ")"
+	}
+	return out
+}
+
+// LimitMessage explains a limit a session hit.
+func LimitMessage(limit string) string {
+	switch limit {
+	case "memory":
+		return "the session reached its memory limit (limits.memory)"
+	case "pids":
+		return "the session reached its process limit (sandbox.pids)"
+	}
+	return "the session reached its " + limit + " limit"
+}
+
+func statusOf(ws syscall.WaitStatus) ExitStatus {
+	if ws.Signaled() {
+		return ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
+	}
+	return ExitStatus{Code: ws.ExitStatus()}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
+	syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
+	syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
+	syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
+}
+
+// SignalName returns the conventional name of sig, such as "SIGKILL".
+func SignalName(sig syscall.Signal) string {
+	if name, ok := signalNames[sig]; ok {
+		return name
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

@@ -1,0 +1,140 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Sandbox is the portable fallback: no layer is available off Linux.
+type Sandbox struct {
+	cfg    Config
+	report Report
+}
+
+// New reports that no layer is available on this platform.
+func New(cfg Config, _ *slog.Logger) (*Sandbox, error) {
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	why := "needs Linux"
+	return &Sandbox{cfg: cfg, report: Report{Inactive: map[string]string{
+		LayerUsers: why, LayerPrivileges: why, LayerMount: why, LayerPID: why, LayerNetwork: why, LayerCgroup: why,
+	}}}, nil
+}
+
+// Report says which layers are in force: none.
+func (sb *Sandbox) Report() Report { return sb.report }
+
+// Plain returns a session without any layer.
+func Plain() *Session { return &Session{procs: map[*Process]struct{}{}} }
+
+// Open returns a session without any layer.
+func (sb *Sandbox) Open(string, []string) (*Session, error) { return Plain(), nil }
+
+// Session runs processes as the kit's user.
+type Session struct {
+	OnListener func(net.Listener)
+	ProxyAddr  string
+	mu         sync.Mutex
+	procs      map[*Process]struct{}
+}
+
+// UID is -1: sessions run as the kit's uid.
+func (ss *Session) UID() int { return -1 }
+
+// Chown does nothing.
+func (ss *Session) Chown(string) error { return nil }
+
+// Start runs spec in its own process group.
+func (ss *Session) Start(spec Spec) (*Process, error) {
+	cmd := exec.Command(spec.Path, spec.Args[1:]...)
+	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	ss.mu.Lock()
+	ss.procs[p] = struct{}{}
+	ss.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = statusOf(ws)
+		} else {
+			p.err = err
+		}
+		ss.mu.Lock()
+		delete(ss.procs, p)
+		ss.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// KillAll kills the process groups the session started.
+func (ss *Session) KillAll() {
+	ss.mu.Lock()
+	procs := make([]*Process, 0, len(ss.procs))
+	for p := range ss.procs {
+		procs = append(procs, p)
+	}
+	ss.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+		<-p.done
+	}
+}
+
+// Close kills the session's processes.
+func (ss *Session) Close() error { ss.KillAll(); return nil }
+
+// Process is a started command.
+type Process struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	status ExitStatus
+	err    error
+}
+
+// Pid is the process's pid.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait returns how the command ended.
+func (p *Process) Wait() (ExitStatus, error) { <-p.done; return p.status, p.err }
+
+// Signal signals the process group.
+func (p *Process) Signal(sig syscall.Signal) error {
+	err := syscall.Kill(-p.cmd.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// Kill kills the process group.
+func (p *Process) Kill() { _ = p.Signal(syscall.SIGKILL) }
+
+// Stop sends SIGTERM, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(grace):
+	}
+	p.Kill()
+	<-p.done
+}

@@ -1,0 +1,382 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// box is a sandbox with two sessions' directories laid out as the kit lays
+// them out: <root>/work/<id>, <root>/state.
+type box struct {
+	root, state, parent string
+	sb                  *Sandbox
+}
+
+func newBox(t *testing.T, cfg Config) *box {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as the kit runs in its image")
+	}
+	// Not under /tmp: each sandbox has a private /tmp.
+	root, err := os.MkdirTemp("/var/tmp", "sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &box{root: root, state: filepath.Join(root, "state"), parent: filepath.Join(root, "work")}
+	for _, d := range []string{b.state, b.parent} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b.state, "secret"), []byte("box key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Hide = append(cfg.Hide, b.state, b.parent)
+	b.sb, err = New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *box) session(t *testing.T, id string) (*Session, string) {
+	t.Helper()
+	dir := filepath.Join(b.parent, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := b.sb.Open(id, []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	return ss, dir
+}
+
+// run runs a shell command in ss and returns its output and status,
+// failing the test if it does not end within 20s.
+func run(t *testing.T, ss *Session, dir, script string) (string, ExitStatus) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := ss.Start(Spec{
+		Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir,
+		Env:    []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir},
+		Stdout: w, Stderr: w,
+	})
+	w.Close()
+	if err != nil {
+		t.Fatalf("Start(%q): %v", script, err)
+	}
+	out := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); out <- b }()
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		p.Kill()
+		t.Fatalf("%q did not end within 20s", script)
+	}
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatalf("Wait(%q): %v", script, err)
+	}
+	select {
+	case b := <-out:
+		return string(b), st
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the output of %q did not close within 10s of its end", script)
+	}
+	return "", st
+}
+
+func TestReportAsRoot(t *testing.T) {
+	b := newBox(t, Config{})
+	r := b.sb.Report()
+	for _, l := range []string{LayerUsers, LayerPrivileges, LayerMount, LayerPID, LayerNetwork, LayerCgroup} {
+		if !r.Has(l) {
+			t.Errorf("layer %s not in force as root: %s", l, r)
+		}
+	}
+	if !strings.HasPrefix(r.String(), "sandbox: users, privileges, mount, pid, network, cgroup") {
+		t.Errorf("String() = %q", r.String())
+	}
+}
+
+func TestReportOff(t *testing.T) {
+	b := newBox(t, Config{Off: true})
+	r := b.sb.Report()
+	if r.Has(LayerUsers) || r.Has(LayerMount) || !r.Has(LayerPrivileges) {
+		t.Errorf("Off: Active = %v", r.Active)
+	}
+	if r.Inactive[LayerMount] == "" || !strings.Contains(r.String(), "not in force: cgroup") {
+		t.Errorf("Off: the report does not say what is off: %s", r)
+	}
+}
+
+func TestIdentityAndPrivileges(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s1")
+	out, st := run(t, ss, dir, `id -u; id -g; id -G; grep -E '^(NoNewPrivs|CapEff|CapBnd|CapPrm):' /proc/self/status; ulimit -n; stat -c %u:%a .`)
+	if st.Code != 0 {
+		t.Fatalf("exit %v: %s", st, out)
+	}
+	uid := strconv.Itoa(ss.UID())
+	for _, want := range []string{
+		uid + "\n" + uid + "\n" + uid + "\n",
+		"NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"\n4096\n", uid + ":700",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if ss.UID() < DefaultUIDBase {
+		t.Errorf("UID() = %d, want one from %d", ss.UID(), DefaultUIDBase)
+	}
+}
+
+func TestSessionsCannotSeeEachOtherOrTheState(t *testing.T) {
+	b := newBox(t, Config{})
+	victim, vdir := b.session(t, "victim")
+	if err := os.WriteFile(filepath.Join(vdir, "private.txt"), []byte("victim data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim
+	attacker, adir := b.session(t, "attacker")
+	script := fmt.Sprintf(`
+		ls -a %[1]s; echo "--"
+		cat %[2]s/private.txt; echo "rc=$?"
+		echo planted > %[2]s/planted.txt; echo "rc=$?"
+		ls -a %[3]s; cat %[3]s/secret; echo "rc=$?"
+		touch /usr/glovebox-test; echo "rc=$?"
+		echo mine > %[4]s/mine.txt && cat %[4]s/mine.txt
+		echo t > /tmp/t && cat /tmp/t`, b.parent, vdir, b.state, adir)
+	out, _ := run(t, attacker, adir, script)
+	listing, rest, _ := strings.Cut(out, "--")
+	if strings.Contains(listing, "victim") {
+		t.Errorf("the attacker lists the victim's directory:\n%s", out)
+	}
+	if strings.Contains(rest, "victim data") || strings.Contains(rest, "box key") {
+		t.Errorf("the attacker read what it must not:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(vdir, "planted.txt")); err == nil {
+		t.Errorf("the attacker planted a file in the victim's directory")
+	}
+	if strings.Count(rest, "rc=0") != 0 {
+		t.Errorf("an attack succeeded (rc=0):\n%s", out)
+	}
+	if !strings.Contains(rest, "mine\nt\n") {
+		t.Errorf("the session cannot use its own directory and /tmp:\n%s", out)
+	}
+}
+
+func TestWithoutMountNamespaceModesStillSeparateSessions(t *testing.T) {
+	b := newBox(t, Config{NoMount: true, NoPID: true})
+	if b.sb.Report().Has(LayerMount) {
+		t.Fatal("mount layer on")
+	}
+	_, vdir := b.session(t, "victim")
+	os.WriteFile(filepath.Join(vdir, "private.txt"), []byte("victim data"), 0o600)
+	attacker, adir := b.session(t, "attacker")
+	out, _ := run(t, attacker, adir, fmt.Sprintf(`ls %s; cat %s/private.txt; cat %s/secret; echo done`, b.parent, vdir, b.state))
+	if strings.Contains(out, "victim data") || strings.Contains(out, "box key") || strings.Contains(out, "victim\n") {
+		t.Errorf("without a mount namespace the attacker still reached another session or the state:\n%s", out)
+	}
+}
+
+func TestPidNamespaceHidesTheKit(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	out, _ := run(t, ss, dir, fmt.Sprintf(`kill -0 %d; echo "rc=$?"; ls /proc | grep -c '^[0-9]'`, os.Getpid()))
+	if !strings.Contains(out, "rc=1") {
+		t.Errorf("the sandbox can signal the kit:\n%s", out)
+	}
+	lines := strings.Fields(out)
+	if n, _ := strconv.Atoi(lines[len(lines)-1]); n == 0 || n > 5 {
+		t.Errorf("the sandbox sees %d processes, want only its own few:\n%s", n, out)
+	}
+}
+
+func TestNoNetworkButLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("reached\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	out, _ := run(t, ss, dir, fmt.Sprintf(`cat /proc/net/dev | tail -n +3 | cut -d: -f1; bash -c 'cat < /dev/tcp/127.0.0.1/%d'; echo "rc=$?"`, port))
+	if strings.Contains(out, "reached") {
+		t.Errorf("the sandbox reached the host's loopback:\n%s", out)
+	}
+	if ifs := strings.Fields(strings.Split(out, "bash")[0]); len(ifs) == 0 || ifs[0] != "lo" {
+		t.Errorf("interfaces = %q, want only lo", out)
+	}
+}
+
+func TestEgressListenerIsTheWayOut(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	got := make(chan string, 1)
+	ss.OnListener = func(ln net.Listener) {
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := io.ReadAll(io.LimitReader(c, 64))
+			got <- string(line)
+			c.Close()
+		}()
+	}
+	out, st := run(t, ss, dir, `bash -c 'echo hello-proxy > /dev/tcp/127.0.0.1/3128' && echo sent`)
+	if st.Code != 0 {
+		t.Fatalf("exit %v: %s", st, out)
+	}
+	select {
+	case line := <-got:
+		if line != "hello-proxy\n" {
+			t.Errorf("the kit's side read %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kit's side of the egress listener got nothing within 10s")
+	}
+}
+
+func TestNothingOutlivesTheCommand(t *testing.T) {
+	for _, cfg := range []struct {
+		name string
+		cfg  Config
+	}{{"pid namespace", Config{}}, {"cgroup only", Config{NoPID: true, NoMount: true}}, {"uid only", Config{NoPID: true, NoMount: true, NoCgroup: true}}} {
+		t.Run(cfg.name, func(t *testing.T) {
+			b := newBox(t, cfg.cfg)
+			ss, dir := b.session(t, "s")
+			marker := fmt.Sprintf("sandbox-survivor-%d", time.Now().UnixNano())
+			out, _ := run(t, ss, dir, fmt.Sprintf(`setsid sh -c 'exec -a %s sleep 1000' </dev/null >/dev/null 2>&1 & echo started`, marker))
+			if !strings.Contains(out, "started") {
+				t.Fatalf("out: %s", out)
+			}
+			if !b.sb.Report().Has(LayerPID) {
+				ss.KillAll()
+			}
+			if pids := findProcs(marker); len(pids) > 0 {
+				t.Errorf("a setsid process outlived the command: pids %v", pids)
+			}
+		})
+	}
+}
+
+func findProcs(marker string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if bytes.Contains(b, []byte(marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestMemoryLimit(t *testing.T) {
+	b := newBox(t, Config{Limits: Limits{Memory: 64 << 20}})
+	if !b.sb.Report().Has(LayerCgroup) {
+		t.Skip("no cgroup here: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "s")
+	out, st := run(t, ss, dir, `head -c 400000000 /dev/zero | tail -c 300000000 >/dev/null; echo "rc=$?"`)
+	if st.Limit != "memory" {
+		t.Errorf("status %v, want the memory limit named; output:\n%s", st, out)
+	}
+	// The session still works after.
+	if out, _ := run(t, ss, dir, `echo ok`); out != "ok\n" {
+		t.Errorf("after the OOM kill: %q", out)
+	}
+}
+
+func TestForkLimit(t *testing.T) {
+	b := newBox(t, Config{Limits: Limits{Pids: 32}})
+	ss, dir := b.session(t, "s")
+	out, st := run(t, ss, dir, `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo "made $i"`)
+	if b.sb.Report().Has(LayerCgroup) && st.Limit != "pids" {
+		t.Errorf("status %v, want the pids limit named; output:\n%s", st, out)
+	}
+	if pids := findProcs("sleep 30"); len(pids) > 0 {
+		t.Errorf("%d sleeps outlived the command", len(pids))
+	}
+}
+
+func TestSignalReachesEverything(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "trap 'echo got-term; exit 3' TERM; echo up; while :; do sleep 0.05; done"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() { <-ctx.Done(); p.Kill() }()
+	p.Stop(10 * time.Second)
+	st, _ := p.Wait()
+	rest, _ := io.ReadAll(r)
+	if st.Code != 3 || !strings.Contains(string(rest), "got-term") {
+		t.Errorf("after Stop: status %v, output %q; want the trap to run and exit 3", st, rest)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	if _, err := ss.Start(Spec{Path: "no-such-program-here", Dir: dir, Env: []string{"PATH=/usr/bin"}}); err == nil || !strings.Contains(err.Error(), "not found in PATH") {
+		t.Errorf("missing program: err = %v", err)
+	}
+	if _, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh"}, Dir: "/nonexistent-dir"}); err == nil || !strings.Contains(err.Error(), "chdir") && !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("bad dir: err = %v", err)
+	}
+	ss.Close()
+	if _, err := ss.Start(Spec{Path: "/bin/true", Dir: dir}); err == nil {
+		t.Errorf("Start after Close succeeded")
+	}
+	_ = syscall.Getpid
+}

@@ -1,0 +1,439 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The supervisor's file descriptors, as the kit passes them.
+const (
+	fdSpec   = 3 // the kit writes the initSpec as JSON, then closes
+	fdStatus = 4 // the supervisor writes status lines
+	fdListen = 5 // a unix socket on which the proxy listener is sent
+)
+
+// initSpec is what the kit tells a supervisor.
+type initSpec struct {
+	Path      string        `json:"path"`
+	Args      []string      `json:"args"`
+	Env       []string      `json:"env"`
+	Dir       string        `json:"dir"`
+	UID       int           `json:"uid"` // -1: keep the supervisor's
+	GID       int           `json:"gid"`
+	Rlimits   []initRlimit  `json:"rlimits,omitempty"`
+	Mount     *mountSpec    `json:"mount,omitempty"`
+	Net       *netSpec      `json:"net,omitempty"`
+	Supervise bool          `json:"supervise,omitempty"` // pid 1 of a pid namespace
+	DropCaps  bool          `json:"drop_caps,omitempty"`
+	Grace     time.Duration `json:"grace,omitempty"`
+	Probe     bool          `json:"probe,omitempty"` // set up, then exit without running anything
+}
+
+type initRlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+type mountSpec struct {
+	Hide     []string   `json:"hide,omitempty"` // covered by an empty, read-only directory
+	Bind     []string   `json:"bind,omitempty"` // writable, at the same path
+	Tmp      []tmpMount `json:"tmp,omitempty"`  // private tmpfs
+	ReadOnly bool       `json:"read_only,omitempty"`
+	Proc     bool       `json:"proc,omitempty"` // a /proc of the new pid namespace
+}
+
+type tmpMount struct {
+	Path string `json:"path"`
+	Size int64  `json:"size,omitempty"`
+}
+
+type netSpec struct {
+	ProxyAddr string `json:"proxy_addr,omitempty"`
+}
+
+func init() {
+	if len(os.Args) == 0 || os.Args[0] != InitName {
+		return
+	}
+	// Privileges, no_new_privs and the bounding set are per thread: set
+	// them on the thread that forks or executes the command.
+	runtime.LockOSThread()
+	os.Exit(supervisorMain())
+}
+
+// supervisorMain runs in the supervisor process. It never returns to the
+// rest of the program.
+func supervisorMain() int {
+	status := os.NewFile(fdStatus, "status")
+	fail := func(format string, args ...any) int {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Fprintf(status, "error %s\n", strings.ReplaceAll(msg, "\n", " "))
+		return 125
+	}
+	specFile := os.NewFile(fdSpec, "spec")
+	var spec initSpec
+	err := json.NewDecoder(specFile).Decode(&spec)
+	specFile.Close()
+	if err != nil {
+		return fail("read the sandbox spec: %v", err)
+	}
+	if spec.Mount != nil {
+		if err := setupMounts(spec.Mount); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if spec.Net != nil {
+		if err := setupNet(spec.Net); err != nil {
+			return fail("%v", err)
+		}
+	}
+	for _, rl := range spec.Rlimits {
+		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
+			return fail("setrlimit %d: %v", rl.Resource, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("no_new_privs: %v", err)
+	}
+	if spec.DropCaps {
+		if err := dropBoundingSet(); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if spec.Probe {
+		fmt.Fprintln(status, "ready")
+		return 0
+	}
+	if !spec.Supervise {
+		return execInPlace(&spec, fail)
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	if spec.UID >= 0 {
+		attr.Sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	// Signals are caught before the command starts, so that none is lost.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	pid, err := syscall.ForkExec(spec.Path, spec.Args, attr)
+	if err != nil {
+		return fail("start %s: %v", spec.Path, err)
+	}
+	fmt.Fprintln(status, "ready")
+	supervise(pid, spec.Grace, status, sigs)
+	return 0
+}
+
+// execInPlace drops privileges on this thread and replaces the
+// supervisor with the command.
+func execInPlace(spec *initSpec, fail func(string, ...any) int) int {
+	if spec.UID >= 0 {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return fail("setgroups: %v", e)
+		}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(spec.GID), uintptr(spec.GID), uintptr(spec.GID)); e != 0 {
+			return fail("setresgid %d: %v", spec.GID, e)
+		}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); e != 0 {
+			return fail("setresuid %d: %v", spec.UID, e)
+		}
+		// A change of credentials clears the parent-death signal.
+		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
+	}
+	if err := syscall.Chdir(spec.Dir); err != nil {
+		return fail("chdir %s: %v", spec.Dir, err)
+	}
+	syscall.CloseOnExec(fdStatus)
+	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
+	return fail("start %s: %v", spec.Path, err)
+}
+
+// supervise is pid 1 of the sandbox's pid namespace: it forwards signals
+// to every process in it, reaps them, reports the command's exit and,
+// once the command is gone, ends whatever it left behind.
+func supervise(pid int, grace time.Duration, status *os.File, sigs chan os.Signal) {
+	type reaped struct {
+		pid int
+		ws  syscall.WaitStatus
+	}
+	reap := make(chan reaped, 16)
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				close(reap)
+				return
+			}
+			reap <- reaped{p, ws}
+		}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			syscall.Kill(-1, sig.(syscall.Signal))
+		case r, ok := <-reap:
+			if !ok {
+				return
+			}
+			if r.pid != pid {
+				continue
+			}
+			fmt.Fprintf(status, "exit %d\n", uint32(r.ws))
+			// The command is gone: the rest of the namespace goes too.
+			if syscall.Kill(-1, syscall.SIGTERM) == nil && grace > 0 {
+				t := time.NewTimer(grace)
+			wait:
+				for {
+					select {
+					case _, ok := <-reap:
+						if !ok {
+							t.Stop()
+							return
+						}
+					case <-t.C:
+						break wait
+					}
+				}
+			}
+			syscall.Kill(-1, syscall.SIGKILL)
+			for range reap {
+			}
+			return
+		}
+	}
+}
+
+// dropBoundingSet empties the capability bounding set, so that nothing
+// the command executes can gain a capability.
+func dropBoundingSet() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// setupMounts builds the sandbox's view of the file system in the mount
+// namespace the supervisor was cloned into.
+func setupMounts(m *mountSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// Hold the directories to bind before anything covers them.
+	fds := make([]int, len(m.Bind))
+	for i, src := range m.Bind {
+		fd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", src, err)
+		}
+		fds[i] = fd
+	}
+	writable := map[string]bool{}
+	for _, t := range m.Tmp {
+		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
+			continue
+		}
+		opts := "mode=1777"
+		if t.Size > 0 {
+			opts += ",size=" + strconv.FormatInt(t.Size, 10)
+		}
+		if err := unix.Mount("tmpfs", t.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount a private %s: %w", t.Path, err)
+		}
+		writable[t.Path] = true
+	}
+	hide := slices.Clone(m.Hide)
+	slices.Sort(hide)
+	for _, p := range hide {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			continue // gone already, under a private tmpfs
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
+		}
+	}
+	for i, dst := range m.Bind {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("make %s: %w", dst, err)
+		}
+		src := "/proc/self/fd/" + strconv.Itoa(fds[i])
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dst, err)
+		}
+		unix.Close(fds[i])
+		writable[dst] = true
+	}
+	if m.ReadOnly {
+		if err := remountReadOnly(writable); err != nil {
+			return err
+		}
+	}
+	if m.Proc {
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount /proc: %w", err)
+		}
+	}
+	return nil
+}
+
+// remountReadOnly makes every mount read-only but the writable ones and
+// those under /proc and /dev, keeping each mount's other flags.
+func remountReadOnly(writable map[string]bool) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		points = append(points, unescapeMount(fields[4]))
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read mountinfo: %w", err)
+	}
+	for _, mp := range points {
+		if writable[mp] || under(mp, "/proc") || under(mp, "/dev") {
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(mp, &st); err != nil {
+			continue // not reachable any more: covered by a hidden directory
+		}
+		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY)
+		for _, f := range [][2]int64{
+			{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+			{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
+			{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+		} {
+			if st.Flags&f[0] != 0 {
+				flags |= uintptr(f[1])
+			}
+		}
+		if err := unix.Mount("", mp, "", flags, ""); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("make %s read-only: %w", mp, err)
+		}
+	}
+	return nil
+}
+
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// setupNet brings loopback up in the new network namespace and, for an
+// egress proxy, listens inside it and hands the listener to the kit.
+func setupNet(n *netSpec) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring loopback up: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring loopback up: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring loopback up: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring loopback up: %w", err)
+	}
+	if n.ProxyAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.ProxyAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the egress proxy on %s: %w", n.ProxyAddr, err)
+	}
+	lf, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		return fmt.Errorf("egress listener: %w", err)
+	}
+	defer lf.Close()
+	if err := unix.Sendmsg(fdListen, []byte{0}, unix.UnixRights(int(lf.Fd())), nil, 0); err != nil {
+		return fmt.Errorf("hand the egress listener to the kit: %w", err)
+	}
+	unix.Close(fdListen)
+	return nil
+}
+
+// lookPath finds file in the PATH of env, as the command would.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH", file)
+}
