@@ -47,6 +47,7 @@ const (
 	CodeQueueFull    = "QueueFull"    // the session's prompt queue is full
 	CodeDuplicateID  = "DuplicateID"  // a prompt id already queued or running on the session
 	CodeResumeFailed = "ResumeFailed" // a resume request named an unknown or expired session
+	CodeLimit        = "LimitError"   // the session hit a sandbox limit (memory, processes, disk)
 )
 
 // ClientMessage is a message a client sends to a box.

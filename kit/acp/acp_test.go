@@ -169,12 +169,12 @@ func (c *conversation) pids() []int {
 	var pids []int
 	c.mu.Lock()
 	if c.proc != nil {
-		pids = append(pids, c.proc.cmd.Process.Pid)
+		pids = append(pids, c.proc.sp.Pid())
 	}
 	c.mu.Unlock()
 	c.terms.mu.Lock()
 	for _, t := range c.terms.m {
-		pids = append(pids, t.cmd.Process.Pid)
+		pids = append(pids, t.sp.Pid())
 	}
 	c.terms.mu.Unlock()
 	return pids
@@ -183,7 +183,7 @@ func (c *conversation) pids() []int {
 func (c *conversation) pid() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.proc.cmd.Process.Pid
+	return c.proc.sp.Pid()
 }
 
 // checkGoroutines waits for the goroutine count to fall back to what it

@@ -85,10 +85,10 @@ func (c *conversation) run(l, old *launch) {
 		if old.p != nil {
 			old.p.stop(c.a.stopGrace)
 			c.terms.killAll()
-			c.log.Warn("acp: restarting the agent process", "last", exitStatus(old.p.waitErr))
+			c.log.Warn("acp: restarting the agent process", "last", old.p.exitStatus())
 		}
 	}
-	p, err := startProc(c.a.command, workDir(c.s), c.env, c, c.log, c.a.maxLine, c.a.maxInbound)
+	p, err := startProc(c.s.Sandbox, c.a.command, workDir(c.s), c.env, c, c.log, c.a.maxLine, c.a.maxInbound)
 	if err != nil {
 		l.err = err
 		return

@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// TestDependencies keeps the package on the standard library and the two
-// contracts it implements, so the kit binary stays small.
+// TestDependencies keeps the package on the standard library, the two
+// contracts it implements and the sandbox that starts its processes (with
+// x/sys), so the kit binary stays small.
 func TestDependencies(t *testing.T) {
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
@@ -17,13 +18,15 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/glovebox-dev/glovebox/kit/acp":   true,
-		"github.com/glovebox-dev/glovebox/kit/agent": true,
-		"github.com/glovebox-dev/glovebox/protocol":  true,
+		"github.com/glovebox-dev/glovebox/kit/acp":     true,
+		"github.com/glovebox-dev/glovebox/kit/agent":   true,
+		"github.com/glovebox-dev/glovebox/protocol":    true,
+		"github.com/glovebox-dev/glovebox/kit/sandbox": true,
+		"golang.org/x/sys/unix":                        true,
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if !allowed[p] {
-			t.Errorf("kit/acp depends on %s; it may use only the standard library, kit/agent and protocol", p)
+			t.Errorf("kit/acp depends on %s; it may use only the standard library, kit/agent, kit/sandbox (with x/sys) and protocol", p)
 		}
 	}
 }

@@ -7,21 +7,23 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 // proc is one running agent process and its connection.
 type proc struct {
-	cmd  *exec.Cmd
+	sp   *sandbox.Process
 	conn *conn
 	log  *slog.Logger
 
-	exited  chan struct{} // closed once the process is reaped
-	waitErr error         // the process's exit, valid after exited
+	exited chan struct{}      // closed once the process is reaped
+	status sandbox.ExitStatus // how it ended, valid after exited
+	err    error              // why its status is unknown, valid after exited
 
 	stderrDone chan struct{}
 	tailMu     sync.Mutex
@@ -38,9 +40,9 @@ const stderrTail = 5
 // errStopped is why the connection of an agent the kit stops closed.
 var errStopped = errors.New("acp: agent stopped by the kit")
 
-// startProc starts command in its own process group, with stdin and
+// startProc starts command in the session's sandbox, with stdin and
 // stdout as the JSON-RPC channel and stderr lines going to log.
-func startProc(command []string, dir string, env []string, h handler, log *slog.Logger, maxLine, maxInbound int) (*proc, error) {
+func startProc(box *sandbox.Session, command []string, dir string, env []string, h handler, log *slog.Logger, maxLine, maxInbound int) (*proc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("acp: stdin pipe: %w", err)
@@ -55,12 +57,8 @@ func startProc(command []string, dir string, env []string, h handler, log *slog.
 		closeAll(inR, inW, outR, outW)
 		return nil, fmt.Errorf("acp: stderr pipe: %w", err)
 	}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	sp, err := box.Start(sandbox.Spec{Path: command[0], Args: command, Dir: dir, Env: env, Stdin: inR, Stdout: outW, Stderr: errW})
+	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		return nil, fmt.Errorf("acp: start agent %q: %w", command[0], err)
 	}
@@ -68,8 +66,8 @@ func startProc(command []string, dir string, env []string, h handler, log *slog.
 	closeAll(inR, outW, errW)
 
 	p := &proc{
-		cmd:        cmd,
-		log:        log.With("pid", cmd.Process.Pid),
+		sp:         sp,
+		log:        log.With("pid", sp.Pid()),
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
 	}
@@ -90,8 +88,8 @@ func closeAll(files ...*os.File) {
 // keeps the pipes open: it kills the process group and bounds how long
 // the readers may still wait for buffered output.
 func (p *proc) reap(inW, outR, errR *os.File) {
-	p.waitErr = p.cmd.Wait()
-	p.signalGroup(syscall.SIGKILL)
+	p.status, p.err = p.sp.Wait()
+	p.sp.Kill()
 	deadline := time.Now().Add(2 * time.Second)
 	_ = outR.SetReadDeadline(deadline)
 	_ = errR.SetReadDeadline(deadline)
@@ -99,7 +97,7 @@ func (p *proc) reap(inW, outR, errR *os.File) {
 	<-p.stderrDone
 	p.conn.shutdown(errConnClosed)
 	closeAll(inW, outR, errR)
-	p.log.Info("acp: agent exited", "status", exitStatus(p.waitErr))
+	p.log.Info("acp: agent exited", "status", p.exitStatus())
 	close(p.exited)
 }
 
@@ -138,10 +136,10 @@ func (p *proc) drainStderr(r *os.File) {
 	}
 }
 
-// signalGroup signals the agent's whole process group.
+// signalGroup signals the agent and everything it started.
 func (p *proc) signalGroup(sig syscall.Signal) {
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.log.Warn("acp: signal agent process group", "signal", sig, "err", err)
+	if err := p.sp.Signal(sig); err != nil {
+		p.log.Warn("acp: signal the agent", "signal", sig, "err", err)
 	}
 }
 
@@ -202,11 +200,11 @@ func (p *proc) exitError(ctx context.Context, grace time.Duration, during string
 	var b strings.Builder
 	switch cause := p.conn.err(); {
 	case errors.Is(cause, errStopped):
-		fmt.Fprintf(&b, "acp: the agent process was stopped (%s) during %s", exitStatus(p.waitErr), during)
+		fmt.Fprintf(&b, "acp: the agent process was stopped (%s) during %s", p.exitStatus(), during)
 	case cause != nil && !errors.Is(cause, errConnClosed):
-		fmt.Fprintf(&b, "%v; the agent was stopped (%s)", cause, exitStatus(p.waitErr))
+		fmt.Fprintf(&b, "%v; the agent was stopped (%s)", cause, p.exitStatus())
 	default:
-		fmt.Fprintf(&b, "acp: the agent process exited (%s) during %s", exitStatus(p.waitErr), during)
+		fmt.Fprintf(&b, "acp: the agent process exited (%s) during %s", p.exitStatus(), during)
 	}
 	p.tailMu.Lock()
 	if len(p.tail) > 0 {
@@ -217,16 +215,10 @@ func (p *proc) exitError(ctx context.Context, grace time.Duration, during string
 	return errors.New(b.String())
 }
 
-func exitStatus(err error) string {
-	if err == nil {
-		return "exit status 0"
+// exitStatus describes how the process ended; valid after exited.
+func (p *proc) exitStatus() string {
+	if p.err != nil {
+		return p.err.Error()
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + unixSignalName(ws.Signal())
-		}
-		return ee.String()
-	}
-	return err.Error()
+	return p.status.String()
 }

@@ -88,7 +88,7 @@ func TestRealGeminiCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	if !alive && p.cmd.Process.Pid == pid {
+	if !alive && p.sp.Pid() == pid {
 		t.Errorf("the stopped agent %d was not replaced", pid)
 	}
 }

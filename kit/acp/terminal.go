@@ -3,7 +3,6 @@ package acp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,9 +10,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 // terminals are the commands the agent runs through terminal/*.
@@ -31,8 +31,8 @@ func newTerminals(c *conversation) *terminals {
 // terminal is one command in its own process group, with its combined
 // output kept up to a byte limit.
 type terminal struct {
-	id  string
-	cmd *exec.Cmd
+	id string
+	sp *sandbox.Process
 
 	mu        sync.Mutex
 	out       []byte
@@ -113,18 +113,14 @@ func (ts *terminals) create(params json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("terminal output pipe: %w", err)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	sp, err := c.s.Sandbox.Start(sandbox.Spec{Path: name, Args: append([]string{name}, args...), Dir: dir, Env: env, Stdout: w, Stderr: w})
+	if err != nil {
 		closeAll(r, w)
 		return nil, rpcErrorf(codeInternal, "start %s: %v", p.Command, err)
 	}
 	_ = w.Close()
 	ts.next++
-	t := &terminal{id: fmt.Sprintf("term_%d", ts.next), cmd: cmd, limit: limit, done: make(chan struct{})}
+	t := &terminal{id: fmt.Sprintf("term_%d", ts.next), sp: sp, limit: limit, done: make(chan struct{})}
 	ts.m[t.id] = t
 	go t.run(r)
 	c.log.Info("acp: terminal started", "terminal", t.id, "command", p.Command, "args", p.Args, "cwd", dir)
@@ -153,40 +149,20 @@ func (t *terminal) run(r *os.File) {
 			}
 		}
 	}()
-	_ = t.cmd.Wait() // the status is in ProcessState
+	st, _ := t.sp.Wait()
 	_ = r.SetReadDeadline(time.Now().Add(time.Second))
 	<-readDone
 	_ = r.Close()
 	t.mu.Lock()
-	if ws, ok := t.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		sig := unixSignalName(ws.Signal())
+	if st.Signal != 0 {
+		sig := sandbox.SignalName(st.Signal)
 		t.status.Signal = &sig
 	} else {
-		code := t.cmd.ProcessState.ExitCode()
+		code := st.Code
 		t.status.ExitCode = &code
 	}
 	t.mu.Unlock()
 	close(t.done)
-}
-
-func unixSignalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGPIPE:
-		return "SIGPIPE"
-	case syscall.SIGSEGV:
-		return "SIGSEGV"
-	case syscall.SIGABRT:
-		return "SIGABRT"
-	}
-	return s.String()
 }
 
 // append keeps the last limit bytes of output, cut at a character
@@ -283,11 +259,7 @@ func (ts *terminals) release(params json.RawMessage) (any, error) {
 }
 
 // killGroup kills the command and whatever it started.
-func (t *terminal) killGroup() {
-	if err := syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		_ = t.cmd.Process.Kill()
-	}
-}
+func (t *terminal) killGroup() { t.sp.Kill() }
 
 // killAll kills and forgets every terminal, and waits for them.
 func (ts *terminals) killAll() {

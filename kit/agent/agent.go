@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -115,8 +116,10 @@ type Session struct {
 	// them, each session has its own.
 	Dirs Dirs
 	// Env is the environment the agent and anything it starts should run
-	// with: the kit's own environment, the manifest's env defaults, and
-	// GLOVEBOX_WORK, GLOVEBOX_INPUT, GLOVEBOX_OUTPUT and GLOVEBOX_SESSION.
+	// with, and nothing more: PATH, HOME (the work directory), locale and
+	// CA variables, the variables the manifest's env and agent.env
+	// declare, and GLOVEBOX_WORK, GLOVEBOX_INPUT, GLOVEBOX_OUTPUT and
+	// GLOVEBOX_SESSION.
 	Env []string
 	// Preamble is the environment preamble: a short text telling a model
 	// where its directories are and what the box offers.
@@ -125,6 +128,11 @@ type Session struct {
 	Manifest *protocol.Manifest
 	// Log is the session's logger.
 	Log *slog.Logger
+	// Sandbox starts the session's processes: every process an agent
+	// starts for the session must start through it, so that it runs under
+	// the session's uid, namespaces and limits and dies with the session.
+	// Nil means sandbox.Plain().
+	Sandbox *sandbox.Session
 }
 
 // RejectedError is returned by Turn.Ask when the client rejected the slot.

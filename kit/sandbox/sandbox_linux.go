@@ -24,6 +24,7 @@ type Sandbox struct {
 	log    *slog.Logger
 	report Report
 
+	plain     bool    // Plain: no layer at all, not even no_new_privs
 	root      bool    // the kit runs as root: users layer possible
 	users     bool    // a uid per session
 	userns    bool    // a user namespace maps the kit's uid to root inside
@@ -301,12 +302,19 @@ func (ss *Session) Chown(path string) error {
 	return os.Lchown(path, ss.uid, ss.uid)
 }
 
-// Start runs spec in the session's sandbox.
+// Start runs spec in the session's sandbox. A nil session starts it in a
+// Plain one.
 func (ss *Session) Start(spec Spec) (*Process, error) {
+	if ss == nil {
+		ss = Plain()
+	}
 	sb := ss.sb
 	path, err := lookPath(spec.Path, spec.Env)
 	if err != nil {
 		return nil, err
+	}
+	if sb.plain {
+		return ss.startPlain(path, spec)
 	}
 	args := spec.Args
 	if len(args) == 0 {
@@ -315,17 +323,21 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	is := &initSpec{
 		Path: path, Args: args, Env: spec.Env, Dir: spec.Dir,
 		UID: ss.uid, GID: ss.uid,
-		Grace:    sb.cfg.Grace,
-		DropCaps: sb.root || sb.userns,
+		Grace:     sb.cfg.Grace,
+		DropCaps:  !sb.plain && (sb.root || sb.userns),
+		KeepPrivs: sb.plain,
 		Rlimits: []initRlimit{
 			{Resource: syscall.RLIMIT_NOFILE, Cur: uint64(sb.cfg.Limits.Files), Max: uint64(sb.cfg.Limits.Files)},
 			{Resource: unix.RLIMIT_CORE},
 		},
 	}
+	if sb.plain {
+		is.Rlimits = nil
+	}
 	if ss.uid >= 0 {
 		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(sb.cfg.Limits.Pids), Max: uint64(sb.cfg.Limits.Pids)})
 	}
-	if d := sb.cfg.Limits.Disk; d > 0 {
+	if d := sb.cfg.Limits.Disk; d > 0 && !sb.plain {
 		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_FSIZE, Cur: uint64(d), Max: uint64(d)})
 	}
 	flags := sb.cloneMask
@@ -373,15 +385,7 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	if onListener != nil && p.listener != nil {
 		onListener(p.listener)
 	}
-	ss.mu.Lock()
-	ss.procs[p] = struct{}{}
-	ss.mu.Unlock()
-	go func() {
-		<-p.done
-		ss.mu.Lock()
-		delete(ss.procs, p)
-		ss.mu.Unlock()
-	}()
+	ss.track(p)
 	return p, nil
 }
 
@@ -511,7 +515,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		},
 	}
 	if spec != nil {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = orNil(spec.Stdin), orNil(spec.Stdout), orNil(spec.Stderr)
+		setStdio(cmd, spec)
 	}
 	if flags&syscall.CLONE_NEWUSER != 0 {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
@@ -552,7 +556,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 	case strings.HasPrefix(line, "error "):
 		_ = cmd.Wait()
 		closeFiles(statR, sockKit)
-		return nil, fmt.Errorf("sandbox: %s", strings.TrimPrefix(line, "error "))
+		return nil, supervisorError(strings.TrimPrefix(line, "error "))
 	case line == "ready":
 	case rerr != nil && !is.Supervise && !is.Probe:
 		// The status pipe closed on exec: the command runs.
@@ -601,6 +605,15 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 	return p, nil
 }
 
+// supervisorError rebuilds a supervisor's "errno message" error line.
+func supervisorError(s string) error {
+	num, msg, _ := strings.Cut(s, " ")
+	if n, err := strconv.Atoi(num); err == nil && n > 0 {
+		return fmt.Errorf("sandbox: %s: %w", msg, syscall.Errno(n))
+	}
+	return fmt.Errorf("sandbox: %s", msg)
+}
+
 func recvListener(sock *os.File) (net.Listener, error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
@@ -621,11 +634,18 @@ func recvListener(sock *os.File) (net.Listener, error) {
 	return net.FileListener(f)
 }
 
-func orNil(f *os.File) *os.File {
-	if f == nil {
-		return nil // os/exec opens /dev/null
+// setStdio gives cmd the spec's standard files; one left nil stays a nil
+// interface, which os/exec opens as /dev/null.
+func setStdio(cmd *exec.Cmd, spec *Spec) {
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
 	}
-	return f
+	if spec.Stdout != nil {
+		cmd.Stdout = spec.Stdout
+	}
+	if spec.Stderr != nil {
+		cmd.Stderr = spec.Stderr
+	}
 }
 
 func closeFiles(files ...*os.File) {
@@ -650,15 +670,16 @@ func (p *Process) Wait() (ExitStatus, error) {
 }
 
 // Signal sends sig to every process the command started: through its
-// supervisor in a pid namespace, else to its process group.
+// supervisor in a pid namespace, else to its process group (which may
+// outlive the command).
 func (p *Process) Signal(sig syscall.Signal) error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
 	var err error
-	if p.pidns && sig != syscall.SIGKILL {
+	if p.pidns {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
 		err = p.cmd.Process.Signal(sig)
 	} else {
 		err = syscall.Kill(-p.cmd.Process.Pid, sig)
@@ -669,36 +690,93 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return err
 }
 
+// alive reports whether anything the command started still runs.
+func (p *Process) alive() bool {
+	if p.pidns {
+		select {
+		case <-p.done:
+			return false
+		default:
+			return true
+		}
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, 0) == nil
+}
+
 // Kill ends the command and everything it started at once.
 func (p *Process) Kill() {
 	_ = p.Signal(syscall.SIGKILL)
-	if p.pidns {
-		_ = p.cmd.Process.Kill()
-	}
 }
 
-// Stop sends SIGTERM, waits up to grace, then kills; it returns once the
-// process is gone.
+// Stop sends SIGTERM to everything the command started, waits up to grace
+// for all of it to end, then kills what is left; it returns once the
+// command is gone.
 func (p *Process) Stop(grace time.Duration) {
-	if grace > 0 {
+	if grace > 0 && p.alive() {
 		_ = p.Signal(syscall.SIGTERM)
-		t := time.NewTimer(grace)
-		select {
-		case <-p.done:
-			t.Stop()
-			return
-		case <-t.C:
+		deadline := time.Now().Add(grace)
+		for p.alive() && time.Now().Before(deadline) {
+			select {
+			case <-p.done:
+				if p.pidns {
+					return
+				}
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 	p.Kill()
 	<-p.done
 }
 
-// Plain returns a session with no layer but no_new_privs and rlimits: the
-// kit's uid and namespaces. Agents use it when the kit gives them no
+// startPlain starts spec as the kit would without a sandbox: in a process
+// group of its own, nothing else.
+func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
+	args := spec.Args
+	if len(args) == 0 {
+		args = []string{spec.Path}
+	}
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: spec.Dir, Env: spec.Env,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	setStdio(cmd, &spec)
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: start %s: %w", path, err)
+	}
+	p := &Process{cmd: cmd, ss: ss, done: make(chan struct{})}
+	ss.track(p)
+	go func() {
+		defer close(p.done)
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = statusOf(ws)
+		} else {
+			p.err = err
+		}
+	}()
+	return p, nil
+}
+
+// track counts p among the session's processes until it is done.
+func (ss *Session) track(p *Process) {
+	ss.mu.Lock()
+	ss.procs[p] = struct{}{}
+	ss.mu.Unlock()
+	go func() {
+		<-p.done
+		ss.mu.Lock()
+		delete(ss.procs, p)
+		ss.mu.Unlock()
+	}()
+}
+
+// Plain returns a session with no layer at all: processes run as the kit
+// would run them itself, in a process group of their own. Agents use it when the kit gives them no
 // sandbox (Go programs that embed an agent without a kit, tests).
 func Plain() *Session {
-	sb := &Sandbox{cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
-	sb.report = Report{Active: []string{LayerPrivileges}}
+	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
+	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }

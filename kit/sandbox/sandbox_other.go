@@ -55,6 +55,9 @@ func (ss *Session) Chown(string) error { return nil }
 
 // Start runs spec in its own process group.
 func (ss *Session) Start(spec Spec) (*Process, error) {
+	if ss == nil {
+		ss = Plain()
+	}
 	cmd := exec.Command(spec.Path, spec.Args[1:]...)
 	cmd.Dir, cmd.Env = spec.Dir, spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
@@ -83,6 +86,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 
 // KillAll kills the process groups the session started.
 func (ss *Session) KillAll() {
+	if ss == nil {
+		return
+	}
 	ss.mu.Lock()
 	procs := make([]*Process, 0, len(ss.procs))
 	for p := range ss.procs {

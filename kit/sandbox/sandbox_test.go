@@ -380,3 +380,20 @@ func TestStartErrors(t *testing.T) {
 	}
 	_ = syscall.Getpid
 }
+
+func TestSignalName(t *testing.T) {
+	tests := []struct {
+		sig  int
+		want string
+	}{
+		{9, "SIGKILL"},
+		{15, "SIGTERM"},
+		{2, "SIGINT"},
+		{64, "SIG64"},
+	}
+	for _, tt := range tests {
+		if got := SignalName(syscall.Signal(tt.sig)); got != tt.want {
+			t.Errorf("SignalName(%d) = %q, want %q", tt.sig, got, tt.want)
+		}
+	}
+}

@@ -28,17 +28,20 @@ const (
 
 // initSpec is what the kit tells a supervisor.
 type initSpec struct {
-	Path      string        `json:"path"`
-	Args      []string      `json:"args"`
-	Env       []string      `json:"env"`
-	Dir       string        `json:"dir"`
-	UID       int           `json:"uid"` // -1: keep the supervisor's
-	GID       int           `json:"gid"`
-	Rlimits   []initRlimit  `json:"rlimits,omitempty"`
-	Mount     *mountSpec    `json:"mount,omitempty"`
-	Net       *netSpec      `json:"net,omitempty"`
-	Supervise bool          `json:"supervise,omitempty"` // pid 1 of a pid namespace
-	DropCaps  bool          `json:"drop_caps,omitempty"`
+	Path      string       `json:"path"`
+	Args      []string     `json:"args"`
+	Env       []string     `json:"env"`
+	Dir       string       `json:"dir"`
+	UID       int          `json:"uid"` // -1: keep the supervisor's
+	GID       int          `json:"gid"`
+	Rlimits   []initRlimit `json:"rlimits,omitempty"`
+	Mount     *mountSpec   `json:"mount,omitempty"`
+	Net       *netSpec     `json:"net,omitempty"`
+	Supervise bool         `json:"supervise,omitempty"` // pid 1 of a pid namespace
+	DropCaps  bool         `json:"drop_caps,omitempty"`
+	// KeepPrivs leaves out no_new_privs: only for Plain sessions, which
+	// run as the kit runs.
+	KeepPrivs bool          `json:"keep_privs,omitempty"`
 	Grace     time.Duration `json:"grace,omitempty"`
 	Probe     bool          `json:"probe,omitempty"` // set up, then exit without running anything
 }
@@ -80,9 +83,18 @@ func init() {
 // rest of the program.
 func supervisorMain() int {
 	status := os.NewFile(fdStatus, "status")
+	// An error line carries the errno of the last argument that is one,
+	// so that the kit can tell "not found" from "permission denied".
 	fail := func(format string, args ...any) int {
+		errno := 0
+		for _, a := range args {
+			var e syscall.Errno
+			if err, ok := a.(error); ok && errors.As(err, &e) {
+				errno = int(e)
+			}
+		}
 		msg := fmt.Sprintf(format, args...)
-		fmt.Fprintf(status, "error %s\n", strings.ReplaceAll(msg, "\n", " "))
+		fmt.Fprintf(status, "error %d %s\n", errno, strings.ReplaceAll(msg, "\n", " "))
 		return 125
 	}
 	specFile := os.NewFile(fdSpec, "spec")
@@ -108,8 +120,10 @@ func supervisorMain() int {
 			return fail("setrlimit %d: %v", rl.Resource, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail("no_new_privs: %v", err)
+	if !spec.KeepPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fail("no_new_privs: %v", err)
+		}
 	}
 	if spec.DropCaps {
 		if err := dropBoundingSet(); err != nil {

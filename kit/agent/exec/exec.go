@@ -29,8 +29,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	osexec "os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +36,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Event types the exec agent emits.
@@ -65,8 +65,6 @@ const (
 	// before the pipes are cut, should a process outside the group still
 	// hold them.
 	minDrain = time.Second
-	// pollInterval is how often killGroup checks whether the group is gone.
-	pollInterval = 10 * time.Millisecond
 )
 
 // TextDelta is the data of a text_delta event.
@@ -79,6 +77,9 @@ type TextDelta struct {
 type Exit struct {
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
+	// Limit names the sandbox limit the session hit ("memory", "pids");
+	// the prompt then ends with a LimitError.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Skill is the data of a skill event.
@@ -183,16 +184,18 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	if env == nil {
 		env = []string{} // never inherit the kit's own environment by accident
 	}
-	cmd := &osexec.Cmd{
-		Path:        c.cfg.shell,
-		Args:        []string{c.cfg.shell, "-c", text},
-		Dir:         c.s.Dirs.Work,
-		Env:         env,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	box := c.s.Sandbox
+	if box == nil {
+		box = sandbox.Plain()
 	}
-	startErr := cmd.Start()
+	proc, startErr := box.Start(sandbox.Spec{
+		Path:   c.cfg.shell,
+		Args:   []string{c.cfg.shell, "-c", text},
+		Dir:    c.s.Dirs.Work,
+		Env:    env,
+		Stdout: outW,
+		Stderr: errW,
+	})
 	outW.Close()
 	errW.Close()
 	if startErr != nil {
@@ -200,7 +203,6 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		errR.Close()
 		return "", fmt.Errorf("exec: start %s in %s: %w", c.cfg.shell, c.s.Dirs.Work, startErr)
 	}
-	pgid := cmd.Process.Pid
 
 	chunks := make(chan chunk)
 	quit := make(chan struct{})
@@ -208,21 +210,18 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	wg.Add(2)
 	go readStream(&wg, outR, Stdout, chunks, quit)
 	go readStream(&wg, errR, Stderr, chunks, quit)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 
 	var (
 		tail     = newTail(c.cfg.messageLimit)
 		open     = 2
 		exited   = false
-		waitErr  error
 		stopping = false
 		drained  = make(chan struct{}) // closed once both streams ended
-		stopped  = make(chan struct{}) // closed once the group was stopped
+		stopped  = make(chan struct{}) // closed once everything was stopped
 	)
-	// stop ends the process group and, should a process that escaped the
-	// group still hold a pipe, unblocks the readers once the output had
-	// time to drain.
+	// stop ends everything the command started and, should a process that
+	// escaped every layer still hold a pipe, unblocks the readers once the
+	// output had time to drain; they read what the pipes still hold.
 	stop := func() {
 		if stopping {
 			return
@@ -230,7 +229,8 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		stopping = true
 		go func() {
 			defer close(stopped)
-			c.killGroup(pgid)
+			proc.Stop(c.cfg.grace)
+			box.KillAll()
 			timer := time.NewTimer(max(c.cfg.grace, minDrain))
 			defer timer.Stop()
 			select {
@@ -246,7 +246,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		close(quit)
 		wg.Wait()
 		if !exited {
-			waitErr = <-waited
+			<-proc.Done()
 			exited = true
 		}
 		if open > 0 {
@@ -280,7 +280,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 			if err := t.Emit(EventTextDelta, TextDelta{Text: string(ch.data), Stream: ch.stream}); err != nil {
 				return abort(emitErr(ctx, err))
 			}
-		case waitErr = <-waited:
+		case <-proc.Done():
 			exited = true
 			// Whatever the command left in the background goes with it.
 			stop()
@@ -290,33 +290,21 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	}
 	finish()
 
-	ex, err := exitOf(cmd.ProcessState, waitErr)
+	st, err := proc.Wait()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("exec: wait: %w", err)
+	}
+	ex := Exit{Code: st.Code, Limit: st.Limit}
+	if st.Signal != 0 {
+		ex.Signal = sandbox.SignalName(st.Signal)
 	}
 	if err := t.Emit(EventExit, ex); err != nil {
 		return "", emitErr(ctx, err)
 	}
-	return tail.String(), nil
-}
-
-// killGroup sends SIGTERM to the process group, waits up to the grace
-// period for the group to be gone, then sends SIGKILL to what remains.
-// Signalling a group that no longer exists is not an error.
-func (c *conversation) killGroup(pgid int) {
-	if c.cfg.grace > 0 {
-		if err := syscall.Kill(-pgid, syscall.SIGTERM); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		deadline := time.Now().Add(c.cfg.grace)
-		for time.Now().Before(deadline) {
-			time.Sleep(pollInterval)
-			if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-				return
-			}
-		}
+	if st.Limit != "" {
+		return "", &agent.Error{Code: protocol.CodeLimit, Err: fmt.Errorf("exec: the command was stopped (%s): %s", st, sandbox.LimitMessage(st.Limit))}
 	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
+	return tail.String(), nil
 }
 
 // emitErr explains a failed Emit, preferring the context's error when the
@@ -330,7 +318,7 @@ func emitErr(ctx context.Context, err error) error {
 
 // readStream reads r until EOF (or an error) and sends its bytes on out in
 // chunks that end on a UTF-8 boundary. It stops early when quit is closed.
-func readStream(wg *sync.WaitGroup, r io.Reader, stream string, out chan<- chunk, quit <-chan struct{}) {
+func readStream(wg *sync.WaitGroup, r *os.File, stream string, out chan<- chunk, quit <-chan struct{}) {
 	defer wg.Done()
 	send := func(ch chunk) bool {
 		select {
@@ -344,6 +332,11 @@ func readStream(wg *sync.WaitGroup, r io.Reader, stream string, out chan<- chunk
 	held := 0 // bytes of an incomplete rune kept from the last read
 	for {
 		n, err := r.Read(buf[held:])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The pipe was cut because something still holds its other
+			// end: what it already holds is output too.
+			n, err = drain(r, buf[held:])
+		}
 		n += held
 		held = 0
 		if err != nil {
@@ -362,6 +355,31 @@ func readStream(wg *sync.WaitGroup, r io.Reader, stream string, out chan<- chunk
 	}
 }
 
+// drain reads what the pipe r holds without waiting for more: at most
+// len(buf) bytes, and io.EOF once it is empty. Its read deadline must
+// have passed.
+func drain(r *os.File, buf []byte) (int, error) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	r.SetReadDeadline(time.Time{})
+	defer r.SetReadDeadline(time.Now())
+	n := 0
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, rerr = syscall.Read(int(fd), buf)
+		return true // never wait
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 || rerr != nil {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
 // utf8Cut returns the length of the longest prefix of p that does not end
 // inside a rune which later bytes could still complete. Invalid bytes are
 // not held back.
@@ -375,36 +393,6 @@ func utf8Cut(p []byte) int {
 		}
 	}
 	return len(p)
-}
-
-// exitOf turns the shell's wait status into an exit event.
-func exitOf(ps *os.ProcessState, waitErr error) (Exit, error) {
-	if ps == nil {
-		return Exit{}, fmt.Errorf("exec: wait: %w", waitErr)
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		sig := ws.Signal()
-		return Exit{Code: 128 + int(sig), Signal: signalName(sig)}, nil
-	}
-	return Exit{Code: ps.ExitCode()}, nil
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
-	syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
-	syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
-	syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
-	syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-}
-
-// signalName returns the conventional name of sig, such as "SIGKILL".
-func signalName(sig syscall.Signal) string {
-	if name, ok := signalNames[sig]; ok {
-		return name
-	}
-	return "SIG" + strconv.Itoa(int(sig))
 }
 
 // tail keeps the last limit bytes written to it and counts the rest. Its

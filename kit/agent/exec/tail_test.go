@@ -3,7 +3,6 @@ package exec
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -83,19 +82,3 @@ func TestUTF8Cut(t *testing.T) {
 	}
 }
 
-func TestSignalName(t *testing.T) {
-	tests := []struct {
-		sig  int
-		want string
-	}{
-		{9, "SIGKILL"},
-		{15, "SIGTERM"},
-		{2, "SIGINT"},
-		{64, "SIG64"},
-	}
-	for _, tt := range tests {
-		if got := signalName(syscall.Signal(tt.sig)); got != tt.want {
-			t.Errorf("signalName(%d) = %q, want %q", tt.sig, got, tt.want)
-		}
-	}
-}
