@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -174,18 +175,30 @@ func (b *boot) run(opts Options) *Server {
 		b.add("manifest: storage_policy.outputs: %v", err)
 	}
 
-	// Agent environment.
+	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
+	if m.Limits.Disk != "" {
+		s.diskLimit, _ = protocol.ParseSize(m.Limits.Disk)
+	}
+	s.openSandbox(b)
 
 	// Precomputed bodies.
-	s.healthBody, _ = json.Marshal(protocol.Health{OK: true, Name: m.Name, Version: m.Version})
-	s.envBody, _ = json.Marshal(m.Environment(s.caps))
+	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
+	env := m.Environment(s.caps)
+	if iso := s.isolation(); iso != nil {
+		health.Isolation = iso.Active
+		env.Isolation = iso
+	}
+	s.healthBody, _ = json.Marshal(health)
+	s.envBody, _ = json.Marshal(env)
 	return s
 }
 
-// agentBaseEnv is the environment every session's agent starts from: the
-// process environment without the box key, the manifest's env (values
-// from the kit's environment, else their defaults) and agent.env.
+// agentBaseEnv is the environment every session's agent starts from, and
+// all of it: the kit's PATH, locale and CA variables, the manifest's env
+// (values from the kit's environment, else their defaults) and agent.env.
+// Nothing else of the kit's environment reaches an agent: not the box
+// key, not storage credentials.
 func (s *Server) agentBaseEnv() []string {
 	base := s.opts.Environ
 	if base == nil {
@@ -201,10 +214,12 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "GLOVEBOX_KEY" {
-			continue
+		if ok && slices.Contains(passedEnv, k) {
+			put(k, v)
 		}
-		put(k, v)
+	}
+	if _, ok := set["PATH"]; !ok {
+		put("PATH", "/usr/local/bin:/usr/bin:/bin")
 	}
 	for _, name := range sortedKeys(s.man.Env) {
 		if v := s.getenv(name); v != "" {
@@ -220,7 +235,7 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	env := make([]string, 0, len(order)+4)
 	for _, k := range order {
-		if strings.HasPrefix(k, "GLOVEBOX_") && isSessionVar(k) {
+		if k == "GLOVEBOX_KEY" || k == "HOME" || strings.HasPrefix(k, "GLOVEBOX_") && isSessionVar(k) {
 			continue
 		}
 		env = append(env, k+"="+set[k])

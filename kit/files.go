@@ -109,6 +109,15 @@ func (ss *session) writeInput(ctx context.Context, a storage.Adapter, ref protoc
 		return 0, err
 	}
 	tmp := f.Name()
+	if uid := ss.info.Sandbox.UID(); uid >= 0 {
+		// The session's uid owns its inputs (by the descriptor: no path
+		// the agent could have swapped is followed).
+		if err := f.Chown(uid, uid); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return 0, err
+		}
+	}
 	n, err := io.Copy(f, io.LimitReader(rc, max+1))
 	if err == nil && n > max {
 		err = fmt.Errorf("larger than limits.max_input (%s)", protocol.FormatSize(max))
@@ -272,7 +281,7 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 
 // store streams one output file to the adapter the policy picks.
 func (ss *session) store(ctx context.Context, promptID string, o output, policy protocol.Policy) (protocol.FileRef, error) {
-	f, err := os.OpenFile(o.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := ss.openOutput(o.path)
 	if err != nil {
 		return protocol.FileRef{}, pathCause(err)
 	}
@@ -292,6 +301,30 @@ func (ss *session) store(ctx context.Context, promptID string, o output, policy 
 		SessionID: ss.id,
 	}
 	return ss.srv.registry.Store(ctx, policy, meta, io.LimitReader(f, info.Size()))
+}
+
+// openOutput opens a file in one of the session's directories for
+// reading, through an os.Root of that directory: the kit reads as root
+// what the agent wrote, so no symbolic link, last or intermediate, may
+// lead it out of the session's directories, whatever the agent changes
+// meanwhile.
+func (ss *session) openOutput(p string) (*os.File, error) {
+	for _, dir := range dirSet(ss.info.Dirs).list() {
+		if !within(dir, p) {
+			continue
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return nil, err
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return nil, err
+		}
+		defer root.Close()
+		return root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	}
+	return nil, fmt.Errorf("%s is outside the session's directories", p)
 }
 
 // unique returns name, or name with a counter before its extension when

@@ -43,10 +43,18 @@ func runInit(args []string, stderr io.Writer) error {
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
 	defer signal.Stop(sigs)
 
-	child, err := os.StartProcess(exe, append([]string{os.Args[0]}, args...), &os.ProcAttr{
+	// The kit reads its environment from a memfd: its own environment
+	// block, which /proc shows, holds nothing secret.
+	attr := &os.ProcAttr{
 		Env:   append(os.Environ(), initChildEnv+"=1"),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-	})
+	}
+	if f, err := envFile(append(os.Environ(), initChildEnv+"=1")); err == nil {
+		defer f.Close()
+		attr.Env = []string{initChildEnv + "=1", envFDVar + "=3"}
+		attr.Files = append(attr.Files, f)
+	}
+	child, err := os.StartProcess(exe, append([]string{os.Args[0]}, args...), attr)
 	if err != nil {
 		fmt.Fprintf(stderr, "glovebox-kit: init: start the kit: %v\n", err)
 		return fmt.Errorf("init: start the kit: %w", err)

@@ -83,6 +83,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -131,9 +132,10 @@ type Options struct {
 	// Getenv reads the environment (required env vars, their defaults).
 	// Nil means os.Getenv. An empty value counts as unset.
 	Getenv func(string) string
-	// Environ is the environment agents start from, before the manifest's
-	// env defaults and the GLOVEBOX_* variables are added. Nil means
-	// os.Environ(). GLOVEBOX_KEY is never passed to agents.
+	// Environ is the kit's environment, which the manifest's env values
+	// and the variables agents may see (PATH, locale, CA files) are taken
+	// from. Nil means os.Environ(). Nothing else of it reaches agents: not
+	// the box key, not storage credentials.
 	Environ []string
 	// Now is the clock of the file store's TTLs and of token expiry. Nil
 	// means time.Now.
@@ -154,6 +156,7 @@ type Server struct {
 	stateDir string
 	getenv   func(string) string
 	baseEnv  []string
+	sb       *sandbox.Sandbox // starts every session's agent processes
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}
@@ -163,6 +166,7 @@ type Server struct {
 	maxInput     int64
 	inputTimeout time.Duration
 	timeout      time.Duration // 0: none
+	diskLimit    int64         // limits.disk per session; 0: none
 	maxSessions  int
 	maxQueue     int
 	resumeGrace  time.Duration

@@ -48,6 +48,10 @@ const shutdownGrace = 10 * time.Second
 // line each, and returns a non-nil error whenever the process should exit
 // with a failure status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+	if err := protectSecrets(); err != nil {
+		fmt.Fprintf(stderr, "glovebox-kit: %v\n", err)
+		return err
+	}
 	if needsInit() {
 		return runInit(args, stderr)
 	}

@@ -178,6 +178,9 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t.finish()
 	ss.clearSlots(m.ID)
+	if err := ss.checkDisk(); err != nil {
+		return "", nil, err
+	}
 
 	outputs, err := ss.collect(ctx, m.ID, before, t.tags, policy)
 	if err != nil {
@@ -238,21 +241,18 @@ func (ss *session) prepare() error {
 			*d.dst = p
 		}
 		ss.made = true
-		env := make([]string, 0, len(srv.baseEnv)+4)
-		env = append(env, srv.baseEnv...)
-		env = append(env,
-			"GLOVEBOX_WORK="+dirs.Work,
-			"GLOVEBOX_INPUT="+dirs.Input,
-			"GLOVEBOX_OUTPUT="+dirs.Output,
-			"GLOVEBOX_SESSION="+ss.id,
-		)
+		box, err := srv.sb.Open(ss.id, dirSet(dirs).list())
+		if err != nil {
+			return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
+		}
 		ss.info = &agent.Session{
 			ID:       ss.id,
 			Dirs:     dirs,
-			Env:      env,
+			Env:      srv.sessionEnv(ss.id, dirSet(dirs)),
 			Preamble: preamble(srv.man, dirs),
 			Manifest: srv.man,
 			Log:      ss.logger(),
+			Sandbox:  box,
 		}
 	}
 	var conv agent.Conversation

@@ -614,6 +614,10 @@ func (ss *session) end(cause error) {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
+		if ss.info != nil && ss.info.Sandbox != nil {
+			// Whatever the agent left running dies with the session.
+			ss.info.Sandbox.Close()
+		}
 		if ss.made && !ss.srv.sharedDirs {
 			for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
 				if d == "" {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +30,61 @@ type Manifest struct {
 	Agent *AgentSpec `json:"agent,omitempty"`
 	// Sessions tunes session isolation and resume. Additive.
 	Sessions *SessionsSpec `json:"sessions,omitempty"`
+	// Sandbox chooses the isolation layers of the box's agent processes.
+	// Additive; absent means every layer the platform allows.
+	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+}
+
+// SandboxSpec chooses the isolation layers of a box's sessions. Every
+// layer is on unless turned off here, and applies where the platform
+// allows it; the kit reports which are in force.
+type SandboxSpec struct {
+	// Enabled false turns every layer off but rlimits and no_new_privs.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Users, Mount, PID, Network and Cgroup false turn one layer off.
+	Users   *bool `json:"users,omitempty"`
+	Mount   *bool `json:"mount,omitempty"`
+	PID     *bool `json:"pid,omitempty"`
+	Network *bool `json:"network,omitempty"`
+	Cgroup  *bool `json:"cgroup,omitempty"`
+	// Require names layers the box must have: the kit refuses to start
+	// where one of them is not in force.
+	Require []string `json:"require,omitempty"`
+	// UIDBase and UIDCount are the uids sessions run under (default
+	// 200000 and 10000).
+	UIDBase  int `json:"uid_base,omitempty"`
+	UIDCount int `json:"uid_count,omitempty"`
+	// Pids caps a session's processes and threads (default 512); Files a
+	// process's open files (default 4096).
+	Pids  int `json:"pids,omitempty"`
+	Files int `json:"files,omitempty"`
+}
+
+// Sandbox layers, as SandboxSpec.Require and Isolation name them.
+var SandboxLayers = []string{"users", "userns", "privileges", "mount", "pid", "network", "cgroup"}
+
+// Isolation reports the isolation in force for a box's sessions: in
+// /environment whole, in /health its active layers.
+type Isolation struct {
+	// Active lists the layers in force.
+	Active []string `json:"active"`
+	// Inactive maps each layer that is not in force to the reason.
+	Inactive map[string]string `json:"inactive,omitempty"`
+	// UIDs is the range of session uids, "first-last", with the users layer.
+	UIDs string `json:"uids,omitempty"`
+	// Cgroup is "v2" or "v1" with the cgroup layer.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Limits are the per-session limits in force.
+	Limits IsolationLimits `json:"limits"`
+}
+
+// IsolationLimits are a session's limits in force; zero is none.
+type IsolationLimits struct {
+	Memory int64   `json:"memory,omitempty"` // bytes
+	CPU    float64 `json:"cpu,omitempty"`    // cores
+	Pids   int     `json:"pids,omitempty"`
+	Files  int     `json:"files,omitempty"`
+	Disk   int64   `json:"disk,omitempty"` // bytes
 }
 
 // Mount is one fs entry. The kit gives meaning to the keys work, input and
@@ -68,6 +125,9 @@ type Limits struct {
 	CPU     string `json:"cpu,omitempty"`
 	Memory  string `json:"memory,omitempty"`
 	Timeout string `json:"timeout,omitempty"`
+	// Disk caps what a session may keep in its directories and /tmp
+	// (default none). Additive.
+	Disk string `json:"disk,omitempty"`
 
 	// MaxMessage caps one WebSocket frame (default 100MB, as v1).
 	MaxMessage string `json:"max_message,omitempty"`
@@ -132,6 +192,8 @@ type Environment struct {
 	ProtocolVersion int              `json:"protocol_version"`
 	Capabilities    []string         `json:"capabilities,omitempty"`
 	Agent           string           `json:"agent,omitempty"`
+	// Isolation is the sandbox in force for sessions. Additive.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Health is the body of GET /health.
@@ -139,6 +201,8 @@ type Health struct {
 	OK      bool   `json:"ok"`
 	Name    string `json:"name"`
 	Version string `json:"version"`
+	// Isolation lists the sandbox layers in force. Additive.
+	Isolation []string `json:"isolation,omitempty"`
 }
 
 // Environment returns the /environment view of the manifest.
@@ -225,7 +289,7 @@ func (m *Manifest) Check() error {
 			add("manifest: env %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
 		}
 	}
-	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}} {
+	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}, {"limits.memory", m.Limits.Memory}, {"limits.disk", m.Limits.Disk}} {
 		if f.v != "" {
 			if _, err := ParseSize(f.v); err != nil {
 				add("manifest: %s: %v", f.name, err)
@@ -264,6 +328,24 @@ func (m *Manifest) Check() error {
 			}
 		}
 	}
+	if m.Limits.CPU != "" {
+		if _, err := ParseCPU(m.Limits.CPU); err != nil {
+			add("manifest: limits.cpu: %v", err)
+		}
+	}
+	if sb := m.Sandbox; sb != nil {
+		for _, l := range sb.Require {
+			if !slices.Contains(SandboxLayers, l) {
+				add("manifest: sandbox.require: %q is not a layer (one of %s)", l, strings.Join(SandboxLayers, ", "))
+			}
+		}
+		if sb.UIDBase < 0 || sb.UIDCount < 0 || sb.Pids < 0 || sb.Files < 0 {
+			add("manifest: sandbox.uid_base, uid_count, pids and files must not be negative")
+		}
+		if sb.UIDBase > 0 && sb.UIDBase < 1000 {
+			add("manifest: sandbox.uid_base %d would share uids with the image's own users; use 1000 or more (default 200000)", sb.UIDBase)
+		}
+	}
 	if s := m.Sessions; s != nil {
 		if s.ResumeGrace != "" {
 			if _, err := ParseDuration(s.ResumeGrace); err != nil {
@@ -275,6 +357,16 @@ func (m *Manifest) Check() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParseCPU parses limits.cpu: a positive number of cores, such as "1" or
+// "0.5".
+func ParseCPU(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f <= 0 || f > 1024 {
+		return 0, fmt.Errorf("%q is not a number of cores (such as \"1\" or \"0.5\")", s)
+	}
+	return f, nil
 }
 
 // AgentType returns the manifest's agent type, exec when none is named.

@@ -41,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // InitName is argv[0] of a sandbox supervisor process.
@@ -76,6 +78,10 @@ type Config struct {
 	// are made root-only (mode 0700, or 0711 for a parent sessions must
 	// traverse).
 	Hide []string
+	// SharedDirs is for boxes whose sessions share their directories: the
+	// sessions then share one uid (UIDBase), each still in its own
+	// namespaces and cgroup.
+	SharedDirs bool
 	// Limits are enforced per session.
 	Limits Limits
 	// Grace is how long a process that should stop has between SIGTERM and
@@ -104,28 +110,10 @@ const (
 	LayerCgroup     = "cgroup"
 )
 
-// Report says which layers are in force, and why the others are not.
+// Report says which layers are in force, and why the others are not. It
+// is the protocol's Isolation, as /environment shows it.
 type Report struct {
-	// Active lists the layers in force, in a fixed order.
-	Active []string `json:"active"`
-	// Inactive maps each layer that is not in force to the reason.
-	Inactive map[string]string `json:"inactive,omitempty"`
-	// UIDs is the uid range sessions get, as "first-last", when the users
-	// layer is on.
-	UIDs string `json:"uids,omitempty"`
-	// Cgroup is "v2", "v1" or "" (none).
-	Cgroup string `json:"cgroup,omitempty"`
-	// Limits are the per-session limits in force.
-	Limits ReportLimits `json:"limits"`
-}
-
-// ReportLimits are the limits as reported.
-type ReportLimits struct {
-	Memory int64   `json:"memory,omitempty"`
-	CPU    float64 `json:"cpu,omitempty"`
-	Pids   int     `json:"pids,omitempty"`
-	Files  int     `json:"files,omitempty"`
-	Disk   int64   `json:"disk,omitempty"`
+	protocol.Isolation
 }
 
 // Has reports whether layer is in force.

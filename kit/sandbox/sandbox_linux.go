@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,7 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
 	if sb.cg != nil {
 		active = append(active, LayerCgroup)
 	}
-	sb.report = Report{Active: active, Limits: ReportLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	sb.report = Report{protocol.Isolation{Active: active, Limits: protocol.IsolationLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}}
 	if len(inactive) > 0 {
 		sb.report.Inactive = inactive
 	}
@@ -242,7 +243,10 @@ type Session struct {
 // dirs (which must exist): they are given to the session's uid, mode 0700.
 func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 	ss := &Session{sb: sb, id: id, dirs: dirs, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
-	if sb.users {
+	switch {
+	case sb.users && sb.cfg.SharedDirs:
+		ss.uid = sb.cfg.UIDBase
+	case sb.users:
 		slot, err := sb.takeSlot()
 		if err != nil {
 			return nil, err
@@ -251,6 +255,8 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 		// A uid that a dead session left processes under is not handed out
 		// dirty: whatever still runs under it goes first.
 		killUID(ss.uid)
+	}
+	if ss.uid >= 0 {
 		for _, d := range dirs {
 			if err := os.Chown(d, ss.uid, ss.uid); err != nil {
 				ss.Close()
@@ -291,7 +297,12 @@ func (sb *Sandbox) takeSlot() (int, error) {
 }
 
 // UID is the session's uid, or -1 when it runs as the kit's.
-func (ss *Session) UID() int { return ss.uid }
+func (ss *Session) UID() int {
+	if ss == nil {
+		return -1
+	}
+	return ss.uid
+}
 
 // Chown gives path (not following a last symbolic link) to the session's
 // uid; without a uid of its own it does nothing.
@@ -408,7 +419,7 @@ func (ss *Session) KillAll() {
 	if ss.cg != nil {
 		ss.cg.kill(5 * time.Second)
 	}
-	if ss.uid >= 0 {
+	if ss.slot >= 0 && ss.cg == nil {
 		killUID(ss.uid)
 	}
 	for _, p := range procs {
@@ -777,6 +788,6 @@ func (ss *Session) track(p *Process) {
 // sandbox (Go programs that embed an agent without a kit, tests).
 func Plain() *Session {
 	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
-	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
+	sb.report = Report{protocol.Isolation{Inactive: map[string]string{LayerPrivileges: "a plain session"}}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }

@@ -1,0 +1,108 @@
+package kit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// envFDVar names the file descriptor a kit reads its environment from
+// when it was started with a scrubbed one.
+const envFDVar = "GLOVEBOX_ENV_FD"
+
+// protectSecrets keeps the box key and every other variable of the kit's
+// environment (storage credentials, brokered secrets) out of reach of the
+// processes agents start:
+//
+//   - the process is not dumpable, so /proc/PID/mem, /proc/PID/environ and
+//     ptrace are closed to every user but root, the kit's own uid included;
+//   - the environment block the kernel shows in /proc/PID/environ holds
+//     nothing: on its first start the kit executes itself again (same pid)
+//     with an empty environment and reads the real one from a memfd.
+//
+// It returns an error only when the kit must not go on.
+func protectSecrets() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the kit non-dumpable: %w", err)
+	}
+	if fdStr, ok := os.LookupEnv(envFDVar); ok {
+		return restoreEnv(fdStr)
+	}
+	if os.Getenv("GLOVEBOX_SCRUB_ENV") == "off" {
+		return nil
+	}
+	f, err := envFile(os.Environ())
+	if err != nil {
+		return nil // keep going with the environment as it is
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	// The memfd must survive exec.
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		f.Close()
+		return nil
+	}
+	err = syscall.Exec(exe, os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
+	f.Close()
+	return nil // exec failed: keep going with the environment as it is
+}
+
+// envFile writes env, NUL-separated, into a sealed memfd.
+func envFile(env []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("glovebox-env", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "glovebox-env")
+	if _, err := f.WriteString(strings.Join(env, "\x00")); err != nil {
+		f.Close()
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	return f, nil
+}
+
+// restoreEnv replaces the process's environment with what the memfd
+// named by fdStr holds, and closes it.
+func restoreEnv(fdStr string) error {
+	fd, err := strconv.Atoi(fdStr)
+	if err != nil || fd < 3 {
+		return fmt.Errorf("%s=%q is not a file descriptor", envFDVar, fdStr)
+	}
+	f := os.NewFile(uintptr(fd), "glovebox-env")
+	defer f.Close()
+	data, err := readAllAt(f)
+	if err != nil {
+		return fmt.Errorf("read the environment from %s: %w", envFDVar, err)
+	}
+	os.Clearenv()
+	for _, kv := range bytes.Split(data, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok && k != "" {
+			os.Setenv(k, v)
+		}
+	}
+	return nil
+}
+
+func readAllAt(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, st.Size())
+	_, err = f.ReadAt(data, 0)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return data, err
+}
