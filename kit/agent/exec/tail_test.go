@@ -81,4 +81,3 @@ func TestUTF8Cut(t *testing.T) {
 		}
 	}
 }
-
