@@ -178,7 +178,7 @@ func (b *boot) run(opts Options) *Server {
 	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
 	if m.Limits.Disk != "" {
-		s.diskLimit, _ = protocol.ParseSize(m.Limits.Disk)
+		s.diskLimit, _ = protocol.ParseQuantity(m.Limits.Disk)
 	}
 	s.openSandbox(b)
 

@@ -3,6 +3,7 @@ package kit
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -127,6 +128,38 @@ func (s *Server) authorized(bearer string, ok bool, scope, fileID string) bool {
 	return s.tokenAllows(bearer, scope, fileID)
 }
 
+// identity names the credential bearer opened a session with: "key" for
+// the box key, "sub:SUBJECT" for a token with a subject, else
+// "token:HASH" of the token itself. Only the same identity may resume
+// the session.
+func identity(bearer string, c protocol.TokenClaims, isKey bool) string {
+	switch {
+	case isKey:
+		return "key"
+	case c.Subject != "":
+		return "sub:" + c.Subject
+	}
+	sum := sha256.Sum256([]byte(bearer))
+	return "token:" + hex.EncodeToString(sum[:12])
+}
+
+// connectIdentity checks a WebSocket bearer for the connect scope and
+// returns its identity, or ok false.
+func (s *Server) connectIdentity(bearer string, present bool) (id string, ok bool) {
+	if !present {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(bearer))
+	if subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1 {
+		return identity(bearer, protocol.TokenClaims{}, true), true
+	}
+	c, ok := s.tokenClaims(bearer)
+	if !ok || !c.Allows(protocol.ScopeConnect) {
+		return "", false
+	}
+	return identity(bearer, c, false), true
+}
+
 // fileAuthorized checks a /files request: the bearer header, else a token
 // (never the key: query strings end up in logs) in ?token=.
 func (s *Server) fileAuthorized(r *http.Request, id string) bool {
@@ -140,8 +173,20 @@ func (s *Server) fileAuthorized(r *http.Request, id string) bool {
 // tokenAllows reports whether tok is a live token minted from the key
 // that grants scope (and fileID, when set).
 func (s *Server) tokenAllows(tok, scope, fileID string) bool {
-	if !strings.HasPrefix(tok, protocol.TokenPrefix) {
+	c, ok := s.tokenClaims(tok)
+	if !ok {
 		return false
+	}
+	if fileID != "" {
+		return c.AllowsFile(fileID)
+	}
+	return c.Allows(scope)
+}
+
+// tokenClaims verifies tok against the box key.
+func (s *Server) tokenClaims(tok string) (protocol.TokenClaims, bool) {
+	if !strings.HasPrefix(tok, protocol.TokenPrefix) {
+		return protocol.TokenClaims{}, false
 	}
 	now := time.Now
 	if s.opts.Now != nil {
@@ -149,13 +194,10 @@ func (s *Server) tokenAllows(tok, scope, fileID string) bool {
 	}
 	c, err := protocol.VerifyToken(s.opts.Key, tok, now())
 	if err != nil {
-		s.log.Debug("token refused", "scope", scope, "err", err)
-		return false
+		s.log.Debug("token refused", "err", err)
+		return protocol.TokenClaims{}, false
 	}
-	if fileID != "" {
-		return c.AllowsFile(fileID)
-	}
-	return c.Allows(scope)
+	return c, true
 }
 
 func unauthorized(w http.ResponseWriter) {

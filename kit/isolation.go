@@ -23,13 +23,13 @@ func sandboxConfig(m *protocol.Manifest, hide []string, shared bool) sandbox.Con
 	}
 	// Checked by Manifest.Check: a bad value cannot reach here.
 	if m.Limits.Memory != "" {
-		cfg.Limits.Memory, _ = protocol.ParseSize(m.Limits.Memory)
+		cfg.Limits.Memory, _ = protocol.ParseQuantity(m.Limits.Memory)
 	}
 	if m.Limits.CPU != "" {
 		cfg.Limits.CPU, _ = protocol.ParseCPU(m.Limits.CPU)
 	}
 	if m.Limits.Disk != "" {
-		cfg.Limits.Disk, _ = protocol.ParseSize(m.Limits.Disk)
+		cfg.Limits.Disk, _ = protocol.ParseQuantity(m.Limits.Disk)
 	}
 	return cfg
 }

@@ -35,8 +35,9 @@ const abortMessage = "This operation was aborted"
 // as long as its connection; a resumable session outlives a dropped one
 // for the resume grace period.
 type session struct {
-	srv *Server
-	id  string
+	srv   *Server
+	id    string
+	owner string // the identity of the credential that opened it
 
 	logOnce sync.Once
 	log     *slog.Logger
@@ -49,6 +50,7 @@ type session struct {
 	// change under sendMu and may be read without it.
 	sendMu     sync.Mutex
 	seq        uint64
+	lastSeq    atomic.Uint64        // seq, readable without sendMu
 	conn       atomic.Pointer[conn] // nil while detached
 	canResume  atomic.Bool          // the client announced "resume"
 	replay     replay
@@ -139,7 +141,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		tok, ok = bearerSubprotocol(r)
 	}
-	if !s.authorized(tok, ok, protocol.ScopeConnect, "") {
+	who, ok := s.connectIdentity(tok, ok)
+	if !ok {
 		unauthorized(w)
 		return
 	}
@@ -168,16 +171,26 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
+	fresh.owner = who
 	ss := fresh
 	resumeFailed := ""
 	if rid := r.URL.Query().Get("resume"); rid != "" {
 		last, perr := strconv.ParseUint(r.URL.Query().Get("last_seq"), 10, 64)
 		old := s.lookup(rid)
+		// Nothing a foreign or impossible resume asks may disturb the
+		// session: it is checked before the session's socket is touched.
 		switch {
 		case perr != nil:
 			resumeFailed = fmt.Sprintf("cannot resume session %s: last_seq must be a whole number", rid)
-		case old == nil || old == fresh:
+		case old == nil || old == fresh || old.owner != who:
+			// A session opened with another credential looks unknown: its
+			// id must not be confirmed to whoever guessed or stole it.
 			resumeFailed = fmt.Sprintf("cannot resume session %s: it is unknown or expired", rid)
+			if old != nil && old != fresh {
+				s.log.Warn("resume refused: the session was opened with another credential", "session", rid)
+			}
+		case last > old.lastSeq.Load():
+			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.lastSeq.Load())
 		case !old.resumable():
 			resumeFailed = fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
 		case !old.resume(c, last):
@@ -420,6 +433,7 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 		}
 	}
 	ss.seq = seq
+	ss.lastSeq.Store(seq)
 	if ss.canResume.Load() {
 		ss.replay.push(seq, body)
 	}

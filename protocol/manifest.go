@@ -289,7 +289,14 @@ func (m *Manifest) Check() error {
 			add("manifest: env %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
 		}
 	}
-	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}, {"limits.memory", m.Limits.Memory}, {"limits.disk", m.Limits.Disk}} {
+	for _, f := range []struct{ name, v string }{{"limits.memory", m.Limits.Memory}, {"limits.disk", m.Limits.Disk}} {
+		if f.v != "" {
+			if _, err := ParseQuantity(f.v); err != nil {
+				add("manifest: %s: %v", f.name, err)
+			}
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}} {
 		if f.v != "" {
 			if _, err := ParseSize(f.v); err != nil {
 				add("manifest: %s: %v", f.name, err)
@@ -359,10 +366,40 @@ func (m *Manifest) Check() error {
 	return errors.Join(errs...)
 }
 
+// ParseQuantity parses limits.memory and limits.disk: a size as
+// ParseSize takes it ("512MB"), or as v1 boxes wrote them, a Kubernetes
+// quantity with a binary suffix ("2Gi", "512Mi") or a plain byte count.
+func ParseQuantity(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	for i, suf := range []string{"Ki", "Mi", "Gi", "Ti"} {
+		if num, ok := strings.CutSuffix(t, suf); ok {
+			f, err := strconv.ParseFloat(num, 64)
+			if err != nil || f <= 0 {
+				return 0, fmt.Errorf("%q is not a size such as 512MB or 2Gi", s)
+			}
+			return int64(f * float64(int64(1)<<(10*(i+1)))), nil
+		}
+	}
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil && n > 0 {
+		return n, nil
+	}
+	n, err := ParseSize(t)
+	if err != nil {
+		return 0, fmt.Errorf("%w (or a quantity such as 2Gi)", err)
+	}
+	return n, nil
+}
+
 // ParseCPU parses limits.cpu: a positive number of cores, such as "1" or
-// "0.5".
+// "0.5", or Kubernetes millicores as v1 boxes may write them ("500m").
 func ParseCPU(s string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	if num, ok := strings.CutSuffix(t, "m"); ok {
+		t, scale = num, 1000
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	f /= scale
 	if err != nil || f <= 0 || f > 1024 {
 		return 0, fmt.Errorf("%q is not a number of cores (such as \"1\" or \"0.5\")", s)
 	}

@@ -304,7 +304,19 @@ func TestManifestCheck(t *testing.T) {
 			[]string{`manifest: limits.max_message: size "100MiB" has unit "MiB": want B, KB, MB or GB (1024-based)`}},
 		{"bad timeout", func(m *protocol.Manifest) { m.Limits.Timeout = "5 minutes" },
 			[]string{`manifest: limits.timeout: duration "5 minutes": want a number and a unit s, m, h or d (e.g. "30s", "5m", "24h")`}},
-		{"limits cpu and memory are not parsed", func(m *protocol.Manifest) { m.Limits.CPU = "2 cores"; m.Limits.Memory = "1Gi" }, nil},
+		{"limits cpu and memory as v1 writes them", func(m *protocol.Manifest) { m.Limits.CPU = "500m"; m.Limits.Memory = "1Gi"; m.Limits.Disk = "512MB" }, nil},
+		{"bad limits cpu, memory and disk", func(m *protocol.Manifest) { m.Limits.CPU = "2 cores"; m.Limits.Memory = "lots"; m.Limits.Disk = "-1Gi" },
+			[]string{
+				`manifest: limits.memory: size "lots" has unit "lots": want B, KB, MB or GB (1024-based) (or a quantity such as 2Gi)`,
+				`manifest: limits.disk: "-1Gi" is not a size such as 512MB or 2Gi`,
+				`manifest: limits.cpu: "2 cores" is not a number of cores (such as "1" or "0.5")`,
+			}},
+		{"sandbox", func(m *protocol.Manifest) {
+			m.Sandbox = &protocol.SandboxSpec{Require: []string{"mount", "vm"}, UIDBase: 10}
+		}, []string{
+			`manifest: sandbox.require: "vm" is not a layer (one of users, userns, privileges, mount, pid, network, cgroup)`,
+			"manifest: sandbox.uid_base 10 would share uids with the image's own users; use 1000 or more (default 200000)",
+		}},
 		{"bad outputs bound", func(m *protocol.Manifest) {
 			m.StoragePolicy.Outputs.Rules[0].When.SizeBelow = "1MiB"
 		}, []string{`manifest: storage_policy.outputs: rule 1 (inline): sizeBelow: size "1MiB" has unit "MiB": want B, KB, MB or GB (1024-based)`}},

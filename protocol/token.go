@@ -23,7 +23,7 @@ import (
 //	"gbt1." + base64url(claims JSON) + "." + base64url(MAC)
 //
 // with unpadded base64url, claims {"scopes":[...],"exp":UNIX_SECONDS,
-// "files":[...]} ("files" omitted when empty), and MAC the HMAC-SHA256 of
+// "files":[...],"sub":"..."} ("files" and "sub" omitted when empty), and MAC the HMAC-SHA256 of
 // "gbt1." + base64url(claims JSON) under HMAC-SHA256(box key,
 // "glovebox token v1"). Changing the box key revokes every token minted
 // from it; nothing else does.
@@ -74,6 +74,10 @@ type TokenClaims struct {
 	Expires time.Time
 	// Files, when set, are the only /files ids a ScopeFiles token may read.
 	Files []string
+	// Subject names whom the token was minted for (a user, a service). A
+	// session opened with a token can be resumed only by a token of the
+	// same subject or, without one, by the same token. Optional.
+	Subject string
 }
 
 // Allows reports whether the claims grant scope.
@@ -91,6 +95,7 @@ type tokenClaims struct {
 	Scopes []string `json:"scopes"`
 	Exp    int64    `json:"exp"`
 	Files  []string `json:"files,omitempty"`
+	Sub    string   `json:"sub,omitempty"`
 }
 
 var tokenB64 = base64.RawURLEncoding.Strict()
@@ -135,7 +140,7 @@ func MintToken(key string, c TokenClaims) (string, error) {
 			return "", errors.New("mint token: empty file id")
 		}
 	}
-	payload, err := json.Marshal(tokenClaims{Scopes: c.Scopes, Exp: c.Expires.Unix(), Files: c.Files})
+	payload, err := json.Marshal(tokenClaims{Scopes: c.Scopes, Exp: c.Expires.Unix(), Files: c.Files, Sub: c.Subject})
 	if err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
@@ -192,7 +197,7 @@ func VerifyToken(key, token string, now time.Time) (TokenClaims, error) {
 	if tc.Exp <= 0 {
 		return TokenClaims{}, fmt.Errorf("%w: no expiry", ErrTokenMalformed)
 	}
-	c := TokenClaims{Scopes: tc.Scopes, Expires: time.Unix(tc.Exp, 0).UTC(), Files: tc.Files}
+	c := TokenClaims{Scopes: tc.Scopes, Expires: time.Unix(tc.Exp, 0).UTC(), Files: tc.Files, Subject: tc.Sub}
 	if !now.Before(c.Expires) {
 		return TokenClaims{}, fmt.Errorf("%w at %s", ErrTokenExpired, c.Expires.Format(time.RFC3339))
 	}

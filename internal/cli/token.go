@@ -33,11 +33,13 @@ func runToken(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var ttl time.Duration
 	var scopes, files []string
-	fs := newFlags(stdio, "token", "token [--key KEY | --box NAME] [--ttl 15m] [--scope connect,files,environment] [--file ID ...]"+"\n"+tokenHelp+"\n"+endpointsHelp)
+	fs := newFlags(stdio, "token", "token [--key KEY | --box NAME] [--ttl 15m] [--scope connect,files,environment] [--file ID ...] [--subject NAME]"+"\n"+tokenHelp+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.DurationVar(&ttl, "ttl", 15*time.Minute, "how long the token works")
 	fs.StringSliceVar(&scopes, "scope", []string{protocol.ScopeConnect}, "what the token allows: "+strings.Join(protocol.Scopes, ", "))
 	fs.StringArrayVar(&files, "file", nil, "a /files id the token may read (repeat; implies --scope files when --scope is not given)")
+	var subject string
+	fs.StringVar(&subject, "subject", "", "whom the token is for: a session it opens can be resumed by any token of the same subject (without one, only by the same token)")
 	if err := parseFlags(fs, args); err != nil {
 		return helpOK(err)
 	}
@@ -65,7 +67,7 @@ func runToken(ctx context.Context, stdio IO, args []string) error {
 		key = ep.Key
 	}
 	exp := time.Now().Add(ttl)
-	tok, err := protocol.MintToken(key, protocol.TokenClaims{Scopes: scopes, Expires: exp, Files: files})
+	tok, err := protocol.MintToken(key, protocol.TokenClaims{Scopes: scopes, Expires: exp, Files: files, Subject: subject})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, strings.TrimPrefix(err.Error(), "mint token: "))
 	}
