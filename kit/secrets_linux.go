@@ -32,8 +32,8 @@ func protectSecrets() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make the kit non-dumpable: %w", err)
 	}
-	if fdStr, ok := os.LookupEnv(envFDVar); ok {
-		return restoreEnv(fdStr)
+	if restored || envRestoreErr != nil {
+		return envRestoreErr
 	}
 	if os.Getenv("GLOVEBOX_SCRUB_ENV") == "off" {
 		return nil
@@ -55,6 +55,20 @@ func protectSecrets() error {
 	err = syscall.Exec(exe, os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
 	f.Close()
 	return nil // exec failed: keep going with the environment as it is
+}
+
+// The environment is restored as the package initialises, before any
+// main, TestMain or flag default reads it.
+var (
+	restored      bool
+	envRestoreErr error
+)
+
+func init() {
+	if fdStr, ok := os.LookupEnv(envFDVar); ok {
+		envRestoreErr = restoreEnv(fdStr)
+		restored = envRestoreErr == nil
+	}
 }
 
 // envFile writes env, NUL-separated, into a sealed memfd.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -20,7 +21,9 @@ import (
 // TestInitReapsOrphans runs glovebox-kit as PID 1 of a new PID namespace,
 // as a container runs its entrypoint. A prompt leaves an orphan that the
 // exec agent kills; as init the kit must reap it. With GLOVEBOX_INIT=off
-// the zombie stays, which shows the test can tell the difference.
+// the zombie stays, which shows the test can tell the difference. The
+// sandbox's pid namespace would reap it itself, so the box turns that
+// layer (and the mount namespace, whose /proc would hide the kit's) off.
 func TestInitReapsOrphans(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a PID namespace")
@@ -38,8 +41,19 @@ func TestInitReapsOrphans(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := protocol.NewKey()
+			root, err := os.MkdirTemp("/var/tmp", "init-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(root)
+			os.Chmod(root, 0o755)
+			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec"},"sandbox":{"pid":false,"mount":false}}`))
+			m.KeyFingerprint = protocol.Fingerprint(key)
+			b, _ := json.Marshal(m)
+			man := filepath.Join(t.TempDir(), "glovebox.json")
+			os.WriteFile(man, b, 0o644)
 			cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-				os.Args[0], "--manifest", writeManifest(t, key, "exec"), "--root", t.TempDir())
+				os.Args[0], "--manifest", man, "--root", root)
 			cmd.Env = []string{"GLOVEBOX_KIT_AS_MAIN=1", "PATH=" + os.Getenv("PATH"),
 				"GLOVEBOX_KEY=" + key, "GLOVEBOX_PORT=0", "GLOVEBOX_INIT=" + tc.init}
 			port, stop := startKit(t, cmd)
