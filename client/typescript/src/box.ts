@@ -295,11 +295,13 @@ export class Box {
     const c: Conn = { sock, resumed: false, replayUntil: 0, resendDone: false, unacked: [], lastHeard: Date.now(), keepalive: undefined, hello: undefined };
     let helloWait: Promise<ServerHelloFrame | undefined> | undefined;
     if (resume) helloWait = new Promise((res) => (c.hello = res));
-    sock.onMessage = (text) => this.#handle(c, text);
-    sock.onClose = (cause) => {
-      c.hello?.(undefined);
-      this.#dropped(c, cause);
-    };
+    sock.start(
+      (text) => this.#handle(c, text),
+      (cause) => {
+        c.hello?.(undefined);
+        this.#dropped(c, cause);
+      },
+    );
     sock.send(JSON.stringify({ type: "hello", capabilities: ["resume"] }));
     if (helloWait) {
       let timer: ReturnType<typeof setTimeout> | undefined;

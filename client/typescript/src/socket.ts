@@ -35,8 +35,12 @@ export interface Socket {
   close(code: number, reason: string): void;
   /** Drops the socket without a close frame where the platform allows, so the box keeps the session for a resume. */
   kill(): void;
-  onMessage: (text: string) => void;
-  onClose: (cause: string) => void;
+  /**
+   * Starts delivering frames and the close, in order. Frames that arrived
+   * before start (a box's hello can come in the same packet as the
+   * handshake's answer) are held until then.
+   */
+  start(onMessage: (text: string) => void, onClose: (cause: string) => void): void;
 }
 
 export interface DialOptions {
@@ -151,9 +155,19 @@ export async function dial(o: DialOptions): Promise<Socket> {
 function wrap(ws: WebSocketLike): Socket {
   const decoder = new TextDecoder();
   let closed = false;
+  let held: string[] | undefined = [];
+  let heldClose: string | undefined;
+  let onMessage: (text: string) => void = (t) => held?.push(t);
+  let onClose: (cause: string) => void = (c) => (heldClose = c);
   const s: Socket = {
-    onMessage: () => {},
-    onClose: () => {},
+    start(m, c) {
+      const early = held ?? [];
+      held = undefined;
+      onMessage = m;
+      onClose = c;
+      for (const t of early) m(t);
+      if (heldClose !== undefined) c(heldClose);
+    },
     send(text) {
       if (closed || ws.readyState !== 1) return false;
       try {
@@ -188,12 +202,12 @@ function wrap(ws: WebSocketLike): Socket {
   };
   ws.onmessage = (ev: any) => {
     const d = ev.data;
-    s.onMessage(typeof d === "string" ? d : decoder.decode(d instanceof ArrayBuffer ? new Uint8Array(d) : d));
+    onMessage(typeof d === "string" ? d : decoder.decode(d instanceof ArrayBuffer ? new Uint8Array(d) : d));
   };
   ws.onclose = (ev: any) => {
     if (closed) return;
     closed = true;
-    s.onClose(errText || `closed with code ${ev?.code ?? "?"}${ev?.reason ? ` (${ev.reason})` : ""}`);
+    onClose(errText || `closed with code ${ev?.code ?? "?"}${ev?.reason ? ` (${ev.reason})` : ""}`);
   };
   return s;
 }
