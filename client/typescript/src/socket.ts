@@ -130,10 +130,14 @@ export async function dial(o: DialOptions): Promise<Socket> {
     };
     if (o.signal.aborted) return onAbort();
     let errText = "";
+    // Some implementations (Node's) fire error without a close when the
+    // handshake fails, so either one ends the dial.
     ws.onerror = (ev: any) => {
       errText = ev?.message ?? ev?.error?.message ?? "";
+      failed(undefined);
     };
-    ws.onclose = (ev: any) => {
+    ws.onclose = (ev: any) => failed(ev);
+    const failed = (ev: any) => {
       const m = /Unexpected server response: (\d+)/.exec(errText);
       if (m?.[1] === "401") {
         fail(new GloveboxError(ClientCodes.Unauthorized, `connect to ${redact(o.url)}: the box refused the credential (HTTP 401): check the key or token, its expiry and its connect scope`, { status: 401 }));
