@@ -1,6 +1,6 @@
 import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
-import { cost, Result, type ReadOptions, type ResultHost } from "./result.js";
+import { cost, Result, settled, type ReadOptions, type ResultHost } from "./result.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
 import type { Environment, FileRef, Health, OutputsOverride, ServerHelloFrame } from "./wire.js";
 
@@ -535,12 +535,12 @@ export class Box {
         if (this.#env === p) this.#env = undefined;
       });
     }
-    return raceSignal(this.#env, opts.signal);
+    return settled(raceSignal(this.#env, opts.signal));
   }
 
   /** The box's GET /health. It needs no credential. */
   health(opts: { signal?: AbortSignal } = {}): Promise<Health> {
-    return raceSignal(this.#getJSON<Health>("health", false), opts.signal);
+    return settled(raceSignal(this.#getJSON<Health>("health", false), opts.signal));
   }
 
   /** An HTTP route of the box, resolved against its URL with its path prefix. */
@@ -586,7 +586,11 @@ export class Box {
    * Reads a FileRef the box returned. Server refs are fetched with the
    * box's credential, which is sent only to the box's own origin.
    */
-  async open(ref: FileRef, opts: ReadOptions = {}): Promise<Uint8Array> {
+  open(ref: FileRef, opts: ReadOptions = {}): Promise<Uint8Array> {
+    return settled(this.#open(ref, opts));
+  }
+
+  async #open(ref: FileRef, opts: ReadOptions): Promise<Uint8Array> {
     const name = JSON.stringify(ref.name);
     switch (ref.kind) {
       case "inline":
@@ -633,7 +637,7 @@ export class Box {
   /** Reads the file the box stores under id (GET /files/{id}). */
   file(id: string, opts: ReadOptions = {}): Promise<Uint8Array> {
     if (!/^[A-Za-z0-9_-]+$/.test(id)) {
-      return Promise.reject(new GloveboxError(ClientCodes.BadRequest, `file id ${JSON.stringify(id)}: want letters, digits, _ and - only`));
+      return settled(Promise.reject(new GloveboxError(ClientCodes.BadRequest, `file id ${JSON.stringify(id)}: want letters, digits, _ and - only`)));
     }
     return this.open({ kind: "server", name: id, mime: "", size: 0, id, url: this.route("files/" + id).toString() }, opts);
   }

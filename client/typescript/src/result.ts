@@ -22,7 +22,7 @@ export interface ResultHost {
   readRef(ref: FileRef, opts: ReadOptions): Promise<Uint8Array>;
 }
 
-function settled<T>(p: Promise<T>): Promise<T> {
+export function settled<T>(p: Promise<T>): Promise<T> {
   p.catch(() => {}); // the caller may never await it: no unhandled rejection
   return p;
 }
@@ -126,7 +126,11 @@ export class Result {
    * refs are fetched with their own headers; s3 and gcs refs are read with
    * their cloud SDKs, not here.
    */
-  async read(name: string, opts: ReadOptions = {}): Promise<Uint8Array> {
+  read(name: string, opts: ReadOptions = {}): Promise<Uint8Array> {
+    return settled(this.#read(name, opts));
+  }
+
+  async #read(name: string, opts: ReadOptions): Promise<Uint8Array> {
     const outputs = await this.outputs;
     const ref = Object.hasOwn(outputs, name) ? outputs[name] : undefined;
     if (!ref) {
@@ -137,8 +141,8 @@ export class Result {
   }
 
   /** Reads an output as UTF-8 text. */
-  async readText(name: string, opts: ReadOptions = {}): Promise<string> {
-    return new TextDecoder().decode(await this.read(name, opts));
+  readText(name: string, opts: ReadOptions = {}): Promise<string> {
+    return settled(this.read(name, opts).then((b) => new TextDecoder().decode(b)));
   }
 
   /** @internal */
