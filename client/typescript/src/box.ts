@@ -2,7 +2,7 @@ import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
 import { cost, Result, settled, type ReadOptions, type ResultHost } from "./result.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
-import type { Environment, FileRef, Health, OutputsOverride, ServerHelloFrame } from "./wire.js";
+import type { AbortFrame, ClientHelloFrame, Environment, FileRef, Health, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
 
 /** Where a box listens and the credential it accepts. */
 export interface Endpoint {
@@ -154,7 +154,7 @@ export class Box {
 
   async #start(r: Result, text: string, opts: PromptOptions, signal: AbortSignal | undefined): Promise<void> {
     const inputs = await buildInputs(opts);
-    const frame: Record<string, unknown> = { type: "prompt", id: r.id, text };
+    const frame: PromptFrame = { type: "prompt", id: r.id, text };
     if (inputs) frame.inputs = inputs;
     if (opts.outputsPolicy) frame.outputs_policy = opts.outputsPolicy;
     const data = JSON.stringify(frame);
@@ -184,7 +184,7 @@ export class Box {
   #cancelPrompt(r: Result, reason: GloveboxError, viaBox = false): void {
     if (r.ended) return;
     const wasSent = this.#inflight.get(r.id) === r;
-    const told = wasSent && !!this.#conn?.sock.send(JSON.stringify({ type: "abort", id: r.id }));
+    const told = wasSent && !!this.#conn?.sock.send(JSON.stringify({ type: "abort", id: r.id } satisfies AbortFrame));
     if (viaBox && told) return;
     this.#inflight.delete(r.id);
     r.finish(undefined, reason);
@@ -302,7 +302,7 @@ export class Box {
         this.#dropped(c, cause);
       },
     );
-    sock.send(JSON.stringify({ type: "hello", capabilities: ["resume"] }));
+    sock.send(JSON.stringify({ type: "hello", capabilities: ["resume"] } satisfies ClientHelloFrame));
     if (helloWait) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const h = await Promise.race([helloWait, new Promise<undefined>((res) => (timer = setTimeout(() => res(undefined), this.#s.dialTimeoutMs)))]);
@@ -335,7 +335,7 @@ export class Box {
           this.#dropped(c, "keepalive timeout");
           return;
         }
-        c.sock.send(JSON.stringify({ type: "ping", ts: Date.now() }));
+        c.sock.send(JSON.stringify({ type: "ping", ts: Date.now() } satisfies PingFrame));
       }, every);
       (c.keepalive as any).unref?.();
     }

@@ -1,6 +1,6 @@
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
 import { Stream } from "./stream.js";
-import type { EventFrame, FileRef, Slot } from "./wire.js";
+import type { DisplayRejectFrame, DisplayResolveFrame, EventFrame, FileRef, Slot } from "./wire.js";
 
 /** One agent event of a prompt: the wire event frame (event_type, data, seq), with request_id as v1's client named the prompt id. */
 export type PromptEvent = EventFrame & { request_id: string };
@@ -100,12 +100,12 @@ export class Result {
 
   /** Answers a display slot with a JSON value. Safe to leave unawaited: a failure also reaches box.onSendError listeners. */
   resolve(slotId: string, value: unknown): Promise<void> {
-    return settled(this.#host.sendFrame(JSON.stringify({ type: "display_resolve", slot_id: slotId, value: value ?? null }), `resolve slot ${slotId}`));
+    return settled(this.#host.sendFrame(JSON.stringify({ type: "display_resolve", slot_id: slotId, value: value ?? null } satisfies DisplayResolveFrame), `resolve slot ${slotId}`));
   }
 
   /** Rejects a display slot; reason (typically a string) tells the agent why. */
   reject(slotId: string, reason: unknown): Promise<void> {
-    return settled(this.#host.sendFrame(JSON.stringify({ type: "display_reject", slot_id: slotId, error: reason ?? null }), `reject slot ${slotId}`));
+    return settled(this.#host.sendFrame(JSON.stringify({ type: "display_reject", slot_id: slotId, error: reason ?? null } satisfies DisplayRejectFrame), `reject slot ${slotId}`));
   }
 
   /**
