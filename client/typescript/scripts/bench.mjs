@@ -29,6 +29,28 @@ async function events(client, n) {
   return n / s;
 }
 
+/** The floor: the same prompt read by a bare WebSocket that only parses each frame. */
+async function rawEvents(kit, n) {
+  const WS = globalThis.WebSocket ?? (await import("ws")).WebSocket;
+  const ws = globalThis.WebSocket ? new WS(kit.url, ["glovebox.v1", "bearer." + kit.key]) : new WS(kit.url, [], { headers: { Authorization: "Bearer " + kit.key } });
+  await new Promise((res, rej) => ((ws.onopen = res), (ws.onerror = rej)));
+  const text = Array.from({ length: n }, (_, i) => `w${i}`).join(" ");
+  let count = 0;
+  const t0 = performance.now();
+  await new Promise((res) => {
+    ws.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.type === "event" && m.event_type === "text_delta") count++;
+      else if (m.type === "display_push") ws.send(JSON.stringify({ type: "display_resolve", slot_id: m.slot.id, value: false }));
+      else if (m.type === "complete") res();
+    };
+    ws.send(JSON.stringify({ type: "prompt", id: "raw", text }));
+  });
+  ws.close();
+  if (count !== n) throw new Error(`raw: got ${count} events, want ${n}`);
+  return n / ((performance.now() - t0) / 1000);
+}
+
 async function roundTrips(client, box, text, n, answer) {
   const times = [];
   for (let i = 0; i < n + 20; i++) {
@@ -55,6 +77,9 @@ try {
   for (let i = 0; i < 3; i++) rates.push(await events(client, n));
   console.log(`${runtime}`);
   console.log(`events into the client (echo-agent, ${n} text_delta events per prompt, 3 runs): ${rates.map((r) => Math.round(r).toLocaleString("en-US")).join(", ")} events/s`);
+  const raw = [];
+  for (let i = 0; i < 3; i++) raw.push(await rawEvents(echo, n));
+  console.log(`the same prompts read by a bare WebSocket that only parses each frame (3 runs): ${raw.map((r) => Math.round(r).toLocaleString("en-US")).join(", ")} events/s`);
   const slot = await roundTrips(client, "echo", "hi", 500, true);
   console.log(`prompt + display slot round trip (echo-agent, 500 prompts): median ${(slot.median * 1000).toFixed(0)} us, p99 ${(slot.p99 * 1000).toFixed(0)} us`);
   const sh = await roundTrips(client, "exec", "true", 200, false);
