@@ -1,6 +1,6 @@
 import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
-import { cost, Result, settled, type ReadOptions, type ResultHost } from "./result.js";
+import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
 import type { AbortFrame, ClientHelloFrame, Environment, FileRef, Health, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
 
@@ -158,8 +158,9 @@ export class Box {
     if (inputs) frame.inputs = inputs;
     if (opts.outputsPolicy) frame.outputs_policy = opts.outputsPolicy;
     const data = JSON.stringify(frame);
-    if (data.length > this.#s.maxMessageBytes) {
-      throw new GloveboxError(ClientCodes.TooLarge, `prompt ${r.id}: the message is ${data.length} bytes, over the ${this.#s.maxMessageBytes}-byte limit: send large files as url refs in inputs`);
+    const size = utf8Length(data);
+    if (size > this.#s.maxMessageBytes) {
+      throw new GloveboxError(ClientCodes.TooLarge, `prompt ${r.id}: the message is ${size} bytes, over the ${this.#s.maxMessageBytes}-byte limit: send large files as url refs in inputs`);
     }
     r.frame = data;
     for (;;) {
@@ -172,7 +173,7 @@ export class Box {
       // The socket is going away before the frame left: the box never saw
       // this prompt. Try again on the next socket, unless the drop failed it.
       this.#inflight.delete(r.id);
-      await new Promise<void>((res) => setTimeout(res, 0));
+      this.#deadSocket(c);
     }
   }
 
@@ -190,12 +191,19 @@ export class Box {
     r.finish(undefined, reason);
   }
 
+  /** Gives up on a socket that no longer takes frames, so the next send waits for a new one. */
+  #deadSocket(c: Conn): void {
+    if (this.#conn !== c) return;
+    c.sock.kill();
+    this.#dropped(c, "the socket stopped taking frames");
+  }
+
   async #sendFrame(frame: string, what: string): Promise<void> {
     try {
       for (;;) {
         const c = await this.#getConn(undefined);
         if (c.sock.send(frame)) return;
-        await new Promise<void>((res) => setTimeout(res, 0));
+        this.#deadSocket(c);
       }
     } catch (e) {
       const err = asError(e, what);
@@ -444,7 +452,7 @@ export class Box {
         r.frame = undefined;
         if (m.event_type === "exit" && m.data && typeof m.data === "object") r.exit = m.data;
         if (r.discardEvents) break;
-        m[cost] = text.length;
+        setCost(m, text.length);
         m.request_id = id;
         if (!this.#buffer(r, text.length)) break;
         r.events.push(m);
@@ -453,7 +461,7 @@ export class Box {
       case "display_push": {
         const slot = m.slot;
         if (!slot || typeof slot !== "object" || typeof slot.id !== "string") break;
-        slot[cost] = text.length;
+        setCost(slot, text.length);
         this.#fanOut(id, { type: "push", slot, slot_id: slot.id }, text.length);
         break;
       }
@@ -668,6 +676,24 @@ async function buildInputs(opts: PromptOptions): Promise<Record<string, FileRef>
     any = true;
   }
   return any ? out : undefined;
+}
+
+/** The UTF-8 length of s, without encoding it. */
+function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) {
+      n += 1;
+    } else if (c >= 0xd800 && c <= 0xdbff) {
+      n += 2; // with its low surrogate: 4 bytes for 2 units
+      i++;
+    } else {
+      n += 2;
+    }
+  }
+  return n;
 }
 
 /** v1's guessMime table, by lowercased extension, as protocol.GuessMime. */

@@ -162,11 +162,13 @@ export class Result {
   }
 }
 
-/** An estimate of the bytes an event or slot holds, for eventBufferBytes. */
-export function frameCost(v: unknown): number {
-  const f = v as { [cost]?: number };
-  return f?.[cost] ?? 64;
+/** The raw frame length of each buffered event and slot, for eventBufferBytes. */
+const costs = new WeakMap<object, number>();
+
+export function setCost(v: object, n: number): void {
+  costs.set(v, n);
 }
 
-/** The symbol under which a parsed frame records its raw length. */
-export const cost = Symbol("cost");
+export function frameCost(v: object): number {
+  return costs.get(v) ?? 64;
+}
