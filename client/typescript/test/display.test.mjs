@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GloveboxClient } from "../dist/index.js";
-import { collect, startKit, within } from "./helpers.mjs";
+import { collect, first, startKit, within } from "./helpers.mjs";
 
 let kit;
 let client;
@@ -43,12 +43,8 @@ test("a slot pushed for the prompt is resolved; the agent writes its output", as
 
 test("a rejected slot fails the prompt with the box's error", async () => {
   const r = client.box("echo").prompt("no thanks");
-  for await (const d of r.display) {
-    if (d.type === "push") {
-      r.reject(d.slot.id, "the user said no"); // fire and forget
-      break;
-    }
-  }
+  const d = await first(r.display, "the confirm slot", (d) => d.type === "push");
+  r.reject(d.slot.id, "the user said no"); // fire and forget
   const err = await within(20000, "the rejected prompt to fail", r.done.catch((e) => e));
   assert.equal(err.fromBox, true, String(err));
   assert.ok(err.code, "the error carries the box's code");

@@ -171,3 +171,11 @@ export function recordingWebSocket(Base, seen) {
     }
   };
 }
+
+/** Waits for the first item of a result's stream that matches pred (default: any), with a deadline. */
+export async function first(iterable, what, pred = () => true, ms = 20000) {
+  return within(ms, what, (async () => {
+    for await (const x of iterable) if (pred(x)) return x;
+    throw new Error(`the stream ended before ${what}`);
+  })());
+}

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { GloveboxClient, GloveboxError, ClientCodes } from "../dist/index.js";
-import { collect, mintToken, recordingWebSocket, startKit, streamText, within } from "./helpers.mjs";
+import { collect, mintToken, recordingWebSocket, startKit, streamText, within, first } from "./helpers.mjs";
 
 const BaseWS = globalThis.WebSocket ?? (await import("ws")).WebSocket;
 
@@ -65,16 +65,12 @@ describe("against the kit (exec agent)", () => {
     const box = client.box("box");
     const ac = new AbortController();
     const r1 = box.prompt("echo started; sleep 30", { signal: ac.signal });
-    for await (const e of r1.events) {
-      if (e.event_type === "text_delta") break;
-    }
+    await first(r1.events, "the first output of r1", (e) => e.event_type === "text_delta");
     ac.abort();
     await assert.rejects(within(10000, "the signalled prompt to end", r1.done), { code: "AbortError" });
 
     const r2 = box.prompt("echo started; sleep 30");
-    for await (const e of r2.events) {
-      if (e.event_type === "text_delta") break;
-    }
+    await first(r2.events, "the first output of r2", (e) => e.event_type === "text_delta");
     await r2.abort();
     await assert.rejects(within(10000, "the aborted prompt to end", r2.done), (e) => e.code === "AbortError" && e.fromBox);
     // The session goes on after both.
@@ -161,7 +157,7 @@ describe("against the kit (exec agent)", () => {
   test("close fails prompts in flight with Closed", async () => {
     const c = GloveboxClient.make({ endpoints: { box: { url: kit.url, key: kit.key } } });
     const r = c.box("box").prompt("echo started; sleep 30");
-    for await (const e of r.events) if (e.event_type === "text_delta") break;
+    await first(r.events, "the first output of r", (e) => e.event_type === "text_delta");
     await c.close();
     await assert.rejects(r.done, { code: ClientCodes.Closed });
     assert.throws(() => c.box("box"), { code: ClientCodes.Closed });

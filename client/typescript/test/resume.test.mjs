@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GloveboxClient } from "../dist/index.js";
-import { collect, cutProxy, startKit, streamText, within } from "./helpers.mjs";
+import { collect, cutProxy, startKit, streamText, within, first } from "./helpers.mjs";
 
 let kit;
 let proxy;
@@ -54,11 +54,11 @@ test("a prompt sent while the socket is cut goes out on the resumed socket", asy
   const client = GloveboxClient.make({ endpoints: { box: { url: proxy.url, key: kit.key } }, reconnect: { attempts: 10, backoffMs: 50 } });
   try {
     const box = client.box("box");
-    const first = box.prompt("echo one; sleep 1; echo two");
-    for await (const e of first.events) if (e.event_type === "text_delta") break;
+    const running = box.prompt("echo one; sleep 1; echo two");
+    await first(running.events, "the running prompt's first output", (e) => e.event_type === "text_delta");
     proxy.cut();
     const second = box.prompt("echo second");
-    assert.equal(await within(20000, "the first prompt to complete after the cut", first.message), "one\ntwo\n");
+    assert.equal(await within(20000, "the running prompt to complete after the cut", running.message), "one\ntwo\n");
     assert.equal(await within(20000, "the prompt sent during the cut", second.message), "second\n");
   } finally {
     await client.close();
@@ -69,7 +69,7 @@ test("without reconnect attempts, a cut fails the prompt with ConnectionLost", a
   const client = GloveboxClient.make({ endpoints: { box: { url: proxy.url, key: kit.key } }, reconnect: { attempts: 0 } });
   try {
     const r = client.box("box").prompt("echo one; sleep 5");
-    for await (const e of r.events) if (e.event_type === "text_delta") break;
+    await first(r.events, "the first output of r", (e) => e.event_type === "text_delta");
     proxy.cut();
     await assert.rejects(within(10000, "the cut prompt to fail", r.done), { code: "ConnectionLost" });
     const events = await collect(r.events);

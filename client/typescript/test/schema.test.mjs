@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { generate, schemaPath, wirePath } from "../scripts/gen-wire.mjs";
 import { CAPABILITIES, ERROR_CODES, FILE_KINDS, GloveboxClient } from "../dist/index.js";
-import { recordingWebSocket, startKit, within } from "./helpers.mjs";
+import { first, startKit, within } from "./helpers.mjs";
 
 const schema = JSON.parse(readFileSync(schemaPath, "utf8"));
 const goldenDir = fileURLToPath(new URL("../../../protocol/testdata/golden/", import.meta.url));
@@ -96,7 +96,7 @@ describe("a real session", () => {
     const r2 = box.prompt('printf x > "$GLOVEBOX_OUTPUT/a.txt"; head -c 1200000 /dev/zero > "$GLOVEBOX_OUTPUT/big.bin"; sleep 0.3');
     await within(20000, "a prompt with outputs", r2.done);
     const r3 = box.prompt("echo go; sleep 5");
-    for await (const e of r3.events) break;
+    await first(r3.events, "the first event of r3");
     r3.abort();
     await within(10000, "an aborted prompt", r3.done.catch(() => {}));
     await within(10000, "a timed-out prompt", box.prompt("sleep 5").done.catch(() => {}));

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { GloveboxClient } from "../dist/index.js";
-import { freePort, startKit, within } from "./helpers.mjs";
+import { freePort, startKit, within, first } from "./helpers.mjs";
 
 const unhandled = [];
 process.on("unhandledRejection", (e) => unhandled.push(e));
@@ -34,7 +34,7 @@ test("failed prompts, sends and reads that nobody awaits leave no unhandled reje
     client.box("ok").prompt("sleep 30", { signal: AbortSignal.timeout(200) }),
   ];
   const slow = client.box("ok").prompt("echo started; sleep 30");
-  for await (const e of slow.events) break;
+  await first(slow.events, "the first event of slow");
   slow.abort();
   results.push(slow);
   // Only one of the two promises is handled here, as a v1 host might do.

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { ClientCodes, GloveboxClient } from "../dist/index.js";
-import { collect, newKey, within } from "./helpers.mjs";
+import { collect, newKey, within, first } from "./helpers.mjs";
 import { startV1 } from "./v1server.mjs";
 
 const key = newKey();
@@ -46,21 +46,18 @@ test("inline and server outputs read with the bearer; consume deletes", async ()
 
 test("an untagged display slot goes to the prompt in flight; resolve answers it", async () => {
   const r = client.box("v1").prompt("ask proceed?");
-  for await (const d of r.display) {
-    if (d.type === "push") {
-      assert.deepEqual(d.slot.input, { question: "proceed?" });
-      r.resolve(d.slot.id, { ok: 1 });
-    } else {
-      break;
-    }
-  }
+  const push = await first(r.display, "the untagged slot", (d) => d.type === "push");
+  assert.deepEqual(push.slot.input, { question: "proceed?" });
+  r.resolve(push.slot.id, { ok: 1 });
+  const clear = await first(r.display, "the slot's clear", (d) => d.type === "clear");
+  assert.equal(clear.slot_id, push.slot.id);
   assert.equal(await within(10000, "the answered prompt", r.message), 'answer: {"ok":1}');
 });
 
 test("abort, a failing prompt and a keepalive period on a v1 box", async () => {
   const box = client.box("v1");
   const r = box.prompt("wait");
-  for await (const e of r.events) break;
+  await first(r.events, "the first event of r");
   await new Promise((res) => setTimeout(res, 350)); // pings and pongs go by
   r.abort();
   await assert.rejects(within(10000, "the aborted v1 prompt", r.done), { code: "AbortError", message: "This operation was aborted" });
