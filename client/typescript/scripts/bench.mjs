@@ -3,7 +3,7 @@
 //
 //	npm run build && npm run bins && node scripts/bench.mjs
 import { performance } from "node:perf_hooks";
-import { GloveboxClient } from "../dist/index.js";
+import { GloveboxClient } from "@glovebox-dev/client";
 import { startKit } from "../test/helpers.mjs";
 
 const runtime = `Node ${process.versions.node}, ${globalThis.WebSocket ? "global WebSocket" : "ws package"}`;

@@ -2,7 +2,7 @@
 // to confirm before it writes echo.txt.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { GloveboxClient } from "../dist/index.js";
+import { GloveboxClient } from "@glovebox-dev/client";
 import { collect, first, startKit, within } from "./helpers.mjs";
 
 let kit;

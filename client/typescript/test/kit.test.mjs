@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { after, before, describe, test } from "node:test";
-import { GloveboxClient, GloveboxError, ClientCodes } from "../dist/index.js";
+import { GloveboxClient, GloveboxError, ClientCodes } from "@glovebox-dev/client";
 import { collect, mintToken, recordingWebSocket, startKit, streamText, within, first } from "./helpers.mjs";
 
 const BaseWS = globalThis.WebSocket ?? (await import("ws")).WebSocket;

@@ -3,7 +3,7 @@
 // dedupes the replay by seq.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { GloveboxClient } from "../dist/index.js";
+import { GloveboxClient } from "@glovebox-dev/client";
 import { collect, cutProxy, startKit, streamText, within, first } from "./helpers.mjs";
 
 let kit;

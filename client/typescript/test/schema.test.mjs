@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { generate, schemaPath, wirePath } from "../scripts/gen-wire.mjs";
-import { CAPABILITIES, ERROR_CODES, FILE_KINDS, GloveboxClient } from "../dist/index.js";
+import { CAPABILITIES, ERROR_CODES, FILE_KINDS, GloveboxClient } from "@glovebox-dev/client";
 import { first, startKit, within } from "./helpers.mjs";
 
 const schema = JSON.parse(readFileSync(schemaPath, "utf8"));
@@ -89,7 +89,7 @@ describe("a real session", () => {
     const box = client.box("b");
     const r1 = box.prompt('echo out; echo err >&2; printf x > "$GLOVEBOX_OUTPUT/a.txt"; head -c 1200000 /dev/zero > "$GLOVEBOX_OUTPUT/big.bin"', {
       files: { "in.txt": { bytes: "in" } },
-      inputs: { "ref.csv": { kind: "url", name: "ref.csv", url: "https://example.invalid/ref.csv" } },
+      inputs: { "ref.csv": { kind: "url", name: "ref.csv", url: "http://127.0.0.1:9/ref.csv" } },
       outputsPolicy: { inline_below: "1MB", server_ttl: "1h" },
     });
     await within(20000, "a prompt with a url input to end", r1.done.catch(() => {}));

@@ -2,7 +2,7 @@
 // (v1's client crashed Node when only one of message and outputs was handled).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { GloveboxClient } from "../dist/index.js";
+import { GloveboxClient } from "@glovebox-dev/client";
 import { freePort, startKit, within, first } from "./helpers.mjs";
 
 const unhandled = [];

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
-import { decodeBase64, encodeBase64, GloveboxClient, guessMime } from "../dist/index.js";
+import { decodeBase64, encodeBase64, GloveboxClient, guessMime } from "@glovebox-dev/client";
 
 test("base64 matches Node's for every length up to 300 and a large buffer", () => {
   for (let n = 0; n <= 300; n++) {

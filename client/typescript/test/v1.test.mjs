@@ -2,7 +2,7 @@
 // original's spec): no hello, no seq, no resume, untagged display frames.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { ClientCodes, GloveboxClient } from "../dist/index.js";
+import { ClientCodes, GloveboxClient } from "@glovebox-dev/client";
 import { collect, newKey, within, first } from "./helpers.mjs";
 import { startV1 } from "./v1server.mjs";
 
