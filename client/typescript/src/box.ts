@@ -277,8 +277,18 @@ export class Box {
 
   async #credential(): Promise<string> {
     const t = this.#ep.token;
-    if (t !== undefined) return typeof t === "function" ? await t() : t;
-    return this.#ep.key ?? "";
+    if (t === undefined) return this.#ep.key ?? "";
+    if (typeof t === "string") return t;
+    let tok: unknown;
+    try {
+      tok = await t();
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.name)}: the token function failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+    }
+    if (typeof tok !== "string" || tok === "") {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.name)}: the token function returned ${tok === "" ? "an empty string" : typeof tok}, want a token string`);
+    }
+    return tok;
   }
 
   /** Opens a socket and sends the hello; with resume, waits for the box's hello. */

@@ -43,6 +43,8 @@ test("failed prompts, sends and reads that nobody awaits leave no unhandled reje
     while (!results.every((r) => r.ended)) await new Promise((res) => setTimeout(res, 20));
   })());
   for (const r of results) assert.ok(r.error, `prompt ${r.id} failed`);
+  assert.equal(results[2].error.code, "Unauthorized");
+  assert.match(results[2].error.message, /the token function failed: token service down/);
   const closing = client.box("ok");
   const late = closing.prompt("sleep 30");
   await client.close();
