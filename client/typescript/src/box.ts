@@ -58,7 +58,10 @@ interface Conn {
   replayUntil: number;
   resendDone: boolean;
   unacked: Result[];
-  lastHeard: number;
+  /** A frame came since the last keepalive tick. */
+  heard: boolean;
+  /** Keepalive ticks in a row with nothing heard. */
+  silentTicks: number;
   keepalive: ReturnType<typeof setInterval> | undefined;
   hello: ((h: ServerHelloFrame | undefined) => void) | undefined;
 }
@@ -310,7 +313,7 @@ export class Box {
     }).catch((e) => {
       throw asError(e, `box ${JSON.stringify(this.name)}`);
     });
-    const c: Conn = { sock, resumed: false, replayUntil: 0, resendDone: false, unacked: [], lastHeard: Date.now(), keepalive: undefined, hello: undefined };
+    const c: Conn = { sock, resumed: false, replayUntil: 0, resendDone: false, unacked: [], heard: true, silentTicks: 0, keepalive: undefined, hello: undefined };
     let helloWait: Promise<ServerHelloFrame | undefined> | undefined;
     if (resume) helloWait = new Promise((res) => (c.hello = res));
     sock.start(
@@ -345,9 +348,13 @@ export class Box {
     if (this.#s.keepaliveMs > 0) {
       const every = this.#s.keepaliveMs;
       c.keepalive = setInterval(() => {
-        if (c.sock.sending()) c.lastHeard = Date.now(); // still uploading a large frame
-        if (Date.now() - c.lastHeard > 2 * every) {
-          this.#s.log("no frame from the box for twice the keepalive interval; dropping the socket", { box: this.name });
+        // Ticks, not wall time: a stalled event loop fires one late tick,
+        // never two, so a busy host does not drop a live socket.
+        if (c.heard || c.sock.sending()) c.silentTicks = 0;
+        else c.silentTicks++;
+        c.heard = false;
+        if (c.silentTicks >= 2) {
+          this.#s.log("no frame from the box for two keepalive intervals; dropping the socket", { box: this.name });
           stopKeepalive(c);
           c.sock.kill();
           this.#dropped(c, "keepalive timeout");
@@ -432,7 +439,7 @@ export class Box {
 
   /** Routes one frame from the box. */
   #handle(c: Conn, text: string): void {
-    c.lastHeard = Date.now();
+    c.heard = true;
     let m: any;
     try {
       m = JSON.parse(text);

@@ -14,7 +14,7 @@ export interface ClientOptions {
   dialTimeoutMs?: number;
   /** Bounds environment() and health() (default 30000). */
   requestTimeoutMs?: number;
-  /** How often a socket is pinged; one that hears nothing for twice that is dropped and resumed (default 25000; 0 turns it off). */
+  /** How often a socket is pinged; one that hears nothing, not even a pong, for two intervals in a row is dropped and resumed (default 25000; 0 turns it off). */
   keepaliveMs?: number;
   /** Redials of a dropped socket with prompts in flight (default 5), first delay (default 250, doubling up to 8000, with jitter). */
   reconnect?: { attempts?: number; backoffMs?: number; maxBackoffMs?: number };

@@ -98,11 +98,13 @@ export function mintToken(key, { scope = "connect,files,environment", ttl = "10m
  */
 export async function cutProxy(targetPort) {
   const socks = new Set();
+  const pairs = new Set();
   let cuts = 0;
   const srv = net.createServer((c) => {
     const up = net.connect(targetPort, "127.0.0.1");
     socks.add(c);
     socks.add(up);
+    pairs.add([c, up]);
     c.pipe(up);
     up.pipe(c);
     const gone = () => {
@@ -122,10 +124,21 @@ export async function cutProxy(targetPort) {
     get cuts() {
       return cuts;
     },
+    /** Stops forwarding on every open connection and leaves it open: a network that silently stops delivering. */
+    freeze() {
+      for (const [c, up] of pairs) {
+        c.unpipe(up);
+        up.unpipe(c);
+        c.pause();
+        up.pause();
+      }
+      pairs.clear();
+    },
     cut() {
       cuts++;
       for (const s of socks) s.destroy();
       socks.clear();
+      pairs.clear();
     },
     async close() {
       for (const s of socks) s.destroy();

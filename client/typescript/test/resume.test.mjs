@@ -65,6 +65,31 @@ test("a prompt sent while the socket is cut goes out on the resumed socket", asy
   }
 });
 
+test("keepalive notices a socket that silently stops delivering, and the session resumes on a new one", async () => {
+  const logs = [];
+  const client = GloveboxClient.make({
+    endpoints: { box: { url: proxy.url, key: kit.key } },
+    keepaliveMs: 100,
+    reconnect: { attempts: 10, backoffMs: 50 },
+    log: (msg) => logs.push(msg),
+  });
+  try {
+    const r = client.box("box").prompt("for i in $(seq 1 20); do echo $i; sleep 0.05; done");
+    const events = [];
+    await within(30000, "the prompt's events across a frozen socket", (async () => {
+      for await (const e of r.events) {
+        events.push(e);
+        if (events.length === 3) proxy.freeze();
+      }
+    })());
+    assert.deepEqual(streamText(events).trim().split("\n").map(Number), Array.from({ length: 20 }, (_, i) => i + 1));
+    assert.ok(logs.some((m) => /keepalive/.test(m)), `keepalive dropped the socket (log: ${logs.join("; ")})`);
+    assert.ok(logs.includes("session resumed"), `the session resumed (log: ${logs.join("; ")})`);
+  } finally {
+    await client.close();
+  }
+});
+
 test("without reconnect attempts, a cut fails the prompt with ConnectionLost", async () => {
   const client = GloveboxClient.make({ endpoints: { box: { url: proxy.url, key: kit.key } }, reconnect: { attempts: 0 } });
   try {
