@@ -8,6 +8,12 @@
 // peer ignores) and announced through capabilities in the hello frame and in
 // /environment.
 //
+// schema/glovebox-v1.schema.json describes every frame, FileRef, the
+// /environment and /health bodies and the capability, error code, file kind
+// and token scope enums as JSON Schema; the tests hold this package's types
+// and golden frames to it, and the TypeScript client's wire types are
+// generated from it (see schema/README.md).
+//
 // The package imports only the standard library, so every side can use it.
 package protocol
 

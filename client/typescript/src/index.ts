@@ -1,0 +1,11 @@
+/**
+ * @glovebox-dev/client: the TypeScript client for Glovebox boxes, for
+ * Node 20+ and browsers. See README.md.
+ */
+export { GloveboxClient, type ClientOptions } from "./client.js";
+export { Box, guessMime, type Endpoint, type InputFile, type PromptOptions, type SendErrorListener } from "./box.js";
+export { Result, type DisplayEvent, type PromptEvent, type ReadOptions } from "./result.js";
+export { ClientCodes, GloveboxError, isGloveboxError, type Completion } from "./errors.js";
+export { decodeBase64, encodeBase64 } from "./base64.js";
+export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
+export * from "./wire.js";
