@@ -389,6 +389,7 @@ var schemaTypes = map[string]reflect.Type{
 	"s3_override":      reflect.TypeFor[S3Override](),
 	"environment":      reflect.TypeFor[Environment](),
 	"health":           reflect.TypeFor[Health](),
+	"isolation":        reflect.TypeFor[Isolation](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

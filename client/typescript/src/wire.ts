@@ -82,6 +82,7 @@ export interface Environment {
   capabilities?: string[];
   /** exec, acp or go. */
   agent?: string;
+  isolation?: Isolation;
   [field: string]: unknown;
 }
 
@@ -102,7 +103,7 @@ export interface ErrorBody {
 }
 
 /** Error codes this box sends. AbortError, TypeError and Error keep their v1 meaning. */
-export const ERROR_CODES = ["AbortError","TimeoutError","TypeError","Error","InputError","OutputError","AgentError","QueueFull","DuplicateID","ResumeFailed"] as const;
+export const ERROR_CODES = ["AbortError","TimeoutError","TypeError","Error","InputError","OutputError","LimitError","AgentError","QueueFull","DuplicateID","ResumeFailed"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** One agent event of a prompt. */
@@ -139,6 +140,8 @@ export interface Health {
   ok: boolean;
   name: string;
   version: string;
+  /** The sandbox layers in force. */
+  isolation?: string[];
   [field: string]: unknown;
 }
 
@@ -149,6 +152,17 @@ export interface InlineRef {
   mime: string;
   /** Standard base64 with padding. */
   data: string;
+}
+
+/** The sandbox in force for a box's sessions: layers in force, why the others are not, the session uid range, the cgroup version and the per-session limits. */
+export interface Isolation {
+  active: string[];
+  inactive?: Record<string, string>;
+  uids?: string;
+  cgroup?: string;
+  /** memory and disk (bytes), cpu (cores), pids, files. */
+  limits: Record<string, unknown>;
+  [field: string]: unknown;
 }
 
 /** A prompt's outputs_policy: per-prompt changes to the box's outputs policy. */
