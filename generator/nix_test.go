@@ -156,8 +156,8 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if img.Name != c.Name || img.Tag != c.Version || g.Version != c.Version || g.Base != c.Base {
 		t.Errorf("%s: image %s:%s base %s, want %s:%s base %s", system, img.Name, img.Tag, g.Base, c.Name, c.Version, c.Base)
 	}
-	if g.UID != 10001 || img.Config.User != "10001:10001" {
-		t.Errorf("%s: uid %d user %q, want 10001", system, g.UID, img.Config.User)
+	if g.UID != 10001 || img.Config.User != "0:0" {
+		t.Errorf("%s: uid %d user %q, want the glovebox user 10001 and the kit started as 0:0", system, g.UID, img.Config.User)
 	}
 	if img.Config.WorkingDir != "/work" {
 		t.Errorf("%s: WorkingDir = %q, want /work", system, img.Config.WorkingDir)

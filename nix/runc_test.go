@@ -152,7 +152,9 @@ func TestBoxRunsInRunc(t *testing.T) {
 	}
 	t.Logf("prompt said:\n%s", done.Message)
 
-	wantUID := strconv.Itoa(box.Glovebox.UID)
+	// The prompt runs as the kit's user (the image's User): the kit drops
+	// each session to its own uid only where it does that itself.
+	wantUID, _, _ := strings.Cut(cfg.User, ":")
 	wantHead := fmt.Sprintf("uid=%s gid=%s user=%s pwd=", wantUID, wantUID, passwd[wantUID])
 	if !strings.Contains(done.Message, wantHead) {
 		t.Errorf("the prompt ran as %q, want %q...", firstLine(done.Message), wantHead)
@@ -351,6 +353,10 @@ func configureBundle(t *testing.T, ctx context.Context, runc, bundle string, cfg
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
 	proc["user"] = map[string]any{"uid": uid, "gid": gid}
+	// The kit starts as root with the capabilities Docker gives a
+	// container's root by default (runc spec's are narrower).
+	docker := []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
+	proc["capabilities"] = map[string]any{"bounding": docker, "effective": docker, "permitted": docker}
 	proc["args"] = cfg.Entrypoint
 	proc["env"] = env
 	proc["cwd"] = cfg.WorkingDir
