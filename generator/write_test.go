@@ -141,8 +141,10 @@ func TestLoadKey(t *testing.T) {
 
 // TestDockerEntrypoint runs the jq program the Dockerfile's builder stage
 // uses on an image configuration with hostile values, then runs the script
-// it writes with a real shell: the environment, working directory and
-// arguments must arrive unchanged.
+// it writes with a real shell, as Docker, Fly and Railway start it: the
+// image's environment values are defaults that every variable the platform
+// sets overrides, the working directory and the kit's flags arrive
+// unchanged, and a command given instead of flags runs instead of the kit.
 func TestDockerEntrypoint(t *testing.T) {
 	jq, err := exec.LookPath("jq")
 	if err != nil {
@@ -156,17 +158,29 @@ func TestDockerEntrypoint(t *testing.T) {
 		t.Fatalf("no entrypoint.jq heredoc in the Dockerfile:\n%s", dockerfile)
 	}
 	program := dockerfile[start+len("COPY <<'JQ' /box/entrypoint.jq\n") : end+1]
+	// The final stage declares the PATH and HOME the program compares with.
+	const declared = "ENV PATH=/bin:/usr/bin HOME=/home/glovebox\n"
+	if !strings.Contains(dockerfile, declared) {
+		t.Fatalf("the Dockerfile's final stage lacks %q", declared)
+	}
 
 	tmp := t.TempDir()
 	work := filepath.Join(tmp, "it's $(work)")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
 	evil := "${evil} \"q\" 'single' `id` $(id) \\back\nnewline"
+	// The "kit" prints its directory, the variables and its arguments.
+	kit := `printf '%s\0' "$PWD" "$EVIL" "$EQ" "$MODEL" "${GLOVEBOX_PUBLIC_URL-unset}" "$PATH" "$HOME" "$@"`
+	imagePath := "/image/bin:" + filepath.Dir(sh)
 	config := map[string]any{"config": map[string]any{
-		"Env":        []string{"PATH=" + os.Getenv("PATH"), "EVIL=" + evil, "EQ=a=b"},
+		"Env":        []string{"PATH=" + imagePath, "HOME=/home/box", "EVIL=" + evil, "EQ=a=b", "MODEL=image-model"},
 		"WorkingDir": work,
-		"Entrypoint": []string{"sh", "-c", `printf '%s\0' "$PWD" "$EVIL" "$EQ" "$@"`, "kit"},
+		"Entrypoint": []string{sh, "-c", kit, "kit"},
 	}}
 	data, err := marshalJSON(config)
 	if err != nil {
@@ -186,13 +200,45 @@ func TestDockerEntrypoint(t *testing.T) {
 	if err := os.WriteFile(script, out, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	got, err := exec.Command("sh", script, "arg one", "$two").Output()
-	if err != nil {
-		t.Fatalf("sh entrypoint: %v\n%s", err, out)
+	// What Docker passes when nothing is overridden: the final stage's ENV.
+	// (sh is run by its absolute path.)
+	dockerEnv := []string{"PATH=/bin:/usr/bin", "HOME=/home/glovebox"}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"defaults", dockerEnv, []string{"--flag", "$two"},
+			[]string{work, evil, "a=b", "image-model", "unset", imagePath, "/home/box", "--flag", "$two"}},
+		{"platform overrides", append(dockerEnv[:2:2], "MODEL=from-fly-secrets", "EQ=", "GLOVEBOX_PUBLIC_URL=https://x.fly.dev", "EVIL=plain"), nil,
+			[]string{work, "plain", "", "from-fly-secrets", "https://x.fly.dev", imagePath, "/home/box"}},
+		{"PATH and HOME overridden", []string{"PATH=" + filepath.Dir(sh) + ":/custom", "HOME=/root2"}, []string{""},
+			[]string{work, evil, "a=b", "image-model", "unset", filepath.Dir(sh) + ":/custom", "/root2", ""}},
 	}
-	parts := strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00")
-	want := []string{work, evil, "a=b", "arg one", "$two"}
-	if diff := cmp.Diff(want, parts); diff != "" {
-		t.Errorf("entrypoint script mismatch (-want +got):\n%s\nscript:\n%s", diff, out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(sh, append([]string{script}, tt.args...)...)
+			cmd.Env = tt.env
+			got, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("sh entrypoint: %v\nscript:\n%s", err, out)
+			}
+			parts := strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00")
+			if diff := cmp.Diff(tt.want, parts); diff != "" {
+				t.Errorf("the kit saw (-want +got):\n%s\nscript:\n%s", diff, out)
+			}
+		})
 	}
+	t.Run("a command instead of the kit", func(t *testing.T) {
+		cmd := exec.Command(sh, script, sh, "-c", `printf '%s|%s|%s' "$PWD" "$MODEL" "$0"`)
+		cmd.Env = dockerEnv
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sh entrypoint: %v", err)
+		}
+		if want := work + "|image-model|" + sh; string(got) != want {
+			t.Errorf("docker run IMAGE sh -c ... printed %q, want %q (the command, not the kit)", got, want)
+		}
+	})
 }

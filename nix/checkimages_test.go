@@ -19,7 +19,7 @@ func TestCheckImagesRejects(t *testing.T) {
     User = "0:0";
     Entrypoint = [ "/nix/store/x-glovebox-kit/bin/glovebox-kit" ];
     ExposedPorts = { "8080/tcp" = { }; };
-    Env = [ "GLOVEBOX_PORT=8080" "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" ];
+    Env = [ "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" ];
   }`
 	layout := `[
     { path = "/work"; owner = "10001:10001"; mode = "0755"; }
@@ -37,7 +37,8 @@ func TestCheckImagesRejects(t *testing.T) {
 		{"sticky-less tmp", good, strings.Replace(layout, `"1777"`, `"0777"`, 1), "/tmp must be 1777"},
 		{"no port", good + ` // { ExposedPorts = { }; }`, layout, "8080/tcp must be exposed"},
 		{"other entrypoint", good + ` // { Entrypoint = [ "/bin/sh" ]; }`, layout, "the entrypoint must be the kit"},
-		{"no manifest env", good + ` // { Env = [ "GLOVEBOX_PORT=8080" ]; }`, layout, "GLOVEBOX_MANIFEST"},
+		{"no manifest env", good + ` // { Env = [ ]; }`, layout, "GLOVEBOX_MANIFEST"},
+		{"port baked in", good + ` // { Env = [ "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" "GLOVEBOX_PORT=8080" ]; }`, layout, "GLOVEBOX_PORT must not be set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

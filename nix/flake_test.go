@@ -271,7 +271,6 @@ func TestImages(t *testing.T) {
 				env := envOf(c.Env)
 				for k, want := range map[string]string{
 					"GLOVEBOX_MANIFEST": "/etc/glovebox/glovebox.json",
-					"GLOVEBOX_PORT":     "8080",
 					"GLOVEBOX_BASE":     base,
 					"HOME":              "/home/glovebox",
 					"PATH":              "/bin:/usr/bin",

@@ -195,8 +195,9 @@ let
 
   reserved = [ "GLOVEBOX_MANIFEST" ];
   fixedEnv = {
+    # No GLOVEBOX_PORT: the kit listens on it, else on the platform's $PORT
+    # (Railway), else on 8080, and an image value would hide $PORT.
     GLOVEBOX_MANIFEST = manifestPath;
-    GLOVEBOX_PORT = "8080";
     GLOVEBOX_BASE = label;
     HOME = "/home/glovebox";
     PATH = "/bin:/usr/bin";

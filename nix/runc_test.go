@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -341,14 +342,8 @@ func configureBundle(t *testing.T, ctx context.Context, runc, bundle string, cfg
 	if !ok || err1 != nil || err2 != nil {
 		t.Fatalf("User %q, want uid:gid", cfg.User)
 	}
-	env := make([]string, 0, len(cfg.Env)+1)
-	for _, kv := range cfg.Env {
-		if strings.HasPrefix(kv, "GLOVEBOX_PORT=") {
-			kv = "GLOVEBOX_PORT=" + strconv.Itoa(port)
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "GLOVEBOX_KEY="+key)
+	// The port as a platform sets it: the image sets none.
+	env := append(slices.Clone(cfg.Env), "GLOVEBOX_PORT="+strconv.Itoa(port), "GLOVEBOX_KEY="+key)
 
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
