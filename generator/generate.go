@@ -48,6 +48,10 @@ type Options struct {
 	// Key is the box key. Only its fingerprint enters the manifest; it is
 	// written to glovebox.key.
 	Key string
+	// Fingerprint stands in for Key when there is none (a check on a
+	// checkout without the git-ignored key): the manifest names it, and no
+	// glovebox.key is produced.
+	Fingerprint string
 	// Nixpkgs is the nixpkgs pin; zero means the verified pin of
 	// DefaultBranch. Tests pass the stand-in's narHash here.
 	Nixpkgs Pin
@@ -96,12 +100,15 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if c == nil {
 		return nil, errors.New("generate: no config")
 	}
-	key := strings.TrimSpace(opts.Key)
-	if key == "" {
+	key, fingerprint := strings.TrimSpace(opts.Key), opts.Fingerprint
+	switch {
+	case key != "":
+		if err := CheckKey(key); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		fingerprint = protocol.Fingerprint(key)
+	case fingerprint == "":
 		return nil, errors.New("generate: no box key")
-	}
-	if !keyRE.MatchString(key) {
-		return nil, errors.New("generate: the box key is not 43 characters of A-Z a-z 0-9 _ -")
 	}
 	if opts.Nixpkgs == (Pin{}) {
 		opts.Nixpkgs = pins[DefaultBranch]
@@ -121,7 +128,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
 	}
 
-	m := c.Manifest(protocol.Fingerprint(key))
+	m := c.Manifest(fingerprint)
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
@@ -162,7 +169,9 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	add(LockFile, lock, 0o644)
 	add(ManifestFile, manifest, 0o644)
 	add(EnvExampleFile, envExample(c), 0o644)
-	add(KeyFile, []byte(key+"\n"), 0o600)
+	if key != "" {
+		add(KeyFile, []byte(key+"\n"), 0o600)
+	}
 	slices.SortFunc(res.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
 }

@@ -156,7 +156,7 @@ func TestGenerateRejectsBadOptions(t *testing.T) {
 		want string
 	}{
 		{"no key", Options{}, "no box key"},
-		{"bad key", Options{Key: "short\nkey"}, "not 43 characters"},
+		{"bad key", Options{Key: "short\nkey"}, "control character"},
 		{"bad rev", Options{Key: testKey, Nixpkgs: badRev}, "40-hex"},
 		{"bad hash", Options{Key: testKey, Nixpkgs: badHash}, "narHash"},
 		{"bad glovebox pin", Options{Key: testKey, Glovebox: &Pin{Owner: "glovebox-dev", Repo: "glovebox"}}, "glovebox pin"},

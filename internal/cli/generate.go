@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/generator"
-	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 var generateCommand = command{
@@ -22,10 +21,13 @@ var generateCommand = command{
 func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	flags := newFlags(stdio, "generate", "generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
 		"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
-		"The key in glovebox.key is kept across runs; --rotate-key replaces it.")
+		"The box key is GLOVEBOX_KEY or glovebox.key, kept across runs; --rotate-key\n"+
+		"replaces it (with GLOVEBOX_KEY when set). A new key is made only when there is\n"+
+		"none and no committed glovebox.json names one; --check without the key compares\n"+
+		"with the fingerprint glovebox.json names.")
 	check := flags.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
 	out := flags.String("out", "", "output directory (default DIR/dist)")
-	rotate := flags.Bool("rotate-key", false, "replace the box key with a new one")
+	rotate := flags.Bool("rotate-key", false, "replace the box key with GLOVEBOX_KEY, else a new one")
 	if err := parseFlags(flags, args); err != nil {
 		return helpOK(err)
 	}
@@ -49,7 +51,7 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	key, created, err := generator.LoadKey(outDir, *rotate)
+	key, err := generator.ResolveKey(outDir, stdio.Getenv("GLOVEBOX_KEY"), *rotate, *check)
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read lock: %w", err)
 	}
-	opts := generator.Options{Key: key, KitVersion: kitVersion(), PreviousLock: prevLock}
+	opts := generator.Options{Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
 	if pin, ok := generator.ReleasePin(); ok {
 		opts.Glovebox = &pin
 	}
@@ -70,6 +72,10 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	}
 
 	if *check {
+		if key.Source == "manifest" {
+			fmt.Fprintf(stdio.Stdout, "%s is not here (it is kept out of git): checking against the fingerprint %s names, %s\n",
+				show(filepath.Join(outDir, generator.KeyFile)), show(filepath.Join(outDir, generator.ManifestFile)), key.Fingerprint)
+		}
 		drifts, err := generator.Diff(outDir, res.Files)
 		if err != nil {
 			return err
@@ -99,13 +105,15 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if len(changed) == 0 {
 		fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
 	}
-	switch {
-	case *rotate:
-		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", protocol.Fingerprint(key))
-	case created:
-		fmt.Fprintf(stdio.Stdout, "new box key: fingerprint %s (keep %s secret)\n", protocol.Fingerprint(key), show(filepath.Join(outDir, generator.KeyFile)))
+	switch key.Source {
+	case "rotated":
+		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", key.Fingerprint)
+	case "new":
+		fmt.Fprintf(stdio.Stdout, "new box key: fingerprint %s (keep %s secret)\n", key.Fingerprint, show(filepath.Join(outDir, generator.KeyFile)))
+	case "GLOVEBOX_KEY":
+		fmt.Fprintf(stdio.Stdout, "box key from GLOVEBOX_KEY: fingerprint %s\n", key.Fingerprint)
 	default:
-		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", protocol.Fingerprint(key))
+		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", key.Fingerprint)
 	}
 	return nil
 }
