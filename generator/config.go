@@ -49,6 +49,8 @@ type Config struct {
 	FS       map[string]protocol.Mount
 	Sessions *protocol.SessionsSpec
 	Agent    protocol.AgentSpec
+	// Deploy holds the per-platform settings of [deploy].
+	Deploy Deploy
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -147,8 +149,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
+		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -190,6 +193,16 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.sessions(k, v, c)
 		case "agent":
 			d.agent(k, v, c)
+		case "deploy":
+			d.deploy(k, v, c)
+		}
+	}
+	if len(d.probs) == 0 {
+		if _, err := flyMachine(c); err != nil {
+			var ke *keyError
+			if errors.As(err, &ke) {
+				d.errorf(ke.Key, "%s", ke.Msg)
+			}
 		}
 	}
 	if err := d.err(); err != nil {
@@ -635,14 +648,4 @@ func (d *doc) agent(path string, v any, c *Config) {
 		}
 	}
 	c.Agent = a
-}
-
-// cpus is limits.cpu as fly.toml wants it: a whole number of CPUs, at
-// least 1.
-func cpus(s string) int {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 1 {
-		return 1
-	}
-	return int(f + 0.999)
 }

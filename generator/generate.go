@@ -67,6 +67,10 @@ type Options struct {
 	// it reaches) is kept, so a lock completed by `nix flake lock` survives
 	// the next generate.
 	PreviousLock []byte
+	// PreviousFly is the fly.toml already in the output directory, if any:
+	// its app and primary_region (what `fly launch` wrote) are kept when
+	// [deploy.fly] does not set them.
+	PreviousFly []byte
 }
 
 // Result is what Generate produces.
@@ -148,6 +152,18 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 
 	v := newView(c, opts)
+	vm, err := flyMachine(c)
+	if err != nil {
+		return nil, fmt.Errorf("generate: fly.toml: %w", err)
+	}
+	v.FlySize, v.MemoryMB = vm.Size, vm.MemoryMB
+	keptApp, keptRegion := keptFly(opts.PreviousFly)
+	v.FlyApp = cmpOr(c.Deploy.Fly.App, keptApp, c.Name)
+	v.FlyRegion = cmpOr(c.Deploy.Fly.Region, keptRegion)
+	railway, err := marshalJSON(railwayConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
+	}
 	res := &Result{Warnings: v.warnings}
 	add := func(name string, data []byte, mode fs.FileMode) {
 		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
@@ -167,6 +183,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		add(t.file, b.Bytes(), 0o644)
 	}
 	add(LockFile, lock, 0o644)
+	add(RailwayFile, railway, 0o644)
 	add(ManifestFile, manifest, 0o644)
 	add(EnvExampleFile, envExample(c), 0o644)
 	if key != "" {
@@ -298,11 +315,18 @@ type view struct {
 	// InstallCmds and BuildCmds are nixpacks shell commands.
 	InstallCmds, BuildCmds []string
 	// Paths are added to PATH by nixpacks.
-	Paths      []string
-	Dirs       []string
-	Port       int
-	CPUs       int
-	MemoryMB   int64
+	Paths []string
+	Dirs  []string
+	Port  int
+	// FlyApp, FlyRegion ("" for none), FlySize and MemoryMB are fly.toml's.
+	FlyApp, FlyRegion, FlySize string
+	MemoryMB                   int64
+	// Secrets are the variables to set as platform secrets besides
+	// GLOVEBOX_KEY: the declared secrets and required variables without a
+	// default.
+	Secrets []string
+	// StartCmd is the nixpacks start command (also railway.json's).
+	StartCmd   string
 	KitVersion string
 	AgentType  string
 	warnings   []string
@@ -320,17 +344,13 @@ func newView(c *Config, opts Options) *view {
 		Pip:         c.Packages.Pip,
 		Npm:         c.Packages.Npm,
 		Port:        Port,
-		CPUs:        1,
-		MemoryMB:    1024,
+		StartCmd:    nixpacksStartCmd,
 		KitVersion:  opts.KitVersion,
 		AgentType:   c.Agent.Type,
 	}
-	if c.Limits.CPU != "" {
-		v.CPUs = cpus(c.Limits.CPU)
-	}
-	if c.Limits.Memory != "" {
-		if mb, err := MemoryMB(c.Limits.Memory); err == nil {
-			v.MemoryMB = mb
+	for _, k := range c.EnvOrder {
+		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {
+			v.Secrets = append(v.Secrets, k)
 		}
 	}
 	for _, p := range c.Packages.Pip {
@@ -464,4 +484,14 @@ func envExample(c *Config) []byte {
 		out = strings.TrimSuffix(out, "\n")
 	}
 	return []byte(out)
+}
+
+// cmpOr returns the first non-empty string.
+func cmpOr(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

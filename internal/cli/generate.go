@@ -59,7 +59,11 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read lock: %w", err)
 	}
-	opts := generator.Options{Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
+	prevFly, err := os.ReadFile(filepath.Join(outDir, generator.FlyFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read fly.toml: %w", err)
+	}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
 	if pin, ok := generator.ReleasePin(); ok {
 		opts.Glovebox = &pin
 	}
