@@ -22,6 +22,13 @@ const Port = 8080
 // KitModule is the Go package of the kit binary, installed by nixpacks.
 const KitModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-kit"
 
+// GloveboxFlake is the glovebox flake generated flakes take mkBox from.
+const GloveboxFlake = "github:glovebox-dev/glovebox"
+
+// GoAttr is the nixpkgs Go that builds the kit: nix/go.nix's, which
+// nixpacks uses too (a test holds them equal).
+const GoAttr = "go_1_26"
+
 // Names of the files Generate returns.
 const (
 	FlakeFile      = "flake.nix"
@@ -59,8 +66,10 @@ type Options struct {
 	// Otherwise the lock leaves it out and the first networked `nix flake
 	// lock` adds it.
 	Glovebox *Pin
-	// KitVersion is the version of the kit nixpacks installs with `go
-	// install` ("latest" when empty).
+	// KitVersion is the glovebox release of the gbx that generates, such as
+	// "v1.2.3": the flake's glovebox input names that tag, and nixpacks
+	// installs that kit. "latest" (or empty), for a development build of
+	// gbx, leaves both floating and warns.
 	KitVersion string
 	// PreviousLock is the flake.lock already in the output directory, if
 	// any. When Glovebox is nil, its glovebox input (the node and the nodes
@@ -96,7 +105,7 @@ var templates = template.Must(template.New("").Option("missingkey=error").Funcs(
 	"comment":    comment,
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
-var kitVersionRE = regexp.MustCompile(`^(latest|v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*)$`)
+var kitVersionRE = regexp.MustCompile(`^(latest|v[0-9]+\.[0-9]+\.[0-9]+(-[A-Za-z0-9.-]+)?)$`)
 
 // Generate renders every artefact of the box. It is a pure function: the
 // same config and options give the same bytes on any machine.
@@ -130,6 +139,12 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 	if !kitVersionRE.MatchString(opts.KitVersion) {
 		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
+	}
+	if g := opts.Glovebox; g != nil && opts.KitVersion != "latest" && g.Ref != opts.KitVersion {
+		// The lock's original must name what flake.nix names: the tag.
+		pin := *g
+		pin.Ref = opts.KitVersion
+		opts.Glovebox = &pin
 	}
 
 	m := c.Manifest(fingerprint)
@@ -298,6 +313,8 @@ type view struct {
 	// reference and the name under its lib.gloveboxBases.
 	BaseFlake, BaseAttr string
 	NixpkgsURL          string
+	// GloveboxURL is the glovebox input, at the release tag when there is one.
+	GloveboxURL string
 	NixpkgsRev          string
 	// NixPackages are nixpkgs attribute paths for the flake.
 	NixPackages []string
@@ -339,6 +356,7 @@ func newView(c *Config, opts Options) *view {
 		Name: c.Name, Version: c.Version, Base: c.Base,
 		BaseFlake: c.BaseFlake, BaseAttr: c.BaseAttr,
 		NixpkgsURL:  opts.Nixpkgs.url(),
+		GloveboxURL: GloveboxFlake,
 		NixpkgsRev:  opts.Nixpkgs.Rev,
 		NixPackages: c.Packages.Nix,
 		Pip:         c.Packages.Pip,
@@ -380,7 +398,12 @@ func newView(c *Config, opts Options) *view {
 			"base %q comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own (packages.nix, pip, npm), not that base's; list what the nixpacks build needs under [packages] too (the Nix image, flake.nix and the Dockerfile, has the base)",
 			c.Base))
 	}
-	v.SetupPkgs = dedup(append(append(append([]string{"cacert", "go"}, common.Nix...), base.Nix...), c.Packages.Nix...))
+	if opts.KitVersion != "latest" {
+		v.GloveboxURL += "/" + opts.KitVersion
+	} else {
+		v.warnings = append(v.warnings, "this gbx is a development build, not a release: flake.nix takes glovebox from its default branch and nixpacks installs the kit @latest, so deploys float; generate with a released gbx (go install github.com/glovebox-dev/glovebox/cmd/gbx@vX.Y.Z) to pin both")
+	}
+	v.SetupPkgs = dedup(append(append(append([]string{"cacert", GoAttr}, common.Nix...), base.Nix...), c.Packages.Nix...))
 	for _, k := range sortedKeys(base.Env) {
 		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})
 	}

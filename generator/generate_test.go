@@ -45,6 +45,9 @@ func generateCase(t *testing.T, dir string, opts Options) *Result {
 	if opts.Key == "" {
 		opts.Key = testKey
 	}
+	if opts.KitVersion == "" {
+		opts.KitVersion = "v0.1.0" // as a released gbx generates
+	}
 	res, err := Generate(c, opts)
 	if err != nil {
 		t.Fatalf("Generate(%s): %v", dir, err)
@@ -203,13 +206,18 @@ func TestWarnings(t *testing.T) {
 		{"go agent", "[agent]\ntype = \"go\"\n", []string{`agent type "go"`}},
 		{"flake base", "base = \"github:acme/bases#ml\"\n", []string{`base "github:acme/bases#ml" comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own`}},
 		{"custom fs", "[fs.work]\npath = \"/work\"\nwritable = true\n[fs.data]\npath = \"/data\"\nwritable = true\n", nil}, // mkBox creates the manifest's own mounts, owned by 10001
+		{"development gbx", "", []string{"this gbx is a development build, not a release"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse("glovebox.toml", []byte(tc.toml))
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Generate(c, Options{Key: testKey})
+			opts := Options{Key: testKey, KitVersion: "v0.1.0"}
+			if tc.name == "development gbx" {
+				opts.KitVersion = "latest"
+			}
+			res, err := Generate(c, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,8 +3,10 @@ package generator
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -207,4 +209,28 @@ func fileData(t *testing.T, res *Result, name string) []byte {
 	}
 	t.Fatalf("Generate made no %s", name)
 	return nil
+}
+
+// TestNixpacksGoIsTheFlakes: nixpacks builds the kit with the nixpkgs Go
+// that nix/go.nix builds it with in the flake.
+func TestNixpacksGoIsTheFlakes(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "nix", "go.nix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go = pkgs\.(go_[0-9_]+);`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("nix/go.nix: no `go = pkgs.go_X_Y;` line")
+	}
+	if string(m[1]) != GoAttr {
+		t.Errorf("nix/go.nix builds with %s, nixpacks with %s: keep them equal", m[1], GoAttr)
+	}
+	res := generateCase(t, filepath.Join("testdata", "minimal"), Options{})
+	plan, err := decodeNixpacks(fileData(t, res, NixpacksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(plan.Phases["setup"].NixPkgs, GoAttr) {
+		t.Errorf("nixpacks setup nixPkgs %v lack %s", plan.Phases["setup"].NixPkgs, GoAttr)
+	}
 }

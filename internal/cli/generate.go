@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/generator"
@@ -64,7 +66,8 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 		return fmt.Errorf("read fly.toml: %w", err)
 	}
 	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
-	if pin, ok := generator.ReleasePin(); ok {
+	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
+		pin.Ref = opts.KitVersion // the tag flake.nix names
 		opts.Glovebox = &pin
 	}
 	res, err := generator.Generate(cfg, opts)
@@ -122,13 +125,29 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	return nil
 }
 
-// kitVersion is the kit release nixpacks installs: this gbx's own version
-// when it is a release, otherwise the latest.
+// releaseRE is a release tag: vX.Y.Z, perhaps with a pre-release, and not
+// a Go pseudo-version (whose commit is no tag a flake can name).
+var releaseRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[A-Za-z0-9.-]+)?$`)
+var pseudoRE = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
+
+// kitVersion is the glovebox release generated files pin (the flake's
+// glovebox input, the kit nixpacks installs): this gbx's version, stamped
+// with -ldflags or, for `go install .../gbx@vX.Y.Z`, the module version Go
+// records; "latest" for a development build.
 func kitVersion() string {
-	if strings.HasPrefix(Version, "v") && strings.Count(Version, ".") >= 2 {
-		return Version
+	for _, v := range []string{Version, buildVersion()} {
+		if releaseRE.MatchString(v) && !pseudoRE.MatchString(v) {
+			return v
+		}
 	}
 	return "latest"
+}
+
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }
 
 // shownPath shows p relative to the working directory when it is below it.

@@ -355,3 +355,22 @@ func TestGenerateCleanClone(t *testing.T) {
 		t.Errorf("a two-line GLOVEBOX_KEY = %v; want an error naming GLOVEBOX_KEY", err)
 	}
 }
+
+// TestKitVersion: a release gbx pins its own tag; a development build or a
+// Go pseudo-version (no tag a flake can name) floats.
+func TestKitVersion(t *testing.T) {
+	old := Version
+	t.Cleanup(func() { Version = old })
+	for _, tc := range []struct{ version, want string }{
+		{"v1.2.3", "v1.2.3"},
+		{"v1.2.3-rc.1", "v1.2.3-rc.1"},
+		{"v0.0.0-20261124030405-abcdef123456", "latest"},
+		{"dev", "latest"},
+		{"v1.2", "latest"},
+	} {
+		Version = tc.version
+		if got := kitVersion(); got != tc.want {
+			t.Errorf("kitVersion() with Version %q = %q, want %q", tc.version, got, tc.want)
+		}
+	}
+}
