@@ -369,7 +369,9 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 	if s, ok := d.str(p+".use", use); ok {
 		r.Use.Adapter = s
 		if !adapterRE.MatchString(s) {
-			d.errorf(p+".use", "%q is not an adapter name: use inline, url, localServer, s3, gcs or a custom adapter's key", s)
+			d.errorf(p+".use", "%q is not an adapter name: use inline, url, localServer, s3 or a custom adapter's key", s)
+		} else {
+			d.checkAdapter(p+".use", s)
 		}
 	}
 	if outputs && r.Use.Adapter == protocol.AdapterURL {

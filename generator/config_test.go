@@ -282,3 +282,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestStorageAdapterNames: adapter names the kit does not have fail at
+// generate time, at their line, with the nearest name; gcs and azure are
+// refused with what to use; a Go agent may name its own.
+func TestStorageAdapterNames(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"typo", "[[storage.outputs]]\nuse = \"s4\"\nbucket = \"b\"\n", `glovebox.toml:2: storage.outputs[0].use: "s4" is not a storage adapter (did you mean "s3"?)`},
+		{"case", "[[storage.outputs]]\nuse = \"localserver\"\n", `(did you mean "localServer"?)`},
+		{"gcs", "[[storage.outputs]]\nuse = \"gcs\"\nbucket = \"b\"\n", `"gcs" is not implemented by the kit: use "s3"`},
+		{"azure input", "[[storage.inputs]]\nuse = \"azure\"\n", `"azure" is not implemented by the kit`},
+		{"custom", "[[storage.outputs]]\nuse = \"vault\"\n", `"vault" is not a storage adapter: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent`},
+		{"custom with a Go agent", "[agent]\ntype = \"go\"\n[[storage.outputs]]\nuse = \"vault\"\n", ""},
+		{"s3", "[[storage.outputs]]\nuse = \"s3\"\nbucket = \"b\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("glovebox.toml", []byte(tc.toml))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Parse = %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // RailwayFile is the Railway config-as-code file Generate writes.
@@ -254,3 +256,24 @@ func railwayConfig(c *Config) map[string]any {
 
 // nixpacksStartCmd is the start command of the nixpacks plan.
 const nixpacksStartCmd = "exec /app/bin/glovebox-kit"
+
+// kitAdapters are the storage adapters glovebox-kit has: inputs may also
+// come as url refs.
+var kitAdapters = []string{protocol.AdapterInline, protocol.AdapterLocalServer, protocol.AdapterS3, protocol.AdapterURL}
+
+// checkAdapter reports an adapter the kit does not have, with the nearest
+// name: a typo ("s4") or gcs and azure, which the kit does not implement,
+// fail here rather than when the box boots. A Go agent may register
+// adapters of its own, so its boxes may name others.
+func (d *doc) checkAdapter(p, a string) {
+	agent, _ := d.root["agent"].(map[string]any)
+	switch {
+	case slices.Contains(kitAdapters, a):
+	case a == protocol.AdapterGCS || strings.EqualFold(a, "azure"):
+		d.errorf(p, "%q is not implemented by the kit: use \"s3\" (Google Cloud Storage speaks it at https://storage.googleapis.com with HMAC keys: set AWS_ENDPOINT_URL_S3) or \"localServer\"", a)
+	case agent["type"] == protocol.AgentGo:
+		// A custom adapter the agent's own main registers.
+	default:
+		d.errorf(p, "%q is not a storage adapter%s: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent that registers it", a, didYouMean(a, kitAdapters))
+	}
+}

@@ -315,7 +315,7 @@ type view struct {
 	NixpkgsURL          string
 	// GloveboxURL is the glovebox input, at the release tag when there is one.
 	GloveboxURL string
-	NixpkgsRev          string
+	NixpkgsRev  string
 	// NixPackages are nixpkgs attribute paths for the flake.
 	NixPackages []string
 	// PythonPackages are python3Packages attribute names.
