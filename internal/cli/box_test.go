@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -484,5 +486,46 @@ func TestPromptAsksOnTerminal(t *testing.T) {
 				t.Errorf("the question was not shown: %q", errb.String())
 			}
 		})
+	}
+}
+
+// TestDevRegistersS3 runs gbx dev on a box whose outputs go to s3: without
+// credentials it fails naming them, as glovebox-kit does; with them (and an
+// S3-compatible endpoint, a real HTTP server here) an output is PUT there.
+func TestDevRegistersS3(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"s3box","agent":{"type":"exec"},
+		"storage_policy":{"outputs":{"rules":[{"use":{"adapter":"s3","options":{"bucket":"outs"}},"when":{"always":true}}]}}}`), 0o644)
+	_, _, err := runGbx(t, nil, dir, "dev", "--addr", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set") {
+		t.Fatalf("dev with s3 and no credentials = %v, want the missing variables named", err)
+	}
+
+	var mu sync.Mutex
+	var puts []string
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			puts = append(puts, r.URL.Path+"="+string(body))
+			mu.Unlock()
+			w.Header().Set("ETag", `"x"`)
+			return
+		}
+		http.Error(w, "unexpected "+r.Method, http.StatusBadRequest)
+	}))
+	t.Cleanup(s3.Close)
+	url, key, _ := startDev(t, dir, map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1",
+		"AWS_ENDPOINT_URL_S3": s3.URL, "GLOVEBOX_S3_PATH_STYLE": "1",
+	})
+	_, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, `printf hello > "$GLOVEBOX_OUTPUT/o.txt"`)
+	if err != nil {
+		t.Fatalf("prompt: %v\n%s", err, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(puts) != 1 || !strings.HasPrefix(puts[0], "/outs/") || !strings.HasSuffix(puts[0], "/o.txt=hello") {
+		t.Errorf("S3 PUTs = %q, want o.txt in bucket outs", puts)
 	}
 }
