@@ -529,3 +529,31 @@ func TestDevRegistersS3(t *testing.T) {
 		t.Errorf("S3 PUTs = %q, want o.txt in bucket outs", puts)
 	}
 }
+
+// TestPromptSavesFromAnotherName: a box that calls itself by the default
+// http://localhost:PORT (or any name the client does not dial) still gives
+// `gbx prompt -o` its server-parked outputs: they come from /files/{id} on
+// the URL the client dialled.
+func TestPromptSavesFromAnotherName(t *testing.T) {
+	m, err := protocol.ParseManifest([]byte(`{"name":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := protocol.NewKey()
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
+		Addr: "127.0.0.1:0", PublicURL: "http://localhost:1", Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	dir := t.TempDir()
+	_, stderr, err := runGbx(t, nil, dir, "prompt", "--url", box.URL, "--key", key, "-o", "out", `seq 1 250000 > "$GLOVEBOX_OUTPUT/big.txt"`)
+	if err != nil {
+		t.Fatalf("prompt -o: %v\n%s", err, stderr)
+	}
+	if big := readFile(t, filepath.Join(dir, "out", "big.txt")); !strings.HasSuffix(big, "\n250000\n") || !strings.Contains(stderr, "server") {
+		t.Errorf("saved big.txt: %d bytes; stderr:\n%s", len(big), stderr)
+	}
+}
