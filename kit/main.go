@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		return nil
 	}
 	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q\n", fl.Arg(0))
+		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q (the image's entrypoint is the kit: to run a command in it, use docker run --entrypoint %s IMAGE)\n", fl.Arg(0), fl.Arg(0))
 		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
 	}
 	if *manifestPath == "" {
