@@ -153,6 +153,7 @@ type Server struct {
 	mounts   map[string]string // manifest fs key -> host path
 	stateDir string
 	getenv   func(string) string
+	machine  string // FLY_MACHINE_ID, when on Fly (see fly.go)
 	baseEnv  []string
 
 	registry *storage.Registry
