@@ -277,3 +277,83 @@ func (d *doc) checkAdapter(p, a string) {
 		d.errorf(p, "%q is not a storage adapter%s: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent that registers it", a, didYouMean(a, kitAdapters))
 	}
 }
+
+// KubernetesFile is the Kubernetes manifest Generate writes.
+const KubernetesFile = "kubernetes.json"
+
+// kubernetes is kubernetes.json: a List of a Deployment and a Service,
+// for `kubectl apply -f`. The Deployment runs the box image with the key
+// (and the box's other secrets) from a Secret named after the box, probes
+// /health, and takes its resources from [limits]; the Service gives
+// clients session affinity, since a session and its files live on one pod.
+func kubernetes(c *Config) map[string]any {
+	labels := map[string]any{"app.kubernetes.io/name": c.Name, "app.kubernetes.io/part-of": "glovebox"}
+	selector := map[string]any{"app.kubernetes.io/name": c.Name}
+	probe := func(period, failures int) map[string]any {
+		return map[string]any{
+			"httpGet":          map[string]any{"path": "/health", "port": "http"},
+			"periodSeconds":    period,
+			"timeoutSeconds":   5,
+			"failureThreshold": failures,
+		}
+	}
+	container := map[string]any{
+		"name":            "box",
+		"image":           c.Name + ":" + c.Version,
+		"imagePullPolicy": "IfNotPresent",
+		"ports":           []any{map[string]any{"name": "http", "containerPort": Port, "protocol": "TCP"}},
+		"env": []any{map[string]any{
+			"name":      "GLOVEBOX_KEY",
+			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": c.Name, "key": "GLOVEBOX_KEY"}},
+		}},
+		"envFrom":        []any{map[string]any{"secretRef": map[string]any{"name": c.Name, "optional": true}}},
+		"readinessProbe": probe(10, 3),
+		"livenessProbe":  probe(30, 3),
+		"startupProbe":   probe(2, 30),
+	}
+	if limits := kubeLimits(c); len(limits) > 0 {
+		container["resources"] = map[string]any{"limits": limits, "requests": limits}
+	}
+	deployment := map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata":   map[string]any{"name": c.Name, "labels": labels},
+		"spec": map[string]any{
+			"replicas": 1,
+			"selector": map[string]any{"matchLabels": selector},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec": map[string]any{
+					"containers":                    []any{container},
+					"terminationGracePeriodSeconds": 15,
+				},
+			},
+		},
+	}
+	service := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Service",
+		"metadata":   map[string]any{"name": c.Name, "labels": labels},
+		"spec": map[string]any{
+			"selector":              selector,
+			"ports":                 []any{map[string]any{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}},
+			"sessionAffinity":       "ClientIP",
+			"sessionAffinityConfig": map[string]any{"clientIP": map[string]any{"timeoutSeconds": 3 * 3600}},
+		},
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{deployment, service}}
+}
+
+// kubeLimits are [limits] as Kubernetes resource quantities.
+func kubeLimits(c *Config) map[string]any {
+	out := map[string]any{}
+	if c.Limits.CPU != "" {
+		out["cpu"] = c.Limits.CPU
+	}
+	if c.Limits.Memory != "" {
+		if mb, err := MemoryMB(c.Limits.Memory); err == nil {
+			out["memory"] = fmt.Sprintf("%dMi", mb)
+		}
+	}
+	return out
+}

@@ -175,6 +175,10 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	keptApp, keptRegion := keptFly(opts.PreviousFly)
 	v.FlyApp = cmpOr(c.Deploy.Fly.App, keptApp, c.Name)
 	v.FlyRegion = cmpOr(c.Deploy.Fly.Region, keptRegion)
+	kube, err := marshalJSON(kubernetes(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
+	}
 	railway, err := marshalJSON(railwayConfig(c))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
@@ -199,6 +203,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 	add(LockFile, lock, 0o644)
 	add(RailwayFile, railway, 0o644)
+	add(KubernetesFile, kube, 0o644)
 	add(ManifestFile, manifest, 0o644)
 	add(EnvExampleFile, envExample(c), 0o644)
 	if key != "" {
