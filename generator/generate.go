@@ -376,9 +376,22 @@ func newView(c *Config, opts Options) *view {
 			v.Secrets = append(v.Secrets, k)
 		}
 	}
+	// Python libraries go into the image's one Python environment: pip
+	// names as python3Packages attributes, and python3Packages.X listed
+	// under packages.nix too (on its own it would be a library no
+	// interpreter in the image sees).
+	v.NixPackages = nil
+	for _, p := range c.Packages.Nix {
+		if name, ok := strings.CutPrefix(p, "python3Packages."); ok && !strings.Contains(name, ".") {
+			v.PythonPackages = append(v.PythonPackages, name)
+		} else {
+			v.NixPackages = append(v.NixPackages, p)
+		}
+	}
 	for _, p := range c.Packages.Pip {
 		v.PythonPackages = append(v.PythonPackages, pythonAttr(p))
 	}
+	v.PythonPackages = dedup(v.PythonPackages)
 	for _, k := range sortedKeys(c.Env) {
 		if e := c.Env[k]; e.Default != "" && !e.Secret {
 			v.ImageEnv = append(v.ImageEnv, kv{k, e.Default})
@@ -408,18 +421,17 @@ func newView(c *Config, opts Options) *view {
 	} else {
 		v.warnings = append(v.warnings, "this gbx is a development build, not a release: flake.nix takes glovebox from its default branch and nixpacks installs the kit @latest, so deploys float; generate with a released gbx (go install github.com/glovebox-dev/glovebox/cmd/gbx@vX.Y.Z) to pin both")
 	}
-	v.SetupPkgs = dedup(append(append(append([]string{"cacert", GoAttr}, common.Nix...), base.Nix...), c.Packages.Nix...))
+	v.SetupPkgs = dedup(append(append(append([]string{"cacert", GoAttr}, common.Nix...), base.Nix...), v.NixPackages...))
 	for _, k := range sortedKeys(base.Env) {
 		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})
 	}
 	v.BuildEnv = append(v.BuildEnv, v.ImageEnv...)
 	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion)}
-	if pip := dedupBy(append(append([]string(nil), base.Pip...), c.Packages.Pip...), pythonAttr); len(pip) > 0 {
-		v.SetupPkgs = dedup(append(v.SetupPkgs, "python3"))
-		v.InstallCmds = append(v.InstallCmds,
-			"python3 -m venv /app/venv",
-			"/app/venv/bin/pip install --no-cache-dir "+shelljoin(pip))
-		v.Paths = append(v.Paths, "/app/venv/bin")
+	if py := dedup(append(append([]string(nil), base.Pip...), v.PythonPackages...)); len(py) > 0 {
+		// The same python3.withPackages as the Nix image, not pip in a venv:
+		// manylinux wheels need libraries (libstdc++, zlib) a Nix Python
+		// does not have.
+		v.SetupPkgs = append(slices.DeleteFunc(v.SetupPkgs, func(p string) bool { return p == "python3" }), pythonEnv(py))
 	}
 	if len(c.Packages.Npm) > 0 {
 		if !hasNode(v.SetupPkgs) {
@@ -525,4 +537,17 @@ func cmpOr(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// pythonEnv is a nixpacks nixPkgs entry (nixpacks writes entries into its
+// Nix expression as they are) for one Python with the python3Packages
+// named, as mkBox builds it.
+func pythonEnv(names []string) string {
+	var b strings.Builder
+	b.WriteString("(python3.withPackages (ps: [")
+	for _, n := range names {
+		b.WriteString(" ps." + nixstr(n))
+	}
+	b.WriteString(" ]))")
+	return b.String()
 }

@@ -197,7 +197,18 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if !regexp.MustCompile(` '?\./etc/glovebox/glovebox\.json'?\n`).MatchString(img.FakeRoot) {
 		t.Errorf("%s: fakeRootCommands do not install the manifest:\n%s", system, img.FakeRoot)
 	}
-	if diff := cmp.Diff(nonNil(c.Packages.Nix), nonNil(g.Packages)); diff != "" {
+	// python3Packages.X under packages.nix go into the Python environment.
+	var wantNix []string
+	for _, p := range c.Packages.Nix {
+		if name, ok := strings.CutPrefix(p, "python3Packages."); ok {
+			if !slices.Contains(g.PythonPackages, name) {
+				t.Errorf("%s: pythonPackages = %v, want %q from packages.nix", system, g.PythonPackages, name)
+			}
+			continue
+		}
+		wantNix = append(wantNix, p)
+	}
+	if diff := cmp.Diff(nonNil(wantNix), nonNil(g.Packages)); diff != "" {
 		t.Errorf("%s: packages mismatch (-want +got):\n%s", system, diff)
 	}
 	for _, p := range c.Packages.Pip {
@@ -208,7 +219,7 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if !slices.Contains(img.Contents, "glovebox-kit") {
 		t.Errorf("%s: contents %v lack the kit", system, img.Contents)
 	}
-	for _, p := range c.Packages.Nix {
+	for _, p := range wantNix {
 		name := p[strings.LastIndex(p, ".")+1:]
 		if !slices.Contains(img.Contents, name) {
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)

@@ -24,8 +24,8 @@
           name = "sci";
           version = "0.1.0";
           base = "python";
-          packages = [ "python3Packages.numpy" ];
-          pythonPackages = [ "pillow" "requests" "rich" ];
+          packages = [ ];
+          pythonPackages = [ "numpy" "pillow" "requests" "rich" ];
           env = { };
           manifest = ./glovebox.json;
         };
