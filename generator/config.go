@@ -49,6 +49,10 @@ type Config struct {
 	FS       map[string]protocol.Mount
 	Sessions *protocol.SessionsSpec
 	Agent    protocol.AgentSpec
+	// AgentMain is a Go agent's main package ("./cmd/myagent"), relative
+	// to the box directory, which holds its Go module; AgentVendorHash is
+	// buildGoModule's vendorHash for it ("" for null).
+	AgentMain, AgentVendorHash string
 	// Deploy holds the per-platform settings of [deploy].
 	Deploy Deploy
 }
@@ -606,7 +610,7 @@ func (d *doc) sessions(path string, v any, c *Config) {
 }
 
 func (d *doc) agent(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "type", "command", "env")
+	m, ok := d.table(path, v, "type", "command", "env", "main", "vendor_hash")
 	if !ok {
 		return
 	}
@@ -649,5 +653,30 @@ func (d *doc) agent(path string, v any, c *Config) {
 			}
 		}
 	}
+	if x, ok := m["main"]; ok {
+		if a.Type != protocol.AgentGo {
+			d.errorf(path+".main", "main is only for type = \"go\"")
+		} else if s, ok := d.str(path+".main", x); ok {
+			if !goMainRE.MatchString(s) || strings.Contains(s, "..") {
+				d.errorf(path+".main", "%q is not a main package inside the box directory: write it as \"./cmd/myagent\" (letters, digits, . _ - and /)", s)
+			}
+			c.AgentMain = s
+		}
+	} else if a.Type == protocol.AgentGo {
+		d.errorf(path, "type = \"go\" needs main, the Go main package that calls kit.Main, e.g. main = \"./cmd/myagent\" (the box directory holds its Go module)")
+	}
+	if x, ok := m["vendor_hash"]; ok {
+		if a.Type != protocol.AgentGo {
+			d.errorf(path+".vendor_hash", "vendor_hash is only for type = \"go\"")
+		} else if s, ok := d.str(path+".vendor_hash", x); ok {
+			if !narHashRE.MatchString(s) {
+				d.errorf(path+".vendor_hash", "%q is not an SRI sha256 hash such as \"sha256-...=\": use the one Nix prints on the first build", s)
+			}
+			c.AgentVendorHash = s
+		}
+	}
 	c.Agent = a
 }
+
+// goMainRE is a main package path relative to the box directory.
+var goMainRE = regexp.MustCompile(`^\./[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)

@@ -293,7 +293,7 @@ func TestStorageAdapterNames(t *testing.T) {
 		{"gcs", "[[storage.outputs]]\nuse = \"gcs\"\nbucket = \"b\"\n", `"gcs" is not implemented by the kit: use "s3"`},
 		{"azure input", "[[storage.inputs]]\nuse = \"azure\"\n", `"azure" is not implemented by the kit`},
 		{"custom", "[[storage.outputs]]\nuse = \"vault\"\n", `"vault" is not a storage adapter: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent`},
-		{"custom with a Go agent", "[agent]\ntype = \"go\"\n[[storage.outputs]]\nuse = \"vault\"\n", ""},
+		{"custom with a Go agent", "[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n[[storage.outputs]]\nuse = \"vault\"\n", ""},
 		{"s3", "[[storage.outputs]]\nuse = \"s3\"\nbucket = \"b\"\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,6 +301,29 @@ func TestStorageAdapterNames(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("Parse = %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGoAgentKeys: a Go agent names its main package; the keys are only
+// for type "go" and are checked.
+func TestGoAgentKeys(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"no main", "[agent]\ntype = \"go\"\n", `type = "go" needs main`},
+		{"escapes", "[agent]\ntype = \"go\"\nmain = \"./../x\"\n", `is not a main package inside the box directory`},
+		{"absolute", "[agent]\ntype = \"go\"\nmain = \"/src/x\"\n", `is not a main package inside the box directory`},
+		{"not go", "[agent]\nmain = \"./x\"\n", `main is only for type = "go"`},
+		{"bad hash", "[agent]\ntype = \"go\"\nmain = \"./x\"\nvendor_hash = \"abc\"\n", `is not an SRI sha256 hash`},
+		{"good", "[agent]\ntype = \"go\"\nmain = \"./cmd/my-agent\"\nvendor_hash = \"sha256-" + strings.Repeat("A", 43) + "=\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte(tc.toml))
+			switch {
+			case tc.want == "" && (err != nil || c.AgentMain != "./cmd/my-agent"):
+				t.Errorf("Parse = %v, %v; want main ./cmd/my-agent", c, err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
 			}

@@ -203,7 +203,7 @@ func TestWarnings(t *testing.T) {
 		{"npm", "[packages]\nnpm = [\"cowsay\"]\n", []string{"npm packages (cowsay) are installed by nixpacks only"}},
 		{"npx without node", "[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", []string{`agent.command runs npx, but no Node.js is listed: add "nodejs_22" to packages.nix`}},
 		{"npx with node", "[packages]\nnix = [\"nodejs_24\"]\n[agent]\ntype = \"acp\"\ncommand = [\"npx\", \"agent\"]\n", nil},
-		{"go agent", "[agent]\ntype = \"go\"\n", []string{`agent type "go"`}},
+		{"go agent", "[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n", []string{`agent type "go": flake.nix and the Dockerfile build ./cmd/a`}},
 		{"flake base", "base = \"github:acme/bases#ml\"\n", []string{`base "github:acme/bases#ml" comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own`}},
 		{"custom fs", "[fs.work]\npath = \"/work\"\nwritable = true\n[fs.data]\npath = \"/data\"\nwritable = true\n", nil}, // mkBox creates the manifest's own mounts, owned by 10001
 		{"development gbx", "", []string{"this gbx is a development build, not a release"}},

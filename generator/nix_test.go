@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -108,8 +109,25 @@ func TestFlakesEvaluate(t *testing.T) {
 			}
 			res := generateCase(t, filepath.Join("testdata", name), Options{Nixpkgs: standInPin(s)})
 			out := t.TempDir()
+			ref := "path:" + out
+			if c.AgentMain != "" {
+				// A Go agent's flake builds from the box directory, dist's
+				// parent: lay out the box with its module and dist/ in it.
+				box := out
+				if err := os.CopyFS(box, os.DirFS(filepath.Join("testdata", name))); err != nil {
+					t.Fatal(err)
+				}
+				os.RemoveAll(filepath.Join(box, "dist"))
+				out = filepath.Join(box, "dist")
+				// Nix 2.8 takes a flake in a subdirectory of a git tree
+				// (newer Nix, as in the Dockerfile, also of a path:).
+				ref = "git+file://" + box + "?dir=dist"
+			}
 			if _, err := Write(out, res.Files); err != nil {
 				t.Fatal(err)
+			}
+			if c.AgentMain != "" {
+				gitAdd(t, filepath.Dir(out))
 			}
 			nixtest.Parse(t, filepath.Join(out, FlakeFile))
 
@@ -117,7 +135,7 @@ func TestFlakesEvaluate(t *testing.T) {
 			if c.BaseFlake != "" {
 				override = append(override, "--override-input", "base", "path:"+testBases(t))
 			}
-			_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(override, "path:"+out)...)...)
+			_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(override, ref)...)...)
 			for _, line := range strings.Split(string(stderr), "\n") {
 				if strings.Contains(line, "warning:") && !strings.Contains(line, "not writing modified lock file") && !strings.Contains(line, "Git tree") {
 					t.Errorf("nix flake check warned: %s", line)
@@ -125,7 +143,7 @@ func TestFlakesEvaluate(t *testing.T) {
 			}
 
 			var images map[string]imageInfo
-			nixtest.EvalJSON(t, &images, append(override, "path:"+out+"#packages", "--apply", imageApply)...)
+			nixtest.EvalJSON(t, &images, append(override, ref+"#packages", "--apply", imageApply)...)
 			if len(images) != 2 {
 				t.Fatalf("packages has systems %v, want x86_64-linux and aarch64-linux", sortedKeys(images))
 			}
@@ -165,8 +183,12 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if _, ok := img.Config.ExposedPorts["8080/tcp"]; !ok || len(img.Config.ExposedPorts) != 1 {
 		t.Errorf("%s: ExposedPorts = %v, want 8080/tcp", system, img.Config.ExposedPorts)
 	}
-	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "/bin/glovebox-kit") {
-		t.Errorf("%s: Entrypoint = %q, want the kit", system, ep)
+	kitBin, kitName := "/bin/glovebox-kit", "glovebox-kit"
+	if c.AgentMain != "" { // a Go agent is its own kit, built by lib.buildAgent
+		kitBin, kitName = "/bin/glovebox-agent", c.Name+"-agent"
+	}
+	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "-"+kitName+"-0.1.0"+kitBin) {
+		t.Errorf("%s: Entrypoint = %q, want %s's %s", system, ep, kitName, kitBin)
 	}
 	env := img.env()
 	if env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" || g.ManifestPath != "/etc/glovebox/glovebox.json" {
@@ -216,8 +238,8 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 			t.Errorf("%s: pythonPackages = %v, want %q", system, g.PythonPackages, pythonAttr(p))
 		}
 	}
-	if !slices.Contains(img.Contents, "glovebox-kit") {
-		t.Errorf("%s: contents %v lack the kit", system, img.Contents)
+	if !slices.Contains(img.Contents, kitName) {
+		t.Errorf("%s: contents %v lack the kit %s", system, img.Contents, kitName)
 	}
 	for _, p := range wantNix {
 		name := p[strings.LastIndex(p, ".")+1:]
@@ -493,5 +515,19 @@ func TestLockSurvivesNixLock(t *testing.T) {
 	drifts, err := Diff(out, again.Files)
 	if err != nil || len(drifts) != 0 {
 		t.Errorf("Diff after nix flake lock = %v, %v; want no drift", drifts, err)
+	}
+}
+
+// gitAdd makes dir a git repository with every file added (Nix reads a
+// dirty tree's added files).
+func gitAdd(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 }
