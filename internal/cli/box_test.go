@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
@@ -555,5 +556,65 @@ func TestPromptSavesFromAnotherName(t *testing.T) {
 	}
 	if big := readFile(t, filepath.Join(dir, "out", "big.txt")); !strings.HasSuffix(big, "\n250000\n") || !strings.Contains(stderr, "server") {
 		t.Errorf("saved big.txt: %d bytes; stderr:\n%s", len(big), stderr)
+	}
+}
+
+// TestDevGoAgent runs gbx dev on a box whose agent is written in Go: gbx
+// builds the author's main package (a module of its own that uses this
+// one) and runs it as the image would, and a prompt reaches the agent.
+func TestDevGoAgent(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/box\n\ngo 1.26\n\nrequire github.com/glovebox-dev/glovebox v0.0.0\n\nreplace github.com/glovebox-dev/glovebox => " + repo + "\n",
+		"go.sum": string(sum),
+		"cmd/a/main.go": `package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/glovebox-dev/glovebox/kit"
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+func main() {
+	err := kit.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
+		return agent.Func(func(ctx context.Context, t agent.Turn) (string, error) { return "go agent heard: " + t.Text(), nil }), nil
+	})
+	if err != nil {
+		os.Exit(1)
+	}
+}
+`,
+		"glovebox.toml": "name = \"gobox\"\n\n[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n",
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GOFLAGS", "-mod=mod")
+	url, key, stop := startDev(t, dir, nil)
+	stdout, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "hello")
+	if err != nil || !strings.Contains(stdout, "go agent heard: hello") {
+		t.Errorf("prompt against the Go agent = %q, %v\n%s", stdout, err, stderr)
+	}
+	if out, err := stop(); err != nil || !strings.HasSuffix(out, "stopped\n") {
+		t.Errorf("gbx dev after cancel = %v, output %q", err, out)
 	}
 }
