@@ -2,6 +2,7 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -173,8 +174,8 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 	v.FlySize, v.MemoryMB = vm.Size, vm.MemoryMB
 	keptApp, keptRegion := keptFly(opts.PreviousFly)
-	v.FlyApp = cmpOr(c.Deploy.Fly.App, keptApp, c.Name)
-	v.FlyRegion = cmpOr(c.Deploy.Fly.Region, keptRegion)
+	v.FlyApp = cmp.Or(c.Deploy.Fly.App, keptApp, c.Name)
+	v.FlyRegion = cmp.Or(c.Deploy.Fly.Region, keptRegion)
 	kube, err := marshalJSON(kubernetes(c))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
@@ -536,16 +537,6 @@ func envExample(c *Config) []byte {
 		out = strings.TrimSuffix(out, "\n")
 	}
 	return []byte(out)
-}
-
-// cmpOr returns the first non-empty string.
-func cmpOr(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // pythonEnv is a nixpacks nixPkgs entry (nixpacks writes entries into its
