@@ -1,7 +1,8 @@
 # browser: headless Chromium with fonts for rendering pages, including CJK
 # and colour emoji. nixpkgs' chromium rather than Playwright's browsers: no
 # driver version to keep equal to an npm package. In a container, run it
-# with --headless=new --no-sandbox (no user namespaces for uid 10001) and
+# with --headless=new --no-sandbox (agents run under unprivileged uids, usually without user
+# namespaces) and
 # give the container a larger /dev/shm or pass --disable-dev-shm-usage.
 { pkgs }:
 let

@@ -32,8 +32,9 @@ var (
 	// ErrNoOutput is returned by Result.Read for a name the prompt did
 	// not return.
 	ErrNoOutput = errors.New("client: no such output")
-	// ErrForeignOrigin is returned by Result.Read for a server ref whose
-	// URL is not on the box's own origin: the client will not send the
-	// box's key anywhere else.
+	// ErrForeignOrigin is returned by Result.Read for a server ref with
+	// no id whose URL is not on the box's own origin: the client will not
+	// send the box's key anywhere else. (A ref with an id is fetched from
+	// the box's own /files/{id}.)
 	ErrForeignOrigin = errors.New("client: server ref is not on the box's origin")
 )

@@ -151,10 +151,13 @@ type readOptions struct{ consume bool }
 func Consume() ReadOption { return func(o *readOptions) { o.consume = true } }
 
 // Read waits for the prompt to complete and opens the output called name.
-// Inline outputs are decoded in place; server outputs are fetched from the
-// box's /files route with the box's key, which is sent only when the ref's
-// URL is on the box's own origin (otherwise Read fails with
-// ErrForeignOrigin); url outputs are fetched without the key, with the
+// Inline outputs are decoded in place; server outputs are fetched with the
+// box's key from /files/{id} on the box's own URL, whatever host the ref's
+// URL names (the box may not know the name clients reach it by: its
+// GLOVEBOX_PUBLIC_URL defaults to http://localhost:PORT). A server ref
+// without an id is fetched from its URL only when that is on the box's
+// origin (otherwise Read fails with ErrForeignOrigin, and the key is sent
+// nowhere else). url outputs are fetched without the key, with the
 // ref's headers. s3 and gcs refs cannot be read by this client: use their
 // cloud SDKs with the ref's bucket and key. The caller closes the reader.
 func (r *Result) Read(ctx context.Context, name string, opts ...ReadOption) (io.ReadCloser, error) {
@@ -170,7 +173,7 @@ func (r *Result) Read(ctx context.Context, name string, opts ...ReadOption) (io.
 }
 
 // Open reads a FileRef the box returned. See Result.Read.
-func (b *Box) Open(ctx context.Context, ref protocol.FileRef, opts ...ReadOption) (io.ReadCloser, error) {
+func (b *Box) Open(ctx context.Context, ref protocol.FileRef, opts ...ReadOption) (rc io.ReadCloser, err error) {
 	var o readOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -183,8 +186,10 @@ func (b *Box) Open(ctx context.Context, ref protocol.FileRef, opts ...ReadOption
 		}
 		return io.NopCloser(bytes.NewReader(data)), nil
 	case protocol.KindServer:
-		u, err := b.base.Parse(ref.URL)
-		if err != nil {
+		var u *url.URL
+		if fileIDRE.MatchString(ref.ID) {
+			u = b.route("files/" + ref.ID) // the box's own origin
+		} else if u, err = b.base.Parse(ref.URL); err != nil {
 			return nil, fmt.Errorf("read %q: bad url %q: %w", ref.Name, ref.URL, err)
 		}
 		if !sameOrigin(u, b.base) {

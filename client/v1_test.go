@@ -276,10 +276,15 @@ func TestV1Files(t *testing.T) {
 	}
 }
 
-func TestV1ForeignOriginRefused(t *testing.T) {
+// TestV1ServerRefOnTheBoxOrigin: a server ref whose URL names another host
+// (a box whose GLOVEBOX_PUBLIC_URL is not the name the client dials) is
+// fetched by its id from the box itself; one without an id (which no kit
+// sends) is refused. The
+// other host never sees a request, let alone the key.
+func TestV1ServerRefOnTheBoxOrigin(t *testing.T) {
 	var leaked sync.Map
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leaked.Store(r.Header.Get("Authorization"), true)
+		leaked.Store(r.URL.Path+" "+r.Header.Get("Authorization"), true)
 	}))
 	defer other.Close()
 	b, s := newV1Box(t)
@@ -288,11 +293,21 @@ func TestV1ForeignOriginRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Read(t.Context(), "x.bin"); !errors.Is(err, client.ErrForeignOrigin) {
-		t.Errorf("Read(x.bin) = %v, want ErrForeignOrigin", err)
+	rc, err := r.Read(t.Context(), "x.bin")
+	if err != nil {
+		t.Fatalf("Read(x.bin) = %v, want it from the box's /files/x", err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(data) != "X" {
+		t.Errorf("Read(x.bin) = %q, %v, want %q", data, err, "X")
+	}
+	noID := protocol.FileRef{Kind: protocol.KindServer, Name: "noid.bin", URL: other.URL + "/files/x"}
+	if _, err := b.Open(t.Context(), noID); !errors.Is(err, client.ErrForeignOrigin) {
+		t.Errorf("Open(a ref without id on another origin) = %v, want ErrForeignOrigin", err)
 	}
 	leaked.Range(func(k, _ any) bool {
-		t.Errorf("the other origin got a request with Authorization %q", k)
+		t.Errorf("the other origin got a request: %q", k)
 		return true
 	})
 }

@@ -26,7 +26,8 @@ import (
 //	wait         runs until aborted (AbortError)
 //	fail         error {code: Error, message: boom}
 //	files        complete with an inline and a server output
-//	foreign      complete with a server output on another origin
+//	foreign      complete with a server output whose URL names another
+//	             origin (its id, "x", is stored here)
 //	urlout       complete with a url output on another origin
 //	inputs       complete listing the inputs as name=content
 //	flood N      N text_delta events of 1KB, then complete
@@ -315,6 +316,9 @@ func (c *v1conn) run(m map[string]json.RawMessage) {
 			"u.txt": map[string]any{"kind": "url", "name": "u.txt", "url": c.s.foreign + "/u.txt", "headers": map[string]string{"X-Token": "t0k"}},
 		})
 	case "foreign":
+		c.s.mu.Lock()
+		c.s.files["x"] = []byte("X")
+		c.s.mu.Unlock()
 		complete("", map[string]any{
 			"x.bin": map[string]any{"kind": "server", "name": "x.bin", "mime": "application/octet-stream", "size": 1, "id": "x", "url": c.s.foreign + "/files/x"},
 		})

@@ -49,6 +49,12 @@ type Config struct {
 	FS       map[string]protocol.Mount
 	Sessions *protocol.SessionsSpec
 	Agent    protocol.AgentSpec
+	// AgentMain is a Go agent's main package ("./cmd/myagent"), relative
+	// to the box directory, which holds its Go module; AgentVendorHash is
+	// buildGoModule's vendorHash for it ("" for null).
+	AgentMain, AgentVendorHash string
+	// Deploy holds the per-platform settings of [deploy].
+	Deploy Deploy
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -147,8 +153,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
+		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -190,6 +197,16 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.sessions(k, v, c)
 		case "agent":
 			d.agent(k, v, c)
+		case "deploy":
+			d.deploy(k, v, c)
+		}
+	}
+	if len(d.probs) == 0 {
+		if _, err := flyMachine(c); err != nil {
+			var ke *keyError
+			if errors.As(err, &ke) {
+				d.errorf(ke.Key, "%s", ke.Msg)
+			}
 		}
 	}
 	if err := d.err(); err != nil {
@@ -356,7 +373,9 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 	if s, ok := d.str(p+".use", use); ok {
 		r.Use.Adapter = s
 		if !adapterRE.MatchString(s) {
-			d.errorf(p+".use", "%q is not an adapter name: use inline, url, localServer, s3, gcs or a custom adapter's key", s)
+			d.errorf(p+".use", "%q is not an adapter name: use inline, url, localServer, s3 or a custom adapter's key", s)
+		} else {
+			d.checkAdapter(p+".use", s)
 		}
 	}
 	if outputs && r.Use.Adapter == protocol.AdapterURL {
@@ -591,7 +610,7 @@ func (d *doc) sessions(path string, v any, c *Config) {
 }
 
 func (d *doc) agent(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "type", "command", "env")
+	m, ok := d.table(path, v, "type", "command", "env", "main", "vendor_hash")
 	if !ok {
 		return
 	}
@@ -634,15 +653,30 @@ func (d *doc) agent(path string, v any, c *Config) {
 			}
 		}
 	}
+	if x, ok := m["main"]; ok {
+		if a.Type != protocol.AgentGo {
+			d.errorf(path+".main", "main is only for type = \"go\"")
+		} else if s, ok := d.str(path+".main", x); ok {
+			if !goMainRE.MatchString(s) || strings.Contains(s, "..") {
+				d.errorf(path+".main", "%q is not a main package inside the box directory: write it as \"./cmd/myagent\" (letters, digits, . _ - and /)", s)
+			}
+			c.AgentMain = s
+		}
+	} else if a.Type == protocol.AgentGo {
+		d.errorf(path, "type = \"go\" needs main, the Go main package that calls kit.Main, e.g. main = \"./cmd/myagent\" (the box directory holds its Go module)")
+	}
+	if x, ok := m["vendor_hash"]; ok {
+		if a.Type != protocol.AgentGo {
+			d.errorf(path+".vendor_hash", "vendor_hash is only for type = \"go\"")
+		} else if s, ok := d.str(path+".vendor_hash", x); ok {
+			if !narHashRE.MatchString(s) {
+				d.errorf(path+".vendor_hash", "%q is not an SRI sha256 hash such as \"sha256-...=\": use the one Nix prints on the first build", s)
+			}
+			c.AgentVendorHash = s
+		}
+	}
 	c.Agent = a
 }
 
-// cpus is limits.cpu as fly.toml wants it: a whole number of CPUs, at
-// least 1.
-func cpus(s string) int {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 1 {
-		return 1
-	}
-	return int(f + 0.999)
-}
+// goMainRE is a main package path relative to the box directory.
+var goMainRE = regexp.MustCompile(`^\./[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)

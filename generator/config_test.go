@@ -26,6 +26,7 @@ func TestParseDefaults(t *testing.T) {
 		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
+		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Parse(empty) mismatch (-want +got):\n%s", diff)
@@ -280,4 +281,52 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted a config Generate refuses: %v\n%s", err, data)
 		}
 	})
+}
+
+// TestStorageAdapterNames: adapter names the kit does not have fail at
+// generate time, at their line, with the nearest name; gcs and azure are
+// refused with what to use; a Go agent may name its own.
+func TestStorageAdapterNames(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"typo", "[[storage.outputs]]\nuse = \"s4\"\nbucket = \"b\"\n", `glovebox.toml:2: storage.outputs[0].use: "s4" is not a storage adapter (did you mean "s3"?)`},
+		{"case", "[[storage.outputs]]\nuse = \"localserver\"\n", `(did you mean "localServer"?)`},
+		{"gcs", "[[storage.outputs]]\nuse = \"gcs\"\nbucket = \"b\"\n", `"gcs" is not implemented by the kit: use "s3"`},
+		{"azure input", "[[storage.inputs]]\nuse = \"azure\"\n", `"azure" is not implemented by the kit`},
+		{"custom", "[[storage.outputs]]\nuse = \"vault\"\n", `"vault" is not a storage adapter: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent`},
+		{"custom with a Go agent", "[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n[[storage.outputs]]\nuse = \"vault\"\n", ""},
+		{"s3", "[[storage.outputs]]\nuse = \"s3\"\nbucket = \"b\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("glovebox.toml", []byte(tc.toml))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Parse = %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGoAgentKeys: a Go agent names its main package; the keys are only
+// for type "go" and are checked.
+func TestGoAgentKeys(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"no main", "[agent]\ntype = \"go\"\n", `type = "go" needs main`},
+		{"escapes", "[agent]\ntype = \"go\"\nmain = \"./../x\"\n", `is not a main package inside the box directory`},
+		{"absolute", "[agent]\ntype = \"go\"\nmain = \"/src/x\"\n", `is not a main package inside the box directory`},
+		{"not go", "[agent]\nmain = \"./x\"\n", `main is only for type = "go"`},
+		{"bad hash", "[agent]\ntype = \"go\"\nmain = \"./x\"\nvendor_hash = \"abc\"\n", `is not an SRI sha256 hash`},
+		{"good", "[agent]\ntype = \"go\"\nmain = \"./cmd/my-agent\"\nvendor_hash = \"sha256-" + strings.Repeat("A", 43) + "=\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte(tc.toml))
+			switch {
+			case tc.want == "" && (err != nil || c.AgentMain != "./cmd/my-agent"):
+				t.Errorf("Parse = %v, %v; want main ./cmd/my-agent", c, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,13 @@ const Port = 8080
 
 // KitModule is the Go package of the kit binary, installed by nixpacks.
 const KitModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-kit"
+
+// GloveboxFlake is the glovebox flake generated flakes take mkBox from.
+const GloveboxFlake = "github:glovebox-dev/glovebox"
+
+// GoAttr is the nixpkgs Go that builds the kit: nix/go.nix's, which
+// nixpacks uses too (a test holds them equal).
+const GoAttr = "go_1_26"
 
 // Names of the files Generate returns.
 const (
@@ -48,6 +56,10 @@ type Options struct {
 	// Key is the box key. Only its fingerprint enters the manifest; it is
 	// written to glovebox.key.
 	Key string
+	// Fingerprint stands in for Key when there is none (a check on a
+	// checkout without the git-ignored key): the manifest names it, and no
+	// glovebox.key is produced.
+	Fingerprint string
 	// Nixpkgs is the nixpkgs pin; zero means the verified pin of
 	// DefaultBranch. Tests pass the stand-in's narHash here.
 	Nixpkgs Pin
@@ -55,14 +67,20 @@ type Options struct {
 	// Otherwise the lock leaves it out and the first networked `nix flake
 	// lock` adds it.
 	Glovebox *Pin
-	// KitVersion is the version of the kit nixpacks installs with `go
-	// install` ("latest" when empty).
+	// KitVersion is the glovebox release of the gbx that generates, such as
+	// "v1.2.3": the flake's glovebox input names that tag, and nixpacks
+	// installs that kit. "latest" (or empty), for a development build of
+	// gbx, leaves both floating and warns.
 	KitVersion string
 	// PreviousLock is the flake.lock already in the output directory, if
 	// any. When Glovebox is nil, its glovebox input (the node and the nodes
 	// it reaches) is kept, so a lock completed by `nix flake lock` survives
 	// the next generate.
 	PreviousLock []byte
+	// PreviousFly is the fly.toml already in the output directory, if any:
+	// its app and primary_region (what `fly launch` wrote) are kept when
+	// [deploy.fly] does not set them.
+	PreviousFly []byte
 }
 
 // Result is what Generate produces.
@@ -88,7 +106,7 @@ var templates = template.Must(template.New("").Option("missingkey=error").Funcs(
 	"comment":    comment,
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
-var kitVersionRE = regexp.MustCompile(`^(latest|v[0-9]+\.[0-9]+\.[0-9]+[A-Za-z0-9.+-]*)$`)
+var kitVersionRE = regexp.MustCompile(`^(latest|v[0-9]+\.[0-9]+\.[0-9]+(-[A-Za-z0-9.-]+)?)$`)
 
 // Generate renders every artefact of the box. It is a pure function: the
 // same config and options give the same bytes on any machine.
@@ -96,12 +114,15 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if c == nil {
 		return nil, errors.New("generate: no config")
 	}
-	key := strings.TrimSpace(opts.Key)
-	if key == "" {
+	key, fingerprint := strings.TrimSpace(opts.Key), opts.Fingerprint
+	switch {
+	case key != "":
+		if err := CheckKey(key); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		fingerprint = protocol.Fingerprint(key)
+	case fingerprint == "":
 		return nil, errors.New("generate: no box key")
-	}
-	if !keyRE.MatchString(key) {
-		return nil, errors.New("generate: the box key is not 43 characters of A-Z a-z 0-9 _ -")
 	}
 	if opts.Nixpkgs == (Pin{}) {
 		opts.Nixpkgs = pins[DefaultBranch]
@@ -120,8 +141,14 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if !kitVersionRE.MatchString(opts.KitVersion) {
 		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
 	}
+	if g := opts.Glovebox; g != nil && opts.KitVersion != "latest" && g.Ref != opts.KitVersion {
+		// The lock's original must name what flake.nix names: the tag.
+		pin := *g
+		pin.Ref = opts.KitVersion
+		opts.Glovebox = &pin
+	}
 
-	m := c.Manifest(protocol.Fingerprint(key))
+	m := c.Manifest(fingerprint)
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
@@ -141,6 +168,22 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 
 	v := newView(c, opts)
+	vm, err := flyMachine(c)
+	if err != nil {
+		return nil, fmt.Errorf("generate: fly.toml: %w", err)
+	}
+	v.FlySize, v.MemoryMB = vm.Size, vm.MemoryMB
+	keptApp, keptRegion := keptFly(opts.PreviousFly)
+	v.FlyApp = cmp.Or(c.Deploy.Fly.App, keptApp, c.Name)
+	v.FlyRegion = cmp.Or(c.Deploy.Fly.Region, keptRegion)
+	kube, err := marshalJSON(kubernetes(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
+	}
+	railway, err := marshalJSON(railwayConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
+	}
 	res := &Result{Warnings: v.warnings}
 	add := func(name string, data []byte, mode fs.FileMode) {
 		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
@@ -160,9 +203,18 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		add(t.file, b.Bytes(), 0o644)
 	}
 	add(LockFile, lock, 0o644)
+	add(RailwayFile, railway, 0o644)
+	add(KubernetesFile, kube, 0o644)
+	if c.AgentMain != "" {
+		// The Dockerfile's context is then the box directory: BuildKit reads
+		// the ignore file named after the Dockerfile.
+		add(DockerFile+".dockerignore", []byte("# Generated by `gbx generate`: the box key and local state stay out of the\n# build context (the box directory).\ndist/glovebox.key\n.env\n.glovebox/\nresult*\n"), 0o644)
+	}
 	add(ManifestFile, manifest, 0o644)
 	add(EnvExampleFile, envExample(c), 0o644)
-	add(KeyFile, []byte(key+"\n"), 0o600)
+	if key != "" {
+		add(KeyFile, []byte(key+"\n"), 0o600)
+	}
 	slices.SortFunc(res.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
 }
@@ -272,7 +324,9 @@ type view struct {
 	// reference and the name under its lib.gloveboxBases.
 	BaseFlake, BaseAttr string
 	NixpkgsURL          string
-	NixpkgsRev          string
+	// GloveboxURL is the glovebox input, at the release tag when there is one.
+	GloveboxURL string
+	NixpkgsRev  string
 	// NixPackages are nixpkgs attribute paths for the flake.
 	NixPackages []string
 	// PythonPackages are python3Packages attribute names.
@@ -289,14 +343,23 @@ type view struct {
 	// InstallCmds and BuildCmds are nixpacks shell commands.
 	InstallCmds, BuildCmds []string
 	// Paths are added to PATH by nixpacks.
-	Paths      []string
-	Dirs       []string
-	Port       int
-	CPUs       int
-	MemoryMB   int64
+	Paths []string
+	Dirs  []string
+	Port  int
+	// FlyApp, FlyRegion ("" for none), FlySize and MemoryMB are fly.toml's.
+	FlyApp, FlyRegion, FlySize string
+	MemoryMB                   int64
+	// Secrets are the variables to set as platform secrets besides
+	// GLOVEBOX_KEY: the declared secrets and required variables without a
+	// default.
+	Secrets []string
+	// StartCmd is the nixpacks start command (also railway.json's).
+	StartCmd   string
 	KitVersion string
 	AgentType  string
-	warnings   []string
+	// AgentMain and AgentVendorHash build a Go agent's kit.
+	AgentMain, AgentVendorHash string
+	warnings                   []string
 }
 
 type kv struct{ Key, Value string }
@@ -305,28 +368,40 @@ func newView(c *Config, opts Options) *view {
 	v := &view{
 		Name: c.Name, Version: c.Version, Base: c.Base,
 		BaseFlake: c.BaseFlake, BaseAttr: c.BaseAttr,
-		NixpkgsURL:  opts.Nixpkgs.url(),
-		NixpkgsRev:  opts.Nixpkgs.Rev,
-		NixPackages: c.Packages.Nix,
-		Pip:         c.Packages.Pip,
-		Npm:         c.Packages.Npm,
-		Port:        Port,
-		CPUs:        1,
-		MemoryMB:    1024,
-		KitVersion:  opts.KitVersion,
-		AgentType:   c.Agent.Type,
+		NixpkgsURL:      opts.Nixpkgs.url(),
+		GloveboxURL:     GloveboxFlake,
+		NixpkgsRev:      opts.Nixpkgs.Rev,
+		NixPackages:     c.Packages.Nix,
+		Pip:             c.Packages.Pip,
+		Npm:             c.Packages.Npm,
+		Port:            Port,
+		StartCmd:        nixpacksStartCmd,
+		KitVersion:      opts.KitVersion,
+		AgentType:       c.Agent.Type,
+		AgentMain:       c.AgentMain,
+		AgentVendorHash: c.AgentVendorHash,
 	}
-	if c.Limits.CPU != "" {
-		v.CPUs = cpus(c.Limits.CPU)
+	for _, k := range c.EnvOrder {
+		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {
+			v.Secrets = append(v.Secrets, k)
+		}
 	}
-	if c.Limits.Memory != "" {
-		if mb, err := MemoryMB(c.Limits.Memory); err == nil {
-			v.MemoryMB = mb
+	// Python libraries go into the image's one Python environment: pip
+	// names as python3Packages attributes, and python3Packages.X listed
+	// under packages.nix too (on its own it would be a library no
+	// interpreter in the image sees).
+	v.NixPackages = nil
+	for _, p := range c.Packages.Nix {
+		if name, ok := strings.CutPrefix(p, "python3Packages."); ok && !strings.Contains(name, ".") {
+			v.PythonPackages = append(v.PythonPackages, name)
+		} else {
+			v.NixPackages = append(v.NixPackages, p)
 		}
 	}
 	for _, p := range c.Packages.Pip {
 		v.PythonPackages = append(v.PythonPackages, pythonAttr(p))
 	}
+	v.PythonPackages = dedup(v.PythonPackages)
 	for _, k := range sortedKeys(c.Env) {
 		if e := c.Env[k]; e.Default != "" && !e.Secret {
 			v.ImageEnv = append(v.ImageEnv, kv{k, e.Default})
@@ -351,18 +426,22 @@ func newView(c *Config, opts Options) *view {
 			"base %q comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own (packages.nix, pip, npm), not that base's; list what the nixpacks build needs under [packages] too (the Nix image, flake.nix and the Dockerfile, has the base)",
 			c.Base))
 	}
-	v.SetupPkgs = dedup(append(append(append([]string{"cacert", "go"}, common.Nix...), base.Nix...), c.Packages.Nix...))
+	if opts.KitVersion != "latest" {
+		v.GloveboxURL += "/" + opts.KitVersion
+	} else {
+		v.warnings = append(v.warnings, "this gbx is a development build, not a release: flake.nix takes glovebox from its default branch and nixpacks installs the kit @latest, so deploys float; generate with a released gbx (go install github.com/glovebox-dev/glovebox/cmd/gbx@vX.Y.Z) to pin both")
+	}
+	v.SetupPkgs = dedup(append(append(append([]string{"cacert", GoAttr}, common.Nix...), base.Nix...), v.NixPackages...))
 	for _, k := range sortedKeys(base.Env) {
 		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})
 	}
 	v.BuildEnv = append(v.BuildEnv, v.ImageEnv...)
 	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion)}
-	if pip := dedupBy(append(append([]string(nil), base.Pip...), c.Packages.Pip...), pythonAttr); len(pip) > 0 {
-		v.SetupPkgs = dedup(append(v.SetupPkgs, "python3"))
-		v.InstallCmds = append(v.InstallCmds,
-			"python3 -m venv /app/venv",
-			"/app/venv/bin/pip install --no-cache-dir "+shelljoin(pip))
-		v.Paths = append(v.Paths, "/app/venv/bin")
+	if py := dedup(append(append([]string(nil), base.Pip...), v.PythonPackages...)); len(py) > 0 {
+		// The same python3.withPackages as the Nix image, not pip in a venv:
+		// manylinux wheels need libraries (libstdc++, zlib) a Nix Python
+		// does not have.
+		v.SetupPkgs = append(slices.DeleteFunc(v.SetupPkgs, func(p string) bool { return p == "python3" }), pythonEnv(py))
 	}
 	if len(c.Packages.Npm) > 0 {
 		if !hasNode(v.SetupPkgs) {
@@ -383,7 +462,7 @@ func newView(c *Config, opts Options) *view {
 		}
 	}
 	if c.Agent.Type == protocol.AgentGo {
-		v.warnings = append(v.warnings, "agent type \"go\": the generated images run the stock glovebox-kit; a Go agent needs its own kit binary built from your main package")
+		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml from there); nixpacks.toml cannot build it and runs the stock kit, so pick railway.json's Dockerfile builder", c.AgentMain))
 	}
 	return v
 }
@@ -428,8 +507,11 @@ func envExample(c *Config) []byte {
 	var b strings.Builder
 	b.WriteString("# Auth key for the glovebox server (generated by `gbx generate`: the contents of glovebox.key)\n")
 	b.WriteString("GLOVEBOX_KEY=\n\n")
-	b.WriteString("# Optional: override the listening port (default 8080)\n")
-	b.WriteString("# GLOVEBOX_PORT=8080\n")
+	b.WriteString("# Optional: override the listening port (default: $PORT, else 8080)\n")
+	b.WriteString("# GLOVEBOX_PORT=8080\n\n")
+	b.WriteString("# The box's public base URL, for the links of server-parked outputs\n")
+	b.WriteString("# (default http://localhost:<port>): set it behind a public host name\n")
+	b.WriteString("# GLOVEBOX_PUBLIC_URL=https://box.example.com\n")
 	if len(c.EnvOrder) > 0 {
 		b.WriteString("\n")
 	}
@@ -455,4 +537,17 @@ func envExample(c *Config) []byte {
 		out = strings.TrimSuffix(out, "\n")
 	}
 	return []byte(out)
+}
+
+// pythonEnv is a nixpacks nixPkgs entry (nixpacks writes entries into its
+// Nix expression as they are) for one Python with the python3Packages
+// named, as mkBox builds it.
+func pythonEnv(names []string) string {
+	var b strings.Builder
+	b.WriteString("(python3.withPackages (ps: [")
+	for _, n := range names {
+		b.WriteString(" ps." + nixstr(n))
+	}
+	b.WriteString(" ]))")
+	return b.String()
 }

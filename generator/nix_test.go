@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -108,8 +109,25 @@ func TestFlakesEvaluate(t *testing.T) {
 			}
 			res := generateCase(t, filepath.Join("testdata", name), Options{Nixpkgs: standInPin(s)})
 			out := t.TempDir()
+			ref := "path:" + out
+			if c.AgentMain != "" {
+				// A Go agent's flake builds from the box directory, dist's
+				// parent: lay out the box with its module and dist/ in it.
+				box := out
+				if err := os.CopyFS(box, os.DirFS(filepath.Join("testdata", name))); err != nil {
+					t.Fatal(err)
+				}
+				os.RemoveAll(filepath.Join(box, "dist"))
+				out = filepath.Join(box, "dist")
+				// Nix 2.8 takes a flake in a subdirectory of a git tree
+				// (newer Nix, as in the Dockerfile, also of a path:).
+				ref = "git+file://" + box + "?dir=dist"
+			}
 			if _, err := Write(out, res.Files); err != nil {
 				t.Fatal(err)
+			}
+			if c.AgentMain != "" {
+				gitAdd(t, filepath.Dir(out))
 			}
 			nixtest.Parse(t, filepath.Join(out, FlakeFile))
 
@@ -117,7 +135,7 @@ func TestFlakesEvaluate(t *testing.T) {
 			if c.BaseFlake != "" {
 				override = append(override, "--override-input", "base", "path:"+testBases(t))
 			}
-			_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(override, "path:"+out)...)...)
+			_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(override, ref)...)...)
 			for _, line := range strings.Split(string(stderr), "\n") {
 				if strings.Contains(line, "warning:") && !strings.Contains(line, "not writing modified lock file") && !strings.Contains(line, "Git tree") {
 					t.Errorf("nix flake check warned: %s", line)
@@ -125,7 +143,7 @@ func TestFlakesEvaluate(t *testing.T) {
 			}
 
 			var images map[string]imageInfo
-			nixtest.EvalJSON(t, &images, append(override, "path:"+out+"#packages", "--apply", imageApply)...)
+			nixtest.EvalJSON(t, &images, append(override, ref+"#packages", "--apply", imageApply)...)
 			if len(images) != 2 {
 				t.Fatalf("packages has systems %v, want x86_64-linux and aarch64-linux", sortedKeys(images))
 			}
@@ -156,8 +174,8 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if img.Name != c.Name || img.Tag != c.Version || g.Version != c.Version || g.Base != c.Base {
 		t.Errorf("%s: image %s:%s base %s, want %s:%s base %s", system, img.Name, img.Tag, g.Base, c.Name, c.Version, c.Base)
 	}
-	if g.UID != 10001 || img.Config.User != "10001:10001" {
-		t.Errorf("%s: uid %d user %q, want 10001", system, g.UID, img.Config.User)
+	if g.UID != 10001 || img.Config.User != "0:0" {
+		t.Errorf("%s: uid %d user %q, want the glovebox user 10001 and the kit started as 0:0", system, g.UID, img.Config.User)
 	}
 	if img.Config.WorkingDir != "/work" {
 		t.Errorf("%s: WorkingDir = %q, want /work", system, img.Config.WorkingDir)
@@ -165,8 +183,12 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if _, ok := img.Config.ExposedPorts["8080/tcp"]; !ok || len(img.Config.ExposedPorts) != 1 {
 		t.Errorf("%s: ExposedPorts = %v, want 8080/tcp", system, img.Config.ExposedPorts)
 	}
-	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "/bin/glovebox-kit") {
-		t.Errorf("%s: Entrypoint = %q, want the kit", system, ep)
+	kitBin, kitName := "/bin/glovebox-kit", "glovebox-kit"
+	if c.AgentMain != "" { // a Go agent is its own kit, built by lib.buildAgent
+		kitBin, kitName = "/bin/glovebox-agent", c.Name+"-agent"
+	}
+	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "-"+kitName+"-0.1.0"+kitBin) {
+		t.Errorf("%s: Entrypoint = %q, want %s's %s", system, ep, kitName, kitBin)
 	}
 	env := img.env()
 	if env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" || g.ManifestPath != "/etc/glovebox/glovebox.json" {
@@ -197,7 +219,18 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if !regexp.MustCompile(` '?\./etc/glovebox/glovebox\.json'?\n`).MatchString(img.FakeRoot) {
 		t.Errorf("%s: fakeRootCommands do not install the manifest:\n%s", system, img.FakeRoot)
 	}
-	if diff := cmp.Diff(nonNil(c.Packages.Nix), nonNil(g.Packages)); diff != "" {
+	// python3Packages.X under packages.nix go into the Python environment.
+	var wantNix []string
+	for _, p := range c.Packages.Nix {
+		if name, ok := strings.CutPrefix(p, "python3Packages."); ok {
+			if !slices.Contains(g.PythonPackages, name) {
+				t.Errorf("%s: pythonPackages = %v, want %q from packages.nix", system, g.PythonPackages, name)
+			}
+			continue
+		}
+		wantNix = append(wantNix, p)
+	}
+	if diff := cmp.Diff(nonNil(wantNix), nonNil(g.Packages)); diff != "" {
 		t.Errorf("%s: packages mismatch (-want +got):\n%s", system, diff)
 	}
 	for _, p := range c.Packages.Pip {
@@ -205,10 +238,10 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 			t.Errorf("%s: pythonPackages = %v, want %q", system, g.PythonPackages, pythonAttr(p))
 		}
 	}
-	if !slices.Contains(img.Contents, "glovebox-kit") {
-		t.Errorf("%s: contents %v lack the kit", system, img.Contents)
+	if !slices.Contains(img.Contents, kitName) {
+		t.Errorf("%s: contents %v lack the kit %s", system, img.Contents, kitName)
 	}
-	for _, p := range c.Packages.Nix {
+	for _, p := range wantNix {
 		name := p[strings.LastIndex(p, ".")+1:]
 		if !slices.Contains(img.Contents, name) {
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
@@ -335,7 +368,8 @@ func TestFlakeLockWithReleasePin(t *testing.T) {
 	if l.Version != 7 || l.Root != "root" || l.Nodes["glovebox"].Locked["rev"] != rel.Rev {
 		t.Fatalf("lock = %s", lock)
 	}
-	if diff := cmp.Diff(map[string]string{"owner": "glovebox-dev", "repo": "glovebox", "type": "github"}, l.Nodes["glovebox"].Original); diff != "" {
+	// The original names the release tag, as flake.nix's input does.
+	if diff := cmp.Diff(map[string]string{"owner": "glovebox-dev", "repo": "glovebox", "ref": "v0.1.0", "type": "github"}, l.Nodes["glovebox"].Original); diff != "" {
 		t.Errorf("glovebox original mismatch (-want +got):\n%s", diff)
 	}
 	if got := l.Nodes["glovebox"].Inputs["nixpkgs"]; !cmp.Equal(got, []any{"nixpkgs"}) {
@@ -481,5 +515,19 @@ func TestLockSurvivesNixLock(t *testing.T) {
 	drifts, err := Diff(out, again.Files)
 	if err != nil || len(drifts) != 0 {
 		t.Errorf("Diff after nix flake lock = %v, %v; want no drift", drifts, err)
+	}
+}
+
+// gitAdd makes dir a git repository with every file added (Nix reads a
+// dirty tree's added files).
+func gitAdd(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 }

@@ -3,14 +3,18 @@ package generator
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/glovebox-dev/glovebox/internal/nixtest"
 )
 
 // The types below mirror nixpacks' own serde schema (BuildPlan, Phase and
@@ -143,12 +147,16 @@ func TestNixpacks(t *testing.T) {
 			if want := pins[DefaultBranch].Rev; setup.NixpkgsArchive != want {
 				t.Errorf("nixpkgsArchive = %q, want the flake's pin %q", setup.NixpkgsArchive, want)
 			}
+			pyEnvRE := regexp.MustCompile(`^\(python3\.withPackages \(ps: \[( ps\."[a-z0-9._-]+")+ \]\)\)$`)
 			for _, pkg := range setup.NixPkgs {
-				if !nixAttrRE.MatchString(pkg) {
-					t.Errorf("nixPkgs holds %q, not a nixpkgs attribute path", pkg)
+				if !nixAttrRE.MatchString(pkg) && !pyEnvRE.MatchString(pkg) {
+					t.Errorf("nixPkgs holds %q, not a nixpkgs attribute path or a python3.withPackages", pkg)
 				}
 			}
 			for _, pkg := range append(append(baseSpecs["base"].Nix, baseSpecs[c.Base].Nix...), c.Packages.Nix...) {
+				if strings.HasPrefix(pkg, "python3Packages.") {
+					continue // in the Python environment
+				}
 				if !slices.Contains(setup.NixPkgs, pkg) {
 					t.Errorf("nixPkgs = %v, want it to hold %q", setup.NixPkgs, pkg)
 				}
@@ -189,9 +197,26 @@ func TestNixpacks(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("mkdir paths mismatch (-want +got):\n%s", diff)
 			}
-			if len(c.Packages.Pip) > 0 {
-				if !slices.Contains(setup.NixPkgs, "python3") || !slices.Contains(p.Phases["install"].Paths, "/app/venv/bin") {
-					t.Errorf("pip packages without python3 and the venv on PATH: %+v", p.Phases["install"])
+			// Python libraries are in one Python environment, as in the Nix
+			// image: pip names and python3Packages.X under packages.nix.
+			var wantPy []string
+			for _, n := range append(append([]string(nil), baseSpecs[c.Base].Pip...), c.Packages.Pip...) {
+				wantPy = append(wantPy, pythonAttr(n))
+			}
+			for _, n := range c.Packages.Nix {
+				if name, ok := strings.CutPrefix(n, "python3Packages."); ok {
+					wantPy = append(wantPy, name)
+				}
+			}
+			if len(wantPy) > 0 {
+				env := setup.NixPkgs[len(setup.NixPkgs)-1]
+				for _, n := range wantPy {
+					if !strings.Contains(env, ` ps."`+n+`"`) {
+						t.Errorf("nixPkgs' Python %q lacks %s", env, n)
+					}
+				}
+				if strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "pip install") {
+					t.Errorf("install cmds pip-install: %q", p.Phases["install"].Cmds)
 				}
 			}
 		})
@@ -207,4 +232,55 @@ func fileData(t *testing.T, res *Result, name string) []byte {
 	}
 	t.Fatalf("Generate made no %s", name)
 	return nil
+}
+
+// TestNixpacksGoIsTheFlakes: nixpacks builds the kit with the nixpkgs Go
+// that nix/go.nix builds it with in the flake.
+func TestNixpacksGoIsTheFlakes(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "nix", "go.nix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go = pkgs\.(go_[0-9_]+);`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("nix/go.nix: no `go = pkgs.go_X_Y;` line")
+	}
+	if string(m[1]) != GoAttr {
+		t.Errorf("nix/go.nix builds with %s, nixpacks with %s: keep them equal", m[1], GoAttr)
+	}
+	res := generateCase(t, filepath.Join("testdata", "minimal"), Options{})
+	plan, err := decodeNixpacks(fileData(t, res, NixpacksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(plan.Phases["setup"].NixPkgs, GoAttr) {
+		t.Errorf("nixpacks setup nixPkgs %v lack %s", plan.Phases["setup"].NixPkgs, GoAttr)
+	}
+}
+
+// TestNixpacksPythonEvaluates evaluates the Python entry of the python
+// box's nixPkgs as nixpacks writes it (inside `with pkgs; [ ... ]`)
+// against the stand-in nixpkgs: it names a real python3.withPackages with
+// every package.
+func TestNixpacksPythonEvaluates(t *testing.T) {
+	nixtest.Require(t)
+	res := generateCase(t, filepath.Join("testdata", "python"), Options{})
+	plan, err := decodeNixpacks(fileData(t, res, NixpacksFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := plan.Phases["setup"].NixPkgs
+	entry := pkgs[len(pkgs)-1]
+	stub := nixtest.StandInDir(t)
+	expr := fmt.Sprintf(`let
+  lib = import %[1]s/lib.nix;
+  pkgs = import %[1]s/pkgs.nix { inherit lib; system = "x86_64-linux"; };
+in with pkgs; builtins.concatStringsSep "," (builtins.head [ %[2]s ]).standIn.args.packages`, stub, entry)
+	out, stderr, err := nixtest.Try(t.Context(), "nix-instantiate", "--eval", "--strict", "--expr", expr)
+	if err != nil {
+		t.Fatalf("nixpacks' Python entry %s does not evaluate: %s", entry, stderr)
+	}
+	if got, want := strings.TrimSpace(string(out)), `"numpy,pandas,pillow,scipy,matplotlib,requests,rich"`; got != want {
+		t.Errorf("with pkgs; [ %s ]: a Python with %s, want %s", entry, got, want)
+	}
 }

@@ -2,12 +2,12 @@ package generator
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -138,27 +138,114 @@ func shortDiff(old, new string, max int) string {
 	return strings.TrimSuffix(out.String(), "\n")
 }
 
-var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+// maxKey bounds a box key's length.
+const maxKey = 4096
 
-// LoadKey returns the box key kept in dir/glovebox.key. When the file is
-// absent or empty, or rotate is set, it returns a new key and created is
-// true; the caller writes it with the other files. A file that holds
-// something other than a key is an error, never silently replaced.
-func LoadKey(dir string, rotate bool) (key string, created bool, err error) {
-	path := filepath.Join(dir, KeyFile)
-	data, err := os.ReadFile(path)
+// CheckKey reports a key the kit would not accept or that glovebox.key
+// cannot hold: the kit takes any non-empty key (v1 projects have 64-hex
+// keys, ours are 43 characters of base64url); a key file holds one line.
+func CheckKey(key string) error {
 	switch {
-	case rotate || errors.Is(err, fs.ErrNotExist):
-		return protocol.NewKey(), true, nil
+	case strings.TrimSpace(key) == "":
+		return errors.New("the box key is empty")
+	case key != strings.TrimSpace(key):
+		return errors.New("the box key starts or ends with white space")
+	case len(key) > maxKey:
+		return fmt.Errorf("the box key is %d bytes, more than %d", len(key), maxKey)
+	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return errors.New("the box key holds a control character (a key is one line of text)")
+	}
+	return nil
+}
+
+// Key is the box key generate uses, and where it came from.
+type Key struct {
+	// Value is the key; empty when no key is at hand and a check compares
+	// with Fingerprint, the one the committed manifest names.
+	Value       string
+	Fingerprint string
+	// Source says where the key came from: "glovebox.key", "GLOVEBOX_KEY",
+	// "new", "rotated" or "manifest" (no key, the manifest's fingerprint).
+	Source string
+}
+
+// ResolveKey finds the box key for dir (the output directory): the
+// environment's GLOVEBOX_KEY (env) or dir/glovebox.key, which must agree
+// when both are there. A new key is made only when neither holds one and
+// no committed dir/glovebox.json names a fingerprint, or when rotate is
+// set (then env, when set, is the new key). Without a key, a manifest's
+// fingerprint is an error for generate, which would otherwise rotate the
+// key silently, and the thing to compare with for check; a key whose
+// fingerprint is not the manifest's is an error for generate too.
+func ResolveKey(dir, env string, rotate, check bool) (Key, error) {
+	keyPath, manifestPath := filepath.Join(dir, KeyFile), filepath.Join(dir, ManifestFile)
+	env = strings.TrimSpace(env)
+	if env != "" {
+		if err := CheckKey(env); err != nil {
+			return Key{}, fmt.Errorf("GLOVEBOX_KEY: %w", err)
+		}
+	}
+	if rotate {
+		k := Key{Value: env, Source: "rotated"}
+		if k.Value == "" {
+			k.Value = protocol.NewKey()
+		}
+		k.Fingerprint = protocol.Fingerprint(k.Value)
+		return k, nil
+	}
+	committed, err := manifestFingerprint(manifestPath)
+	if err != nil {
+		return Key{}, err
+	}
+	var file string
+	switch data, err := os.ReadFile(keyPath); {
+	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return "", false, fmt.Errorf("read key: %w", err)
+		return Key{}, fmt.Errorf("read key: %w", err)
+	default:
+		file = strings.TrimSpace(string(data))
+		if file != "" {
+			if err := CheckKey(file); err != nil {
+				return Key{}, fmt.Errorf("%s: %w: fix it, or pass --rotate-key to replace it", keyPath, err)
+			}
+		}
 	}
-	key = strings.TrimSpace(string(data))
-	if key == "" {
-		return protocol.NewKey(), true, nil
+	k := Key{Value: file, Source: KeyFile}
+	switch {
+	case env != "" && file != "" && env != file:
+		return Key{}, fmt.Errorf("GLOVEBOX_KEY and %s hold different keys: unset GLOVEBOX_KEY, or remove %s to use it", keyPath, keyPath)
+	case env != "":
+		k = Key{Value: env, Source: "GLOVEBOX_KEY"}
 	}
-	if !keyRE.MatchString(key) {
-		return "", false, fmt.Errorf("%s does not hold a box key (43 characters of A-Z a-z 0-9 _ -): fix it, or pass --rotate-key to replace it", path)
+	switch {
+	case k.Value == "" && committed == "":
+		k = Key{Value: protocol.NewKey(), Source: "new"}
+	case k.Value == "" && check:
+		return Key{Fingerprint: committed, Source: "manifest"}, nil
+	case k.Value == "":
+		return Key{}, fmt.Errorf("%s names the key with fingerprint %s, but %s is not here (it is kept out of git): put that key in %s or GLOVEBOX_KEY, or pass --rotate-key to make a new one and redeploy with it", manifestPath, committed, keyPath, keyPath)
+	case committed != "" && protocol.Fingerprint(k.Value) != committed && !check:
+		return Key{}, fmt.Errorf("the key from %s has fingerprint %s, but %s names %s: use the key the deployed box has, or pass --rotate-key to adopt this one (GLOVEBOX_KEY) or a new one", k.Source, protocol.Fingerprint(k.Value), manifestPath, committed)
 	}
-	return key, false, nil
+	k.Fingerprint = protocol.Fingerprint(k.Value)
+	return k, nil
+}
+
+// manifestFingerprint returns the key_fingerprint of the manifest at path,
+// "" when there is none.
+func manifestFingerprint(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read manifest: %w", err)
+	}
+	var m struct {
+		KeyFingerprint string `json:"key_fingerprint"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return "", nil // not ours to judge: generate rewrites it
+	}
+	return m.KeyFingerprint, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 func TestWriteOnlyWhenChanged(t *testing.T) {
@@ -114,35 +116,109 @@ func TestShortDiffIsShort(t *testing.T) {
 	}
 }
 
-func TestLoadKey(t *testing.T) {
+// TestResolveKey walks ResolveKey through its cases with real files: a
+// new key only when nothing names one, the kept key, GLOVEBOX_KEY, the
+// committed manifest's fingerprint for a check, and refusals where
+// generate would otherwise rotate the key silently.
+func TestResolveKey(t *testing.T) {
 	dir := t.TempDir()
-	k1, created, err := LoadKey(dir, false)
-	if err != nil || !created || !keyRE.MatchString(k1) {
-		t.Fatalf("LoadKey(empty) = %q, %v, %v; want a new key", k1, created, err)
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, KeyFile), []byte(k1+"\n"), 0o600); err != nil {
+	k, err := ResolveKey(dir, "", false, false)
+	if err != nil || k.Source != "new" || CheckKey(k.Value) != nil || k.Fingerprint != protocol.Fingerprint(k.Value) {
+		t.Fatalf("ResolveKey(empty dir) = %+v, %v; want a new key", k, err)
+	}
+	key := k.Value
+	write(KeyFile, key+"\n")
+	write(ManifestFile, `{"key_fingerprint": "`+k.Fingerprint+`"}`)
+	hex := strings.Repeat("0123456789abcdef", 4)
+	for _, tc := range []struct {
+		name          string
+		env           string
+		rotate, check bool
+		want          Key // Value "*" means any new key
+		err           string
+	}{
+		{"kept", "", false, false, Key{Value: key, Fingerprint: k.Fingerprint, Source: KeyFile}, ""},
+		{"same in env", key, false, false, Key{Value: key, Fingerprint: k.Fingerprint, Source: "GLOVEBOX_KEY"}, ""},
+		{"other in env", hex, false, false, Key{}, "different keys"},
+		{"rotate", "", true, false, Key{Value: "*", Source: "rotated"}, ""},
+		{"rotate to env", hex, true, false, Key{Value: hex, Fingerprint: protocol.Fingerprint(hex), Source: "rotated"}, ""},
+		{"bad env", "a\x00b", false, false, Key{}, "GLOVEBOX_KEY: the box key holds a control character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResolveKey(dir, tc.env, tc.rotate, tc.check)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ResolveKey = %+v, %v; want an error containing %q", got, err, tc.err)
+				}
+				return
+			}
+			if tc.want.Value == "*" {
+				tc.want.Value, tc.want.Fingerprint = got.Value, protocol.Fingerprint(got.Value)
+				if got.Value == key || CheckKey(got.Value) != nil {
+					t.Errorf("rotated to %q, want a new key", got.Value)
+				}
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ResolveKey = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+
+	// No key file, a committed manifest: check compares with its
+	// fingerprint, generate refuses.
+	if err := os.Remove(filepath.Join(dir, KeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	k2, created, err := LoadKey(dir, false)
-	if err != nil || created || k2 != k1 {
-		t.Errorf("LoadKey(existing) = %q, %v, %v; want the kept key %q", k2, created, err, k1)
+	if got, err := ResolveKey(dir, "", false, true); err != nil || got != (Key{Fingerprint: k.Fingerprint, Source: "manifest"}) {
+		t.Errorf("ResolveKey(check, no key) = %+v, %v; want the manifest's fingerprint", got, err)
 	}
-	k3, created, err := LoadKey(dir, true)
-	if err != nil || !created || k3 == k1 || !keyRE.MatchString(k3) {
-		t.Errorf("LoadKey(rotate) = %q, %v, %v; want a new key", k3, created, err)
+	if _, err := ResolveKey(dir, "", false, false); err == nil || !strings.Contains(err.Error(), "--rotate-key") || !strings.Contains(err.Error(), k.Fingerprint) {
+		t.Errorf("ResolveKey(no key, committed manifest) = %v; want a refusal naming the fingerprint and --rotate-key", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, KeyFile), []byte("not a key at all\n"), 0o600); err != nil {
+	if _, err := ResolveKey(dir, hex, false, false); err == nil || !strings.Contains(err.Error(), k.Fingerprint) {
+		t.Errorf("ResolveKey(another key, committed manifest) = %v; want a refusal", err)
+	}
+	write(KeyFile, "two\nlines\n")
+	if _, err := ResolveKey(dir, "", false, false); err == nil || !strings.Contains(err.Error(), "--rotate-key") {
+		t.Errorf("ResolveKey(garbage) = %v, want an error naming --rotate-key", err)
+	}
+}
+
+// TestGenerateWithoutKey generates with only a fingerprint (a check on a
+// checkout without the key): the manifest names it and no key file is
+// produced.
+func TestGenerateWithoutKey(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadKey(dir, false); err == nil || !strings.Contains(err.Error(), "--rotate-key") {
-		t.Errorf("LoadKey(garbage) = %v, want an error naming --rotate-key", err)
+	fp := protocol.Fingerprint(testKey)
+	res, err := Generate(c, Options{Fingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Files {
+		if f.Name == KeyFile {
+			t.Errorf("Generate without a key produced %s", KeyFile)
+		}
+	}
+	if m := string(fileData(t, res, ManifestFile)); !strings.Contains(m, `"key_fingerprint": "`+fp+`"`) {
+		t.Errorf("manifest lacks the fingerprint %s:\n%s", fp, m)
 	}
 }
 
 // TestDockerEntrypoint runs the jq program the Dockerfile's builder stage
 // uses on an image configuration with hostile values, then runs the script
-// it writes with a real shell: the environment, working directory and
-// arguments must arrive unchanged.
+// it writes with a real shell, as Docker, Fly and Railway start it: the
+// image's environment values are defaults that every variable the platform
+// sets overrides, the working directory and the kit's flags arrive
+// unchanged, and a command given instead of flags runs instead of the kit.
 func TestDockerEntrypoint(t *testing.T) {
 	jq, err := exec.LookPath("jq")
 	if err != nil {
@@ -156,17 +232,29 @@ func TestDockerEntrypoint(t *testing.T) {
 		t.Fatalf("no entrypoint.jq heredoc in the Dockerfile:\n%s", dockerfile)
 	}
 	program := dockerfile[start+len("COPY <<'JQ' /box/entrypoint.jq\n") : end+1]
+	// The final stage declares the PATH and HOME the program compares with.
+	const declared = "ENV PATH=/bin:/usr/bin HOME=/home/glovebox\n"
+	if !strings.Contains(dockerfile, declared) {
+		t.Fatalf("the Dockerfile's final stage lacks %q", declared)
+	}
 
 	tmp := t.TempDir()
 	work := filepath.Join(tmp, "it's $(work)")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
 	evil := "${evil} \"q\" 'single' `id` $(id) \\back\nnewline"
+	// The "kit" prints its directory, the variables and its arguments.
+	kit := `printf '%s\0' "$PWD" "$EVIL" "$EQ" "$MODEL" "${GLOVEBOX_PUBLIC_URL-unset}" "$PATH" "$HOME" "$@"`
+	imagePath := "/image/bin:" + filepath.Dir(sh)
 	config := map[string]any{"config": map[string]any{
-		"Env":        []string{"PATH=" + os.Getenv("PATH"), "EVIL=" + evil, "EQ=a=b"},
+		"Env":        []string{"PATH=" + imagePath, "HOME=/home/box", "EVIL=" + evil, "EQ=a=b", "MODEL=image-model"},
 		"WorkingDir": work,
-		"Entrypoint": []string{"sh", "-c", `printf '%s\0' "$PWD" "$EVIL" "$EQ" "$@"`, "kit"},
+		"Entrypoint": []string{sh, "-c", kit, "kit"},
 	}}
 	data, err := marshalJSON(config)
 	if err != nil {
@@ -186,13 +274,45 @@ func TestDockerEntrypoint(t *testing.T) {
 	if err := os.WriteFile(script, out, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	got, err := exec.Command("sh", script, "arg one", "$two").Output()
-	if err != nil {
-		t.Fatalf("sh entrypoint: %v\n%s", err, out)
+	// What Docker passes when nothing is overridden: the final stage's ENV.
+	// (sh is run by its absolute path.)
+	dockerEnv := []string{"PATH=/bin:/usr/bin", "HOME=/home/glovebox"}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"defaults", dockerEnv, []string{"--flag", "$two"},
+			[]string{work, evil, "a=b", "image-model", "unset", imagePath, "/home/box", "--flag", "$two"}},
+		{"platform overrides", append(dockerEnv[:2:2], "MODEL=from-fly-secrets", "EQ=", "GLOVEBOX_PUBLIC_URL=https://x.fly.dev", "EVIL=plain"), nil,
+			[]string{work, "plain", "", "from-fly-secrets", "https://x.fly.dev", imagePath, "/home/box"}},
+		{"PATH and HOME overridden", []string{"PATH=" + filepath.Dir(sh) + ":/custom", "HOME=/root2"}, []string{""},
+			[]string{work, evil, "a=b", "image-model", "unset", filepath.Dir(sh) + ":/custom", "/root2", ""}},
 	}
-	parts := strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00")
-	want := []string{work, evil, "a=b", "arg one", "$two"}
-	if diff := cmp.Diff(want, parts); diff != "" {
-		t.Errorf("entrypoint script mismatch (-want +got):\n%s\nscript:\n%s", diff, out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(sh, append([]string{script}, tt.args...)...)
+			cmd.Env = tt.env
+			got, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("sh entrypoint: %v\nscript:\n%s", err, out)
+			}
+			parts := strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00")
+			if diff := cmp.Diff(tt.want, parts); diff != "" {
+				t.Errorf("the kit saw (-want +got):\n%s\nscript:\n%s", diff, out)
+			}
+		})
 	}
+	t.Run("a command instead of the kit", func(t *testing.T) {
+		cmd := exec.Command(sh, script, sh, "-c", `printf '%s|%s|%s' "$PWD" "$MODEL" "$0"`)
+		cmd.Env = dockerEnv
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sh entrypoint: %v", err)
+		}
+		if want := work + "|image-model|" + sh; string(got) != want {
+			t.Errorf("docker run IMAGE sh -c ... printed %q, want %q (the command, not the kit)", got, want)
+		}
+	})
 }

@@ -61,6 +61,7 @@ func (b *boot) run(opts Options) *Server {
 		log:          log,
 		man:          m,
 		getenv:       getenv,
+		machine:      flyMachine(getenv),
 		sessions:     map[string]*session{},
 		conns:        map[*conn]struct{}{},
 		maxMessage:   DefaultMaxMessage,

@@ -24,6 +24,9 @@ const (
 )
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.replayElsewhere(w, r) {
+		return
+	}
 	p := r.URL.Path
 	switch {
 	case p == "/health":

@@ -155,6 +155,7 @@ type Server struct {
 	mounts   map[string]string // manifest fs key -> host path
 	stateDir string
 	getenv   func(string) string
+	machine  string // FLY_MACHINE_ID, when on Fly (see fly.go)
 	baseEnv  []string
 	sb       *sandbox.Sandbox // starts every session's agent processes
 

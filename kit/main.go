@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -72,7 +71,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		return nil
 	}
 	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q\n", fl.Arg(0))
+		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q (the image's entrypoint is the kit: to run a command in it, use docker run --entrypoint %s IMAGE)\n", fl.Arg(0), fl.Arg(0))
 		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
 	}
 	if *manifestPath == "" {
@@ -125,7 +124,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("agent: %v", err))
 	}
-	adapters, err := envAdapters(os.Getenv, log)
+	adapters, err := EnvAdapters(os.Getenv, man, log)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -205,25 +204,4 @@ func listenPort() (int, error) {
 		return p, nil
 	}
 	return DefaultPort, nil
-}
-
-// envAdapters returns the storage adapters the environment configures: s3
-// when AWS credentials are set (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_S3), with the bucket and
-// prefix rules fall back to in GLOVEBOX_S3_BUCKET and GLOVEBOX_S3_PREFIX,
-// and GLOVEBOX_S3_PATH_STYLE=1 for S3-compatible servers.
-func envAdapters(getenv func(string) string, log *slog.Logger) (map[string]storage.Adapter, error) {
-	if getenv("AWS_ACCESS_KEY_ID") == "" {
-		return nil, nil
-	}
-	opts := storage.S3OptionsFromEnv(getenv)
-	opts.Bucket = getenv("GLOVEBOX_S3_BUCKET")
-	opts.Prefix = getenv("GLOVEBOX_S3_PREFIX")
-	opts.PathStyle = getenv("GLOVEBOX_S3_PATH_STYLE") == "1"
-	opts.Logger = log
-	s3, err := storage.NewS3(opts)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]storage.Adapter{protocol.AdapterS3: s3}, nil
 }

@@ -100,7 +100,7 @@ func newSessionID() string {
 }
 
 func (s *Server) newSession() *session {
-	ss := &session{srv: s, id: newSessionID()}
+	ss := &session{srv: s, id: s.machineID(newSessionID())}
 	ss.replay.total = &s.replayBytes
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss

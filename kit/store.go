@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -24,6 +25,9 @@ type localStore struct {
 	ready     chan struct{}
 	l         *storage.Local
 	err       error
+	// machine, on Fly, prefixes the ids of the files this machine parks
+	// (see fly.go); the store itself knows them without it.
+	machine string
 }
 
 var _ storage.Adapter = (*localStore)(nil)
@@ -35,7 +39,7 @@ var _ storage.Adapter = (*localStore)(nil)
 func (s *Server) openStorage(usable bool) {
 	files := filepath.Join(s.stateDir, "files")
 	db := filepath.Join(s.stateDir, "files.db")
-	ls := &localStore{ready: make(chan struct{})}
+	ls := &localStore{ready: make(chan struct{}), machine: s.machine}
 	ls.start = func() { go s.openLocal(ls, files, db) }
 	if !usable {
 		ls.start = func() {
@@ -93,7 +97,24 @@ func (ls *localStore) Put(ctx context.Context, meta storage.Meta, r io.Reader) (
 	if err != nil {
 		return protocol.FileRef{}, err
 	}
-	return l.Put(ctx, meta, r)
+	ref, err := l.Put(ctx, meta, r)
+	if err == nil && ls.machine != "" {
+		local := ref.ID
+		ref.ID = ls.machine + "_" + local
+		ref.URL = strings.TrimSuffix(ref.URL, local) + ref.ID
+	}
+	return ref, err
+}
+
+// localID returns the store's own id for a file id of this machine.
+func (ls *localStore) localID(id string) string {
+	if ls.machine == "" {
+		return id
+	}
+	if local, ok := strings.CutPrefix(id, ls.machine+"_"); ok {
+		return local
+	}
+	return "" // another machine's, or none: not here
 }
 
 // Open implements storage.Adapter.
@@ -102,6 +123,7 @@ func (ls *localStore) Open(ctx context.Context, ref protocol.FileRef, max int64)
 	if err != nil {
 		return nil, err
 	}
+	ref.ID = ls.localID(ref.ID)
 	return l.Open(ctx, ref, max)
 }
 
@@ -113,5 +135,10 @@ func (ls *localStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	l.ServeFile(w, r, r.URL.Path[len("/files/"):])
+	id := ls.localID(r.URL.Path[len("/files/"):])
+	if id == "" {
+		http.NotFound(w, r)
+		return
+	}
+	l.ServeFile(w, r, id)
 }

@@ -16,10 +16,10 @@ func TestCheckImagesRejects(t *testing.T) {
 	root := nixtest.ModuleRoot(t)
 	stub := nixtest.StandInDir(t)
 	good := `{
-    User = "10001:10001";
+    User = "0:0";
     Entrypoint = [ "/nix/store/x-glovebox-kit/bin/glovebox-kit" ];
     ExposedPorts = { "8080/tcp" = { }; };
-    Env = [ "GLOVEBOX_PORT=8080" "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" ];
+    Env = [ "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" ];
   }`
 	layout := `[
     { path = "/work"; owner = "10001:10001"; mode = "0755"; }
@@ -32,12 +32,13 @@ func TestCheckImagesRejects(t *testing.T) {
 		name, config, layout, want string
 	}{
 		{"good", good, layout, ""},
-		{"root user", good + ` // { User = "0:0"; }`, layout, "User is 0:0"},
+		{"kit not root", good + ` // { User = "10001:10001"; }`, layout, "User is 10001:10001"},
 		{"root-owned input", good, strings.Replace(layout, `"/input"; owner = "10001:10001"`, `"/input"; owner = "0:0"`, 1), "must belong to 10001"},
 		{"sticky-less tmp", good, strings.Replace(layout, `"1777"`, `"0777"`, 1), "/tmp must be 1777"},
 		{"no port", good + ` // { ExposedPorts = { }; }`, layout, "8080/tcp must be exposed"},
 		{"other entrypoint", good + ` // { Entrypoint = [ "/bin/sh" ]; }`, layout, "the entrypoint must be the kit"},
-		{"no manifest env", good + ` // { Env = [ "GLOVEBOX_PORT=8080" ]; }`, layout, "GLOVEBOX_MANIFEST"},
+		{"no manifest env", good + ` // { Env = [ ]; }`, layout, "GLOVEBOX_MANIFEST"},
+		{"port baked in", good + ` // { Env = [ "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json" "GLOVEBOX_PORT=8080" ]; }`, layout, "GLOVEBOX_PORT must not be set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

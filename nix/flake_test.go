@@ -15,8 +15,11 @@ import (
 )
 
 const (
-	uid   = "10001:10001"
-	epoch = "1970-01-01T00:00:01Z"
+	uid = "10001:10001" // the glovebox user, which owns the writable directories
+	// kitUser is the image's User: the kit starts as root and runs agents
+	// under their own uids.
+	kitUser = "0:0"
+	epoch   = "1970-01-01T00:00:01Z"
 )
 
 type goFacts struct {
@@ -256,8 +259,8 @@ func TestImages(t *testing.T) {
 				if b.Created != epoch || b.Mtime != epoch {
 					t.Errorf("created %s mtime %s, want %s for both", b.Created, b.Mtime, epoch)
 				}
-				if c.User != uid || c.WorkingDir != "/work" {
-					t.Errorf("User %q WorkingDir %q, want %q /work", c.User, c.WorkingDir, uid)
+				if c.User != kitUser || c.WorkingDir != "/work" {
+					t.Errorf("User %q WorkingDir %q, want %q /work", c.User, c.WorkingDir, kitUser)
 				}
 				if diff := cmp.Diff([]string{kit + "/bin/glovebox-kit"}, c.Entrypoint); diff != "" {
 					t.Errorf("Entrypoint (-want +got):\n%s", diff)
@@ -268,7 +271,6 @@ func TestImages(t *testing.T) {
 				env := envOf(c.Env)
 				for k, want := range map[string]string{
 					"GLOVEBOX_MANIFEST": "/etc/glovebox/glovebox.json",
-					"GLOVEBOX_PORT":     "8080",
 					"GLOVEBOX_BASE":     base,
 					"HOME":              "/home/glovebox",
 					"PATH":              "/bin:/usr/bin",
@@ -395,7 +397,7 @@ func TestChecks(t *testing.T) {
 			t.Fatalf("checks.%s.images text: %v", sys, err)
 		}
 		for base := range wantContents {
-			if images[base].Base != base || images[base].User != uid {
+			if images[base].Base != base || images[base].User != kitUser {
 				t.Errorf("checks.%s.images[%s] = %+v", sys, base, images[base])
 			}
 		}

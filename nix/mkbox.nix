@@ -2,11 +2,13 @@
 # packages and the kit, as a dockerTools.streamLayeredImage (no root, no
 # KVM; `./result | docker load`).
 #
-# The image runs the kit as uid/gid 10001 (user glovebox) with the manifest
-# at /etc/glovebox/glovebox.json and port 8080. /work, /input, /output,
-# /var/glovebox and /home/glovebox belong to 10001: the kit writes prompt
-# inputs into /input (a root-owned /input breaks every prompt with inputs),
-# and so do the other fs mounts a manifest given as a path declares.
+# The image starts the kit as root (uid 0), with the manifest at
+# /etc/glovebox/glovebox.json and port 8080: the kit is a supervisor that
+# runs each session's agents under their own unprivileged uids, which only
+# root can do. The image keeps the user glovebox (uid/gid 10001) for
+# compatibility: /work, /input, /output, /var/glovebox and /home/glovebox
+# belong to it, and so do the other fs mounts a manifest given as a path
+# declares.
 # /tmp is 1777. Timestamps are fixed, so the same inputs give the same image.
 #
 # base is a built-in base's name, or a base spec from another flake's
@@ -21,8 +23,11 @@ let
   # The built-in bases, by name: { pkgs }: { description; packages; ... }.
   bases = self.lib.gloveboxBases;
 
+  # The glovebox user, which owns the writable directories; the kit itself
+  # starts as root (kitUser).
   uid = 10001;
   owner = "${toString uid}:${toString uid}";
+  kitUser = "0:0";
   manifestPath = "/etc/glovebox/glovebox.json";
   epoch = "1970-01-01T00:00:01Z";
 
@@ -174,7 +179,7 @@ let
       manifest;
 
   # The manifest's own fs mounts (beyond /work, /input, /output) belong to
-  # 10001 too: the kit runs unprivileged and cannot create them at boot.
+  # 10001 too, as the fixed directories do.
   fixedPaths = map (d: d.path) fixedLayout;
   mountPaths = lib.unique (
     builtins.filter (p: builtins.isString p && !(builtins.elem p fixedPaths)) (
@@ -190,8 +195,9 @@ let
 
   reserved = [ "GLOVEBOX_MANIFEST" ];
   fixedEnv = {
+    # No GLOVEBOX_PORT: the kit listens on it, else on the platform's $PORT
+    # (Railway), else on 8080, and an image value would hide $PORT.
     GLOVEBOX_MANIFEST = manifestPath;
-    GLOVEBOX_PORT = "8080";
     GLOVEBOX_BASE = label;
     HOME = "/home/glovebox";
     PATH = "/bin:/usr/bin";
@@ -204,7 +210,7 @@ let
   allEnv = fixedEnv // common.env // chosen.env // env;
 
   config = {
-    User = owner;
+    User = kitUser;
     WorkingDir = "/work";
     Entrypoint = [ "${kit}/bin/${kit.meta.mainProgram or "glovebox-kit"}" ];
     Env = lib.mapAttrsToList (k: v: "${k}=${toString v}") allEnv;
@@ -256,6 +262,7 @@ pkgs.dockerTools.streamLayeredImage {
       version
       tag
       uid
+      kitUser
       layout
       config
       manifestPath

@@ -163,8 +163,8 @@ func TestMkBox(t *testing.T) {
 	})
 	t.Run("env", func(t *testing.T) {
 		c := cases["env"]
-		if c.Env["FOO"] != "bar" || c.Env["PATH"] != "/opt/bin:/bin" || c.Env["GLOVEBOX_PORT"] != "8080" {
-			t.Errorf("env %v, want FOO=bar, PATH overridden, GLOVEBOX_PORT kept", c.Env)
+		if c.Env["FOO"] != "bar" || c.Env["PATH"] != "/opt/bin:/bin" || c.Env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" {
+			t.Errorf("env %v, want FOO=bar, PATH overridden, GLOVEBOX_MANIFEST kept", c.Env)
 		}
 	})
 	t.Run("tag and version", func(t *testing.T) {
@@ -199,7 +199,7 @@ func TestMkBox(t *testing.T) {
 		if c.Base != label || c.Env["GLOVEBOX_BASE"] != label || c.Labels["dev.glovebox.base"] != label {
 			t.Errorf("base %q GLOVEBOX_BASE %q label %q, want %q", c.Base, c.Env["GLOVEBOX_BASE"], c.Labels["dev.glovebox.base"], label)
 		}
-		if c.Env["ML_HOME"] != "/opt/ml" || c.Env["GLOVEBOX_PORT"] != "8080" {
+		if c.Env["ML_HOME"] != "/opt/ml" || c.Env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" {
 			t.Errorf("env %v, want the spec's ML_HOME and the fixed env", c.Env)
 		}
 		// The common layer is there, as for a named base.

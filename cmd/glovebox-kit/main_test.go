@@ -44,6 +44,18 @@ func writeManifest(t *testing.T, key, agent string) string {
 	return p
 }
 
+// writeStorageManifest writes an exec box's manifest whose outputs always
+// go to the adapter named.
+func writeStorageManifest(t *testing.T, key, adapter string) string {
+	m, _ := protocol.ParseManifest([]byte(`{"name":"cmd"}`))
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	m.StoragePolicy.Outputs = protocol.Policy{Rules: []protocol.Rule{{Use: protocol.Use{Adapter: adapter, Options: map[string]any{"bucket": "b"}}, When: protocol.When{Always: true}}}}
+	b, _ := json.Marshal(m)
+	p := filepath.Join(t.TempDir(), "glovebox.json")
+	os.WriteFile(p, b, 0o644)
+	return p
+}
+
 func TestBootFailures(t *testing.T) {
 	key := protocol.NewKey()
 	for _, tc := range []struct {
@@ -57,6 +69,12 @@ func TestBootFailures(t *testing.T) {
 			[]string{`glovebox-kit: agent: type "go": glovebox-kit serves exec and acp agents; a Go agent is built with its own main`}},
 		{"bad port and key", []string{"GLOVEBOX_MANIFEST=" + writeManifest(t, key, "exec"), "GLOVEBOX_KEY=wrong", "GLOVEBOX_PORT=http", "GLOVEBOX_ROOT=" + t.TempDir()},
 			[]string{`glovebox-kit: GLOVEBOX_PORT "http" is not a port number`, "glovebox-kit: GLOVEBOX_KEY does not match"}},
+		{"s3 without credentials", []string{"GLOVEBOX_MANIFEST=" + writeStorageManifest(t, key, "s3"), "GLOVEBOX_KEY=" + key, "GLOVEBOX_ROOT=" + t.TempDir()},
+			[]string{"glovebox-kit: storage: the policy uses s3, but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set"}},
+		{"s3 without the secret", []string{"GLOVEBOX_MANIFEST=" + writeStorageManifest(t, key, "s3"), "GLOVEBOX_KEY=" + key, "GLOVEBOX_ROOT=" + t.TempDir(), "AWS_ACCESS_KEY_ID=AKIAEXAMPLE"},
+			[]string{"glovebox-kit: storage: the policy uses s3, but AWS_SECRET_ACCESS_KEY is not set"}},
+		{"gcs", []string{"GLOVEBOX_MANIFEST=" + writeStorageManifest(t, key, "gcs"), "GLOVEBOX_KEY=" + key, "GLOVEBOX_ROOT=" + t.TempDir()},
+			[]string{`glovebox-kit: storage: the policy uses "gcs", which this kit does not implement: use s3`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

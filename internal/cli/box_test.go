@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
@@ -484,5 +487,134 @@ func TestPromptAsksOnTerminal(t *testing.T) {
 				t.Errorf("the question was not shown: %q", errb.String())
 			}
 		})
+	}
+}
+
+// TestDevRegistersS3 runs gbx dev on a box whose outputs go to s3: without
+// credentials it fails naming them, as glovebox-kit does; with them (and an
+// S3-compatible endpoint, a real HTTP server here) an output is PUT there.
+func TestDevRegistersS3(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"s3box","agent":{"type":"exec"},
+		"storage_policy":{"outputs":{"rules":[{"use":{"adapter":"s3","options":{"bucket":"outs"}},"when":{"always":true}}]}}}`), 0o644)
+	_, _, err := runGbx(t, nil, dir, "dev", "--addr", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set") {
+		t.Fatalf("dev with s3 and no credentials = %v, want the missing variables named", err)
+	}
+
+	var mu sync.Mutex
+	var puts []string
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			puts = append(puts, r.URL.Path+"="+string(body))
+			mu.Unlock()
+			w.Header().Set("ETag", `"x"`)
+			return
+		}
+		http.Error(w, "unexpected "+r.Method, http.StatusBadRequest)
+	}))
+	t.Cleanup(s3.Close)
+	url, key, _ := startDev(t, dir, map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_REGION": "us-east-1",
+		"AWS_ENDPOINT_URL_S3": s3.URL, "GLOVEBOX_S3_PATH_STYLE": "1",
+	})
+	_, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, `printf hello > "$GLOVEBOX_OUTPUT/o.txt"`)
+	if err != nil {
+		t.Fatalf("prompt: %v\n%s", err, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(puts) != 1 || !strings.HasPrefix(puts[0], "/outs/") || !strings.HasSuffix(puts[0], "/o.txt=hello") {
+		t.Errorf("S3 PUTs = %q, want o.txt in bucket outs", puts)
+	}
+}
+
+// TestPromptSavesFromAnotherName: a box that calls itself by the default
+// http://localhost:PORT (or any name the client does not dial) still gives
+// `gbx prompt -o` its server-parked outputs: they come from /files/{id} on
+// the URL the client dialled.
+func TestPromptSavesFromAnotherName(t *testing.T) {
+	m, err := protocol.ParseManifest([]byte(`{"name":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := protocol.NewKey()
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
+		Addr: "127.0.0.1:0", PublicURL: "http://localhost:1", Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	dir := t.TempDir()
+	_, stderr, err := runGbx(t, nil, dir, "prompt", "--url", box.URL, "--key", key, "-o", "out", `seq 1 250000 > "$GLOVEBOX_OUTPUT/big.txt"`)
+	if err != nil {
+		t.Fatalf("prompt -o: %v\n%s", err, stderr)
+	}
+	if big := readFile(t, filepath.Join(dir, "out", "big.txt")); !strings.HasSuffix(big, "\n250000\n") || !strings.Contains(stderr, "server") {
+		t.Errorf("saved big.txt: %d bytes; stderr:\n%s", len(big), stderr)
+	}
+}
+
+// TestDevGoAgent runs gbx dev on a box whose agent is written in Go: gbx
+// builds the author's main package (a module of its own that uses this
+// one) and runs it as the image would, and a prompt reaches the agent.
+func TestDevGoAgent(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/box\n\ngo 1.26\n\nrequire github.com/glovebox-dev/glovebox v0.0.0\n\nreplace github.com/glovebox-dev/glovebox => " + repo + "\n",
+		"go.sum": string(sum),
+		"cmd/a/main.go": `package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/glovebox-dev/glovebox/kit"
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+func main() {
+	err := kit.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
+		return agent.Func(func(ctx context.Context, t agent.Turn) (string, error) { return "go agent heard: " + t.Text(), nil }), nil
+	})
+	if err != nil {
+		os.Exit(1)
+	}
+}
+`,
+		"glovebox.toml": "name = \"gobox\"\n\n[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n",
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GOFLAGS", "-mod=mod")
+	url, key, stop := startDev(t, dir, nil)
+	stdout, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "hello")
+	if err != nil || !strings.Contains(stdout, "go agent heard: hello") {
+		t.Errorf("prompt against the Go agent = %q, %v\n%s", stdout, err, stderr)
+	}
+	if out, err := stop(); err != nil || !strings.HasSuffix(out, "stopped\n") {
+		t.Errorf("gbx dev after cancel = %v, output %q", err, out)
 	}
 }

@@ -23,7 +23,7 @@ var devCommand = command{
 func runDev(ctx context.Context, stdio IO, args []string) error {
 	var addr, state string
 	var verbose bool
-	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. Ctrl-C stops it.")
+	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. A Go agent (agent.main) is\nbuilt with go build and run as the image runs it. Ctrl-C stops it.")
 	fs.StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:$GLOVEBOX_PORT, else 127.0.0.1:8080)")
 	fs.StringVar(&state, "state", "", "state directory (default DIR/.glovebox)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "log every session and prompt")
@@ -56,7 +56,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 			return err
 		}
 	}
-	m, source, err := loadManifest(dir)
+	m, source, goMain, err := loadManifest(dir)
 	if err != nil {
 		return err
 	}
@@ -68,6 +68,9 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: level}))
+	if goMain != "" {
+		return runGoAgentDev(ctx, stdio, dir, goMain, state, addr, key, source, m)
+	}
 	box, err := startLocalBox(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
 		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log})
 	if err != nil {
@@ -98,30 +101,59 @@ Ctrl-C stops it.
 }
 
 // loadManifest reads DIR/glovebox.toml through the generator, or else a
-// DIR/glovebox.json manifest, and returns it with the file it came from.
-func loadManifest(dir string) (*protocol.Manifest, string, error) {
+// DIR/glovebox.json manifest, and returns it with the file it came from
+// and, for a Go agent, its main package.
+func loadManifest(dir string) (*protocol.Manifest, string, string, error) {
 	if _, err := os.Stat(filepath.Join(dir, generator.ConfigFile)); err == nil {
 		cfg, err := generator.Load(dir)
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
-		return cfg.Manifest(""), generator.ConfigFile, nil
+		return cfg.Manifest(""), generator.ConfigFile, cfg.AgentMain, nil
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "glovebox.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("no %s (or glovebox.json) in %s: run `gbx init %s` to create one", generator.ConfigFile, dir, dir)
+		return nil, "", "", fmt.Errorf("no %s (or glovebox.json) in %s: run `gbx init %s` to create one", generator.ConfigFile, dir, dir)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest: %w", err)
+		return nil, "", "", fmt.Errorf("read manifest: %w", err)
 	}
 	m, err := protocol.ParseManifest(data)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", filepath.Join(dir, "glovebox.json"), err)
+		return nil, "", "", fmt.Errorf("%s: %w", filepath.Join(dir, "glovebox.json"), err)
 	}
 	if err := m.Check(); err != nil {
-		return nil, "", fmt.Errorf("%s:\n%w", filepath.Join(dir, "glovebox.json"), err)
+		return nil, "", "", fmt.Errorf("%s:\n%w", filepath.Join(dir, "glovebox.json"), err)
 	}
-	return m, "glovebox.json", nil
+	return m, "glovebox.json", "", nil
+}
+
+// runGoAgentDev serves a Go agent's box: its own kit, built and run as a
+// process, until ctx ends.
+func runGoAgentDev(ctx context.Context, stdio IO, dir, main, state, addr, key, source string, m *protocol.Manifest) error {
+	box, err := startGoAgent(ctx, stdio, dir, main, state, addr, key, m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stdout, `box %s %s (Go agent %s, from %s) is running on this machine
+  url    %s
+  key    %s
+  state  %s
+
+Ctrl-C stops it.
+`, m.Name, m.Version, main, source, box.URL, key, state)
+	var exitErr error
+	select {
+	case <-ctx.Done():
+	case exitErr = <-box.done:
+		box.done <- exitErr
+	}
+	err = box.Close()
+	fmt.Fprintln(stdio.Stdout, "stopped")
+	if exitErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("the Go agent exited: %w", exitErr)
+	}
+	return err
 }
 
 // devKey returns the key kept at path, creating it (mode 0600) on first

@@ -7,10 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/generator"
-	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 var generateCommand = command{
@@ -22,10 +23,13 @@ var generateCommand = command{
 func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	flags := newFlags(stdio, "generate", "generate [DIR] [--out DIR] [--check] [--rotate-key]\n\n"+
 		"Reads DIR/glovebox.toml (DIR defaults to .) and writes the box's artefacts.\n"+
-		"The key in glovebox.key is kept across runs; --rotate-key replaces it.")
+		"The box key is GLOVEBOX_KEY or glovebox.key, kept across runs; --rotate-key\n"+
+		"replaces it (with GLOVEBOX_KEY when set). A new key is made only when there is\n"+
+		"none and no committed glovebox.json names one; --check without the key compares\n"+
+		"with the fingerprint glovebox.json names.")
 	check := flags.Bool("check", false, "report files that differ from what would be generated, write nothing, exit 1 on drift")
 	out := flags.String("out", "", "output directory (default DIR/dist)")
-	rotate := flags.Bool("rotate-key", false, "replace the box key with a new one")
+	rotate := flags.Bool("rotate-key", false, "replace the box key with GLOVEBOX_KEY, else a new one")
 	if err := parseFlags(flags, args); err != nil {
 		return helpOK(err)
 	}
@@ -49,7 +53,7 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	key, created, err := generator.LoadKey(outDir, *rotate)
+	key, err := generator.ResolveKey(outDir, stdio.Getenv("GLOVEBOX_KEY"), *rotate, *check)
 	if err != nil {
 		return err
 	}
@@ -57,8 +61,13 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read lock: %w", err)
 	}
-	opts := generator.Options{Key: key, KitVersion: kitVersion(), PreviousLock: prevLock}
-	if pin, ok := generator.ReleasePin(); ok {
+	prevFly, err := os.ReadFile(filepath.Join(outDir, generator.FlyFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read fly.toml: %w", err)
+	}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
+	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
+		pin.Ref = opts.KitVersion // the tag flake.nix names
 		opts.Glovebox = &pin
 	}
 	res, err := generator.Generate(cfg, opts)
@@ -70,6 +79,10 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	}
 
 	if *check {
+		if key.Source == "manifest" {
+			fmt.Fprintf(stdio.Stdout, "%s is not here (it is kept out of git): checking against the fingerprint %s names, %s\n",
+				show(filepath.Join(outDir, generator.KeyFile)), show(filepath.Join(outDir, generator.ManifestFile)), key.Fingerprint)
+		}
 		drifts, err := generator.Diff(outDir, res.Files)
 		if err != nil {
 			return err
@@ -99,24 +112,42 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if len(changed) == 0 {
 		fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
 	}
-	switch {
-	case *rotate:
-		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", protocol.Fingerprint(key))
-	case created:
-		fmt.Fprintf(stdio.Stdout, "new box key: fingerprint %s (keep %s secret)\n", protocol.Fingerprint(key), show(filepath.Join(outDir, generator.KeyFile)))
+	switch key.Source {
+	case "rotated":
+		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", key.Fingerprint)
+	case "new":
+		fmt.Fprintf(stdio.Stdout, "new box key: fingerprint %s (keep %s secret)\n", key.Fingerprint, show(filepath.Join(outDir, generator.KeyFile)))
+	case "GLOVEBOX_KEY":
+		fmt.Fprintf(stdio.Stdout, "box key from GLOVEBOX_KEY: fingerprint %s\n", key.Fingerprint)
 	default:
-		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", protocol.Fingerprint(key))
+		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", key.Fingerprint)
 	}
 	return nil
 }
 
-// kitVersion is the kit release nixpacks installs: this gbx's own version
-// when it is a release, otherwise the latest.
+// releaseRE is a release tag: vX.Y.Z, perhaps with a pre-release, and not
+// a Go pseudo-version (whose commit is no tag a flake can name).
+var releaseRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[A-Za-z0-9.-]+)?$`)
+var pseudoRE = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
+
+// kitVersion is the glovebox release generated files pin (the flake's
+// glovebox input, the kit nixpacks installs): this gbx's version, stamped
+// with -ldflags or, for `go install .../gbx@vX.Y.Z`, the module version Go
+// records; "latest" for a development build.
 func kitVersion() string {
-	if strings.HasPrefix(Version, "v") && strings.Count(Version, ".") >= 2 {
-		return Version
+	for _, v := range []string{Version, buildVersion()} {
+		if releaseRE.MatchString(v) && !pseudoRE.MatchString(v) {
+			return v
+		}
 	}
 	return "latest"
+}
+
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }
 
 // shownPath shows p relative to the working directory when it is below it.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -251,6 +252,125 @@ func TestGenerateSameBytesAnywhere(t *testing.T) {
 		}
 		if strings.Contains(a, dists[0]) || strings.Contains(a, "deep/") {
 			t.Errorf("%s contains a machine path", e.Name())
+		}
+	}
+}
+
+// gbxEnv runs the command line in dir with the environment env.
+func gbxEnv(t *testing.T, dir string, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
+	return out.String(), errb.String(), err
+}
+
+// git runs git in dir with a fixed identity and no user configuration.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	path, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not on PATH")
+	}
+	cmd := exec.CommandContext(t.Context(), path, append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestGenerateCleanClone commits a generated box to git and works in a
+// fresh clone, which has no glovebox.key (it is git-ignored): --check
+// compares with the committed fingerprint and passes, generate refuses to
+// make a new key the deployed box would not accept, and takes the key
+// from GLOVEBOX_KEY; any key the kit accepts (a v1 hex key) is taken.
+func TestGenerateCleanClone(t *testing.T) {
+	root := t.TempDir()
+	origin, clone := filepath.Join(root, "origin"), filepath.Join(root, "clone")
+	if _, _, err := gbx(t, root, "init", "origin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gbx(t, origin, "generate"); err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(readFile(t, filepath.Join(origin, "dist", generator.KeyFile)))
+	fp := protocol.Fingerprint(key)
+	git(t, origin, "init", "-q")
+	git(t, origin, "add", "-A")
+	git(t, origin, "commit", "-q", "-m", "box")
+	git(t, root, "clone", "-q", origin, clone)
+	keyFile := filepath.Join(clone, "dist", generator.KeyFile)
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the clone has %s (%v): it must be git-ignored", keyFile, err)
+	}
+
+	out, _, err := gbx(t, clone, "generate", "--check")
+	if err != nil || !strings.Contains(out, "dist is up to date") || !strings.Contains(out, fp) {
+		t.Errorf("--check in a clean clone = %q, %v; want up to date against fingerprint %s", out, err, fp)
+	}
+
+	_, _, err = gbx(t, clone, "generate")
+	if err == nil || !strings.Contains(err.Error(), fp) || !strings.Contains(err.Error(), "GLOVEBOX_KEY") {
+		t.Errorf("generate without the key = %v; want a refusal naming %s and GLOVEBOX_KEY", err, fp)
+	}
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("generate without the key wrote %s", keyFile)
+	}
+
+	other := protocol.NewKey()
+	if _, _, err := gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": other}, "generate"); err == nil || !strings.Contains(err.Error(), fp) {
+		t.Errorf("generate with another GLOVEBOX_KEY = %v; want a refusal naming %s", err, fp)
+	}
+	// --check with the wrong key reports the manifest's drift.
+	out, _, err = gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": other}, "generate", "--check")
+	var exit *ExitError
+	if !errors.As(err, &exit) || !strings.Contains(out, "glovebox.json: differs") {
+		t.Errorf("--check with another key = %q, %v; want glovebox.json to differ", out, err)
+	}
+
+	out, _, err = gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": key}, "generate")
+	if err != nil || !strings.Contains(out, "box key from GLOVEBOX_KEY: fingerprint "+fp) {
+		t.Fatalf("generate with GLOVEBOX_KEY = %q, %v", out, err)
+	}
+	if got := strings.TrimSpace(readFile(t, keyFile)); got != key {
+		t.Errorf("glovebox.key = %q, want GLOVEBOX_KEY's key", got)
+	}
+	if _, _, err := gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": other}, "generate"); err == nil || !strings.Contains(err.Error(), "different keys") {
+		t.Errorf("GLOVEBOX_KEY and glovebox.key disagreeing = %v; want an error", err)
+	}
+
+	// A v1 project's 64-hex key, adopted on purpose.
+	hex := strings.Repeat("0123456789abcdef", 4)
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": hex}, "generate", "--rotate-key")
+	if err != nil || !strings.Contains(out, "rotated the box key: fingerprint "+protocol.Fingerprint(hex)) {
+		t.Fatalf("--rotate-key with a hex GLOVEBOX_KEY = %q, %v", out, err)
+	}
+	if out, _, err := gbx(t, clone, "generate", "--check"); err != nil {
+		t.Errorf("--check after adopting a hex key = %q, %v", out, err)
+	}
+	if _, _, err := gbxEnv(t, clone, map[string]string{"GLOVEBOX_KEY": "two\nlines"}, "generate", "--rotate-key"); err == nil || !strings.Contains(err.Error(), "GLOVEBOX_KEY") {
+		t.Errorf("a two-line GLOVEBOX_KEY = %v; want an error naming GLOVEBOX_KEY", err)
+	}
+}
+
+// TestKitVersion: a release gbx pins its own tag; a development build or a
+// Go pseudo-version (no tag a flake can name) floats.
+func TestKitVersion(t *testing.T) {
+	old := Version
+	t.Cleanup(func() { Version = old })
+	for _, tc := range []struct{ version, want string }{
+		{"v1.2.3", "v1.2.3"},
+		{"v1.2.3-rc.1", "v1.2.3-rc.1"},
+		{"v0.0.0-20261124030405-abcdef123456", "latest"},
+		{"dev", "latest"},
+		{"v1.2", "latest"},
+	} {
+		Version = tc.version
+		if got := kitVersion(); got != tc.want {
+			t.Errorf("kitVersion() with Version %q = %q, want %q", tc.version, got, tc.want)
 		}
 	}
 }

@@ -62,7 +62,18 @@ func startLocalBoxWith(ctx context.Context, o localBoxOptions, ag agent.Agent) (
 	if public == "" {
 		public = "http://" + addr
 	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	// The same storage adapters as glovebox-kit: s3 from the environment.
+	adapters, err := kit.EnvAdapters(getenv, o.Manifest, o.Logger)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("boot the box:\n%w", err)
+	}
 	srv, err := kit.New(kit.Options{
+		Adapters:  adapters,
 		Manifest:  o.Manifest,
 		Key:       o.Key,
 		Root:      o.Root,

@@ -8,7 +8,7 @@
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-26.05";
     glovebox = {
-      url = "github:glovebox-dev/glovebox";
+      url = "github:glovebox-dev/glovebox/v0.1.0";
       inputs.nixpkgs.follows = "nixpkgs";
     };
   };

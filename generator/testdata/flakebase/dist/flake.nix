@@ -8,11 +8,15 @@
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-26.05";
     glovebox = {
-      url = "github:glovebox-dev/glovebox";
+      url = "github:glovebox-dev/glovebox/v0.1.0";
       inputs.nixpkgs.follows = "nixpkgs";
     };
-    # The base image, from another flake's lib.gloveboxBases.
-    base.url = "github:acme/glovebox-bases";
+    # The base image, from another flake's lib.gloveboxBases, on our
+    # nixpkgs (a base without a nixpkgs input makes Nix warn, harmlessly).
+    base = {
+      url = "github:acme/glovebox-bases";
+      inputs.nixpkgs.follows = "nixpkgs";
+    };
   };
 
   outputs =

@@ -8,7 +8,7 @@
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-26.05";
     glovebox = {
-      url = "github:glovebox-dev/glovebox";
+      url = "github:glovebox-dev/glovebox/v0.1.0";
       inputs.nixpkgs.follows = "nixpkgs";
     };
   };
@@ -24,8 +24,8 @@
           name = "sci";
           version = "0.1.0";
           base = "python";
-          packages = [ "python3Packages.numpy" ];
-          pythonPackages = [ "pillow" "requests" "rich" ];
+          packages = [ ];
+          pythonPackages = [ "numpy" "pillow" "requests" "rich" ];
           env = { };
           manifest = ./glovebox.json;
         };

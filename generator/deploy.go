@@ -1,0 +1,359 @@
+package generator
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// RailwayFile is the Railway config-as-code file Generate writes.
+const RailwayFile = "railway.json"
+
+// Railway builders glovebox.toml may choose in [deploy.railway]; the
+// Dockerfile is the default (see generator/README.md for why).
+const (
+	BuilderDockerfile = "dockerfile"
+	BuilderNixpacks   = "nixpacks"
+)
+
+// Deploy is glovebox.toml's [deploy] table: per-platform settings.
+type Deploy struct {
+	Fly     Fly
+	Railway Railway
+}
+
+// Railway is [deploy.railway].
+type Railway struct {
+	// Builder is BuilderDockerfile or BuilderNixpacks.
+	Builder string
+}
+
+// Fly is [deploy.fly]. Empty strings mean "not set".
+type Fly struct {
+	// App is the Fly app name, global on Fly; empty keeps what fly.toml
+	// has (what `fly launch` wrote), else the box name.
+	App string
+	// Region is the primary region, a Fly region code such as "ams".
+	Region string
+	// Size is a Fly VM size preset such as "shared-cpu-2x".
+	Size string
+	// Memory is the VM memory in MB, 0 for the preset's, or limits.memory.
+	MemoryMB int64
+}
+
+// flySize is one of Fly's VM size presets: its CPU kind and count and its
+// default memory. Memory may range from MinPerCPU to MaxPerCPU times the
+// CPU count in steps of 256 MB (fly.io/docs/machines/guides-examples/machine-sizing).
+type flySize struct {
+	Kind      string
+	CPUs      int
+	MemoryMB  int64
+	MinPerCPU int64
+	MaxPerCPU int64
+}
+
+var flySizes = map[string]flySize{
+	"shared-cpu-1x":   {"shared", 1, 256, 256, 2048},
+	"shared-cpu-2x":   {"shared", 2, 512, 256, 2048},
+	"shared-cpu-4x":   {"shared", 4, 1024, 256, 2048},
+	"shared-cpu-8x":   {"shared", 8, 2048, 256, 2048},
+	"performance-1x":  {"performance", 1, 2048, 2048, 8192},
+	"performance-2x":  {"performance", 2, 4096, 2048, 8192},
+	"performance-4x":  {"performance", 4, 8192, 2048, 8192},
+	"performance-8x":  {"performance", 8, 16384, 2048, 8192},
+	"performance-16x": {"performance", 16, 32768, 2048, 8192},
+}
+
+// flyRegions are Fly's public region codes (fly.io/docs/reference/regions).
+var flyRegions = []string{
+	"ams", "arn", "atl", "bog", "bom", "bos", "cdg", "den", "dfw", "ewr", "eze", "fra",
+	"gdl", "gig", "gru", "hkg", "iad", "jnb", "lax", "lhr", "mad", "mia", "nrt", "ord",
+	"otp", "phx", "qro", "scl", "sea", "sin", "sjc", "syd", "waw", "yul", "yyz",
+}
+
+// flyAppRE is Fly's rule for app names: lowercase letters, digits and
+// dashes, starting with a letter or digit.
+var flyAppRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+func (d *doc) deploy(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "fly", "railway")
+	if !ok {
+		return
+	}
+	if x, ok := m["railway"]; ok {
+		p := path + ".railway"
+		if t, ok := d.table(p, x, "builder"); ok {
+			if x, ok := t["builder"]; ok {
+				if s, ok := d.str(p+".builder", x); ok {
+					switch s {
+					case BuilderDockerfile, BuilderNixpacks:
+						c.Deploy.Railway.Builder = s
+					default:
+						d.errorf(p+".builder", "%q is not a builder: use \"dockerfile\" (the Nix image, as flake.nix builds it) or \"nixpacks\" (nixpacks.toml)%s", s, didYouMean(s, []string{BuilderDockerfile, BuilderNixpacks}))
+					}
+				}
+			}
+		}
+	}
+	if x, ok := m["fly"]; ok {
+		d.fly(path+".fly", x, c)
+	}
+}
+
+func (d *doc) fly(p string, v any, c *Config) {
+	t, ok := d.table(p, v, "app", "region", "size", "memory")
+	if !ok {
+		return
+	}
+	f := &c.Deploy.Fly
+	if x, ok := t["app"]; ok {
+		if s, ok := d.str(p+".app", x); ok {
+			if !flyAppRE.MatchString(s) {
+				d.errorf(p+".app", "%q is not a Fly app name: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit (app names are global on Fly)", s)
+			}
+			f.App = s
+		}
+	}
+	if x, ok := t["region"]; ok {
+		if s, ok := d.str(p+".region", x); ok {
+			if !slices.Contains(flyRegions, s) {
+				d.errorf(p+".region", "%q is not a Fly region%s; use one of %s (`fly platform regions` lists them)", s, didYouMean(s, flyRegions), strings.Join(flyRegions, ", "))
+			}
+			f.Region = s
+		}
+	}
+	if x, ok := t["size"]; ok {
+		if s, ok := d.str(p+".size", x); ok {
+			if _, known := flySizes[s]; !known {
+				d.errorf(p+".size", "%q is not a Fly VM size%s; use one of %s", s, didYouMean(s, slices.Sorted(maps.Keys(flySizes))), strings.Join(slices.Sorted(maps.Keys(flySizes)), ", "))
+			}
+			f.Size = s
+		}
+	}
+	if x, ok := t["memory"]; ok {
+		if s, ok := d.str(p+".memory", x); ok {
+			mb, err := MemoryMB(s)
+			if err != nil {
+				d.errorf(p+".memory", "%v", err)
+			}
+			f.MemoryMB = mb
+		}
+	}
+}
+
+// didYouMean is " (did you mean "x"?)" for the nearest of allowed, or "".
+func didYouMean(s string, allowed []string) string {
+	if near := nearest(s, allowed); near != "" {
+		return fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return ""
+}
+
+// flyVM is the [[vm]] of fly.toml: a preset and its memory, chosen from
+// [deploy.fly] and [limits], checked against Fly's rules.
+type flyVM struct {
+	Size     string
+	MemoryMB int64
+}
+
+// keyError is a problem with one key of glovebox.toml.
+type keyError struct{ Key, Msg string }
+
+func (e *keyError) Error() string { return e.Key + ": " + e.Msg }
+
+// flyMachine picks the VM: [deploy.fly] size, else the smallest shared
+// preset with at least limits.cpu CPUs; memory from [deploy.fly] memory,
+// else limits.memory, else the larger of the preset's and 1024 MB. It
+// reports what Fly would reject instead of emitting it.
+func flyMachine(c *Config) (flyVM, error) {
+	size := c.Deploy.Fly.Size
+	if size == "" {
+		want := 1.0
+		if c.Limits.CPU != "" {
+			fmt.Sscan(c.Limits.CPU, &want)
+		}
+		for _, n := range []int{1, 2, 4, 8} {
+			if float64(n) >= want {
+				size = fmt.Sprintf("shared-cpu-%dx", n)
+				break
+			}
+		}
+		if size == "" {
+			return flyVM{}, &keyError{"limits.cpu", fmt.Sprintf("%s CPUs: a shared Fly VM has at most 8; set [deploy.fly] size to a performance preset such as \"performance-16x\"", c.Limits.CPU)}
+		}
+	}
+	preset := flySizes[size]
+	mem, from := c.Deploy.Fly.MemoryMB, "deploy.fly.memory"
+	if mem == 0 && c.Limits.Memory != "" {
+		mem, _ = MemoryMB(c.Limits.Memory)
+		from = "limits.memory"
+	}
+	if mem == 0 {
+		mem, from = max(preset.MemoryMB, 1024), ""
+		mem = min(mem, preset.MaxPerCPU*int64(preset.CPUs))
+	}
+	if from != "" {
+		lo, hi := preset.MinPerCPU*int64(preset.CPUs), preset.MaxPerCPU*int64(preset.CPUs)
+		switch {
+		case mem%256 != 0:
+			return flyVM{}, &keyError{from, fmt.Sprintf("Fly wants memory in steps of 256 MB, got %d MB: use %d or %d MB (or set [deploy.fly] memory)", mem, max(mem/256*256, 256), (mem/256+1)*256)}
+		case mem < lo || mem > hi:
+			return flyVM{}, &keyError{from, fmt.Sprintf("a Fly %s takes %d to %d MB of memory, got %d MB: change the memory or [deploy.fly] size", size, lo, hi, mem)}
+		}
+	}
+	return flyVM{Size: size, MemoryMB: mem}, nil
+}
+
+// keptFly returns the app and primary_region of a fly.toml already in the
+// output directory (what `fly launch` wrote), empty when absent.
+func keptFly(prev []byte) (app, region string) {
+	var f struct {
+		App           string `toml:"app"`
+		PrimaryRegion string `toml:"primary_region"`
+	}
+	if len(prev) == 0 || toml.NewDecoder(bytes.NewReader(prev)).Decode(&f) != nil {
+		return "", ""
+	}
+	if !flyAppRE.MatchString(f.App) {
+		f.App = ""
+	}
+	if !slices.Contains(flyRegions, f.PrimaryRegion) {
+		f.PrimaryRegion = ""
+	}
+	return f.App, f.PrimaryRegion
+}
+
+// railwayConfig is railway.json: the builder chosen explicitly (Railway
+// would otherwise pick the Dockerfile when it finds one, or Railpack,
+// which ignores nixpacks.toml), a /health check, a restart policy, one
+// replica (sessions live on one machine).
+func railwayConfig(c *Config) map[string]any {
+	build := map[string]any{"builder": "DOCKERFILE", "dockerfilePath": DockerFile}
+	deploy := map[string]any{
+		"healthcheckPath":         "/health",
+		"healthcheckTimeout":      300,
+		"numReplicas":             1,
+		"restartPolicyType":       "ON_FAILURE",
+		"restartPolicyMaxRetries": 10,
+	}
+	if c.Deploy.Railway.Builder == BuilderNixpacks {
+		build = map[string]any{"builder": "NIXPACKS", "nixpacksConfigPath": NixpacksFile}
+		deploy["startCommand"] = nixpacksStartCmd
+	}
+	return map[string]any{
+		"$schema": "https://railway.com/railway.schema.json",
+		"build":   build,
+		"deploy":  deploy,
+	}
+}
+
+// nixpacksStartCmd is the start command of the nixpacks plan.
+const nixpacksStartCmd = "exec /app/bin/glovebox-kit"
+
+// kitAdapters are the storage adapters glovebox-kit has: inputs may also
+// come as url refs.
+var kitAdapters = []string{protocol.AdapterInline, protocol.AdapterLocalServer, protocol.AdapterS3, protocol.AdapterURL}
+
+// checkAdapter reports an adapter the kit does not have, with the nearest
+// name: a typo ("s4") or gcs and azure, which the kit does not implement,
+// fail here rather than when the box boots. A Go agent may register
+// adapters of its own, so its boxes may name others.
+func (d *doc) checkAdapter(p, a string) {
+	agent, _ := d.root["agent"].(map[string]any)
+	switch {
+	case slices.Contains(kitAdapters, a):
+	case a == protocol.AdapterGCS || strings.EqualFold(a, "azure"):
+		d.errorf(p, "%q is not implemented by the kit: use \"s3\" (Google Cloud Storage speaks it at https://storage.googleapis.com with HMAC keys: set AWS_ENDPOINT_URL_S3) or \"localServer\"", a)
+	case agent["type"] == protocol.AgentGo:
+		// A custom adapter the agent's own main registers.
+	default:
+		d.errorf(p, "%q is not a storage adapter%s: use inline, localServer or s3 (url for inputs); a custom adapter needs a Go agent that registers it", a, didYouMean(a, kitAdapters))
+	}
+}
+
+// KubernetesFile is the Kubernetes manifest Generate writes.
+const KubernetesFile = "kubernetes.json"
+
+// kubernetes is kubernetes.json: a List of a Deployment and a Service,
+// for `kubectl apply -f`. The Deployment runs the box image with the key
+// (and the box's other secrets) from a Secret named after the box, probes
+// /health, and takes its resources from [limits]; the Service gives
+// clients session affinity, since a session and its files live on one pod.
+func kubernetes(c *Config) map[string]any {
+	labels := map[string]any{"app.kubernetes.io/name": c.Name, "app.kubernetes.io/part-of": "glovebox"}
+	selector := map[string]any{"app.kubernetes.io/name": c.Name}
+	probe := func(period, failures int) map[string]any {
+		return map[string]any{
+			"httpGet":          map[string]any{"path": "/health", "port": "http"},
+			"periodSeconds":    period,
+			"timeoutSeconds":   5,
+			"failureThreshold": failures,
+		}
+	}
+	container := map[string]any{
+		"name":            "box",
+		"image":           c.Name + ":" + c.Version,
+		"imagePullPolicy": "IfNotPresent",
+		"ports":           []any{map[string]any{"name": "http", "containerPort": Port, "protocol": "TCP"}},
+		"env": []any{map[string]any{
+			"name":      "GLOVEBOX_KEY",
+			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": c.Name, "key": "GLOVEBOX_KEY"}},
+		}},
+		"envFrom":        []any{map[string]any{"secretRef": map[string]any{"name": c.Name, "optional": true}}},
+		"readinessProbe": probe(10, 3),
+		"livenessProbe":  probe(30, 3),
+		"startupProbe":   probe(2, 30),
+	}
+	if limits := kubeLimits(c); len(limits) > 0 {
+		container["resources"] = map[string]any{"limits": limits, "requests": limits}
+	}
+	deployment := map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata":   map[string]any{"name": c.Name, "labels": labels},
+		"spec": map[string]any{
+			"replicas": 1,
+			"selector": map[string]any{"matchLabels": selector},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec": map[string]any{
+					"containers":                    []any{container},
+					"terminationGracePeriodSeconds": 15,
+				},
+			},
+		},
+	}
+	service := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Service",
+		"metadata":   map[string]any{"name": c.Name, "labels": labels},
+		"spec": map[string]any{
+			"selector":              selector,
+			"ports":                 []any{map[string]any{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}},
+			"sessionAffinity":       "ClientIP",
+			"sessionAffinityConfig": map[string]any{"clientIP": map[string]any{"timeoutSeconds": 3 * 3600}},
+		},
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{deployment, service}}
+}
+
+// kubeLimits are [limits] as Kubernetes resource quantities.
+func kubeLimits(c *Config) map[string]any {
+	out := map[string]any{}
+	if c.Limits.CPU != "" {
+		out["cpu"] = c.Limits.CPU
+	}
+	if c.Limits.Memory != "" {
+		if mb, err := MemoryMB(c.Limits.Memory); err == nil {
+			out["memory"] = fmt.Sprintf("%dMi", mb)
+		}
+	}
+	return out
+}

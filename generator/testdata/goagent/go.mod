@@ -1,0 +1,3 @@
+module example.com/goagent
+
+go 1.26
