@@ -253,9 +253,11 @@ func TestNothingOutlivesPromptOrSession(t *testing.T) {
 			h := startHostile(t, tc.sb, protocol.Limits{})
 			c, _ := h.dial("")
 			marker := "survivor" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			m := promptResult(t, c, "p", fmt.Sprintf(`setsid sh -c 'exec -a %s sleep 1000' </dev/null >/dev/null 2>&1 & echo started`, marker))
-			if m["type"] != "complete" {
-				t.Fatalf("prompt: %v", m)
+			// The prompt ends only once its survivor runs.
+			m := promptResult(t, c, "p", fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; sleep 0.1; done`, marker))
+			if m["type"] != "complete" || m["message"] != "started\n" {
+				t.Fatalf("the survivor did not start: %v", m)
 			}
 			if pids := procsWith(marker); len(pids) > 0 {
 				t.Errorf("a setsid process outlived its prompt: %v", pids)
@@ -306,4 +308,30 @@ func slicesContains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// When the kit dies, whatever its sessions run dies with it.
+func TestNothingOutlivesTheKit(t *testing.T) {
+	h := startHostile(t, nil, protocol.Limits{})
+	c, _ := h.dial("")
+	marker := "orphan" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	b, _ := json.Marshal(map[string]any{"type": "prompt", "id": "p", "text": fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' & exec bash -c 'exec -a %[1]s sleep 1000'`, marker), "inputs": map[string]any{}})
+	if err := c.WriteText(b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(procsWith(marker)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt's processes did not start within 20s: %v", procsWith(marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(h.pid, syscall.SIGKILL)
+	deadline = time.Now().Add(20 * time.Second)
+	for len(procsWith(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes outlived the kit by 20s: %v", procsWith(marker))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

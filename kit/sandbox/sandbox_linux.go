@@ -216,6 +216,12 @@ func (sb *Sandbox) probe(flags uintptr, userns bool) error {
 // Report says which layers are in force.
 func (sb *Sandbox) Report() Report { return sb.report }
 
+// uidOnly reports whether a session's uid is the only handle on all its
+// processes: no pid namespace ends them and no cgroup finds them.
+func (sb *Sandbox) uidOnly() bool {
+	return sb.users && sb.cg == nil && sb.cloneMask&syscall.CLONE_NEWPID == 0
+}
+
 // Session is one session's sandbox: its uid, its directories, its
 // cgroup. Every process it starts runs with them.
 type Session struct {
@@ -252,9 +258,12 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 			return nil, err
 		}
 		ss.slot, ss.uid = slot, sb.cfg.UIDBase+slot
-		// A uid that a dead session left processes under is not handed out
+		// Where nothing but the uid holds a session's processes, a uid
+		// that a dead session left processes under is not handed out
 		// dirty: whatever still runs under it goes first.
-		killUID(ss.uid)
+		if sb.uidOnly() {
+			killUID(ss.uid)
+		}
 	}
 	if ss.uid >= 0 {
 		for _, d := range dirs {
@@ -419,7 +428,7 @@ func (ss *Session) KillAll() {
 	if ss.cg != nil {
 		ss.cg.kill(5 * time.Second)
 	}
-	if ss.slot >= 0 && ss.cg == nil {
+	if ss.slot >= 0 && ss.sb.uidOnly() {
 		killUID(ss.uid)
 	}
 	for _, p := range procs {
@@ -522,7 +531,6 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: flags,
 			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
 	if spec != nil {
@@ -555,9 +563,9 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 	if cg != nil {
 		oom0, pids0 = cg.events()
 	}
-	err = json.NewEncoder(specW).Encode(is)
-	specW.Close()
-	if err != nil {
+	// The spec pipe stays open while the process runs: a supervisor that
+	// sees it close knows the kit is gone and ends everything it runs.
+	if err := json.NewEncoder(specW).Encode(is); err != nil {
 		return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
 	}
 	br := bufio.NewReader(statR)
@@ -566,7 +574,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 	switch {
 	case strings.HasPrefix(line, "error "):
 		_ = cmd.Wait()
-		closeFiles(statR, sockKit)
+		closeFiles(specW, statR, sockKit)
 		return nil, supervisorError(strings.TrimPrefix(line, "error "))
 	case line == "ready":
 	case rerr != nil && !is.Supervise && !is.Probe:
@@ -582,6 +590,9 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		}
 		p.listener = ln
 	}
+	if !is.Supervise {
+		specW.Close() // the command runs in the supervisor's place
+	}
 	go func() {
 		defer close(p.done)
 		var exitLine string
@@ -591,6 +602,9 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		}
 		werr := cmd.Wait()
 		statR.Close()
+		if is.Supervise {
+			specW.Close()
+		}
 		if p.listener != nil {
 			p.listener.Close()
 		}

@@ -57,6 +57,9 @@ func newBox(t *testing.T, cfg Config) *box {
 
 func (b *box) session(t *testing.T, id string) (*Session, string) {
 	t.Helper()
+	// Session ids name cgroups, which other tests' kits share a parent
+	// with: unique, as the kit's own ids are.
+	id = fmt.Sprintf("%s-%d-%d", id, os.Getpid(), time.Now().UnixNano())
 	dir := filepath.Join(b.parent, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -277,14 +280,15 @@ func TestNothingOutlivesTheCommand(t *testing.T) {
 	for _, cfg := range []struct {
 		name string
 		cfg  Config
-	}{{"pid namespace", Config{}}, {"cgroup only", Config{NoPID: true, NoMount: true}}, {"uid only", Config{NoPID: true, NoMount: true, NoCgroup: true}}} {
+	}{{"pid namespace", Config{}}, {"cgroup only", Config{NoPID: true, NoMount: true}}, {"uid only", Config{NoPID: true, NoMount: true, NoCgroup: true, UIDBase: 300000 + os.Getpid()%100000}}} {
 		t.Run(cfg.name, func(t *testing.T) {
 			b := newBox(t, cfg.cfg)
 			ss, dir := b.session(t, "s")
 			marker := fmt.Sprintf("sandbox-survivor-%d", time.Now().UnixNano())
-			out, _ := run(t, ss, dir, fmt.Sprintf(`setsid sh -c 'exec -a %s sleep 1000' </dev/null >/dev/null 2>&1 & echo started`, marker))
-			if !strings.Contains(out, "started") {
-				t.Fatalf("out: %s", out)
+			out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; sleep 0.1; done`, marker))
+			if out != "started\n" {
+				t.Fatalf("the survivor did not start: %q", out)
 			}
 			if !b.sb.Report().Has(LayerPID) {
 				ss.KillAll()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -100,9 +101,19 @@ func supervisorMain() int {
 	specFile := os.NewFile(fdSpec, "spec")
 	var spec initSpec
 	err := json.NewDecoder(specFile).Decode(&spec)
-	specFile.Close()
 	if err != nil {
 		return fail("read the sandbox spec: %v", err)
+	}
+	// The kit keeps the spec pipe open while it wants the command to run:
+	// its end means the kit is gone.
+	kitGone := make(chan struct{})
+	if spec.Supervise {
+		go func() {
+			_, _ = io.Copy(io.Discard, specFile)
+			close(kitGone)
+		}()
+	} else {
+		specFile.Close()
 	}
 	if spec.Mount != nil {
 		if err := setupMounts(spec.Mount); err != nil {
@@ -154,7 +165,7 @@ func supervisorMain() int {
 		return fail("start %s: %v", spec.Path, err)
 	}
 	fmt.Fprintln(status, "ready")
-	supervise(pid, spec.Grace, status, sigs)
+	supervise(pid, spec.Grace, status, sigs, kitGone)
 	return 0
 }
 
@@ -185,7 +196,7 @@ func execInPlace(spec *initSpec, fail func(string, ...any) int) int {
 // supervise is pid 1 of the sandbox's pid namespace: it forwards signals
 // to every process in it, reaps them, reports the command's exit and,
 // once the command is gone, ends whatever it left behind.
-func supervise(pid int, grace time.Duration, status *os.File, sigs chan os.Signal) {
+func supervise(pid int, grace time.Duration, status *os.File, sigs chan os.Signal, kitGone <-chan struct{}) {
 	type reaped struct {
 		pid int
 		ws  syscall.WaitStatus
@@ -209,6 +220,11 @@ func supervise(pid int, grace time.Duration, status *os.File, sigs chan os.Signa
 		select {
 		case sig := <-sigs:
 			syscall.Kill(-1, sig.(syscall.Signal))
+		case <-kitGone:
+			syscall.Kill(-1, syscall.SIGKILL)
+			for range reap {
+			}
+			return
 		case r, ok := <-reap:
 			if !ok {
 				return
