@@ -49,6 +49,8 @@ type Config struct {
 	FS       map[string]protocol.Mount
 	Sessions *protocol.SessionsSpec
 	Agent    protocol.AgentSpec
+	// Network is the egress policy ([network]); nil when the file has none.
+	Network *protocol.NetworkSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -91,6 +93,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		ProtocolVersion: protocol.Version,
 		Agent:           &agent,
 		Sessions:        c.Sessions,
+		Network:         c.Network,
 	}
 }
 
@@ -148,7 +151,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "network")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -190,6 +193,8 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.sessions(k, v, c)
 		case "agent":
 			d.agent(k, v, c)
+		case "network":
+			d.network(k, v, c)
 		}
 	}
 	if err := d.err(); err != nil {
@@ -264,7 +269,7 @@ func (d *doc) env(path string, v any, c *Config) {
 			d.errorf(p, "%q is reserved: GLOVEBOX_* variables belong to the kit", name)
 			continue
 		}
-		t, ok := d.table(p, m[name], "required", "secret", "default", "description")
+		t, ok := d.table(p, m[name], "required", "secret", "default", "description", "inject")
 		if !ok {
 			continue
 		}
@@ -283,6 +288,9 @@ func (d *doc) env(path string, v any, c *Config) {
 		}
 		if x, ok := t["description"]; ok {
 			spec.Description, _ = d.str(p+".description", x)
+		}
+		if x, ok := t["inject"]; ok {
+			spec.Inject = d.inject(p+".inject", x, spec)
 		}
 		c.Env[name] = spec
 		c.EnvOrder = append(c.EnvOrder, name)
