@@ -176,6 +176,7 @@ func (b *boot) run(opts Options) *Server {
 
 	// Agent environment.
 	s.baseEnv = s.agentBaseEnv()
+	s.bootEgress(b)
 
 	// Precomputed bodies.
 	s.healthBody, _ = json.Marshal(protocol.Health{OK: true, Name: m.Name, Version: m.Version})

@@ -141,6 +141,8 @@ type Options struct {
 	// PingInterval is how often the kit pings an idle client; a client
 	// silent for twice as long is dropped. Default 30s.
 	PingInterval time.Duration
+	// Egress holds test seams for the egress proxy (kit/egress.go).
+	Egress EgressOptions
 }
 
 // Server is a running box. It is an http.Handler factory plus the sessions
@@ -174,6 +176,7 @@ type Server struct {
 	healthBody []byte
 	envBody    []byte
 	caps       []string
+	egress     *kitEgress // nil: no proxy
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

@@ -112,6 +112,8 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t := newTurn(ctx, ss, m.ID)
 	t.text = text
+	ss.turnNow.Store(t)
+	defer ss.turnNow.Store(nil)
 	defer ss.clearSlots(m.ID)
 	defer t.finish()
 
@@ -246,6 +248,12 @@ func (ss *session) prepare() error {
 			"GLOVEBOX_OUTPUT="+dirs.Output,
 			"GLOVEBOX_SESSION="+ss.id,
 		)
+		proxyEnv, err := ss.egressEnv()
+		if err != nil {
+			ss.made = false
+			return err
+		}
+		env = append(env, proxyEnv...)
 		ss.info = &agent.Session{
 			ID:       ss.id,
 			Dirs:     dirs,
