@@ -401,7 +401,7 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		removeHopHeaders(resp.Header)
 		h.p.hideValues(resp.Header)
 		resp.Close = clientClose
-		err = resp.Write(tc)
+		err = writeResponse(tc, resp)
 		resp.Body.Close()
 		ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
 		h.emit(ev)

@@ -129,7 +129,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	upClose := resp.Close
 	removeHopHeaders(resp.Header)
 	resp.Close = clientClose
-	err = resp.Write(h.c)
+	err = writeResponse(h.c, resp)
 	resp.Body.Close()
 	if upClose || err != nil {
 		u.Close()
@@ -160,6 +160,33 @@ func roundTrip(w io.Writer, br *bufio.Reader, req *http.Request) (*http.Response
 		}
 		return resp, nil
 	}
+}
+
+// writeResponse writes resp to the client through a buffer, so that its
+// head and a small body leave in one write, flushing before every read
+// of the body so that a streamed answer (server-sent events) is never
+// held back.
+func writeResponse(w io.Writer, resp *http.Response) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	resp.Body = flushingReader{resp.Body, bw}
+	// Only Write: bufio.Writer's ReadFrom would read into the buffer that
+	// the reader's flush empties.
+	if err := resp.Write(struct{ io.Writer }{bw}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+type flushingReader struct {
+	io.ReadCloser
+	bw *bufio.Writer
+}
+
+func (r flushingReader) Read(p []byte) (int, error) {
+	if err := r.bw.Flush(); err != nil {
+		return 0, err
+	}
+	return r.ReadCloser.Read(p)
 }
 
 // hopHeaders are the headers of one hop, not forwarded (RFC 9110 7.6.1).

@@ -19,9 +19,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +39,7 @@ import (
 type outside struct {
 	httpPort, httpsPort, echoPort int
 	roots                         *x509.CertPool
+	rootsPEM                      []byte
 
 	mu   sync.Mutex
 	seen []http.Header // what the servers received, in order
@@ -55,10 +58,27 @@ var testDNS = map[string][]string{
 	"echo.test":        {"203.0.113.15"},
 }
 
-func startOutside(t *testing.T) *outside {
+func startOutside(t testing.TB) *outside {
 	t.Helper()
 	o := &outside{}
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := strings.CutPrefix(r.URL.Path, "/bytes/"); ok { // for the benchmarks
+			size, _ := strconv.Atoi(n)
+			w.Header().Set("Content-Length", n)
+			buf := make([]byte, 64<<10)
+			for size > 0 {
+				k, err := w.Write(buf[:min(size, len(buf))])
+				if err != nil {
+					return
+				}
+				size -= k
+			}
+			return
+		}
+		if r.URL.Path == "/small" {
+			io.WriteString(w, "ok\n")
+			return
+		}
 		o.mu.Lock()
 		o.seen = append(o.seen, r.Header.Clone())
 		o.mu.Unlock()
@@ -71,12 +91,13 @@ func startOutside(t *testing.T) *outside {
 	o.httpPort = hs.Listener.Addr().(*net.TCPAddr).Port
 
 	caCert, caKey := testCA(t)
+	o.rootsPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
 	o.roots = x509.NewCertPool()
 	o.roots.AddCert(caCert)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.outside.test"},
-		DNSNames:  []string{"api.outside.test", "outside.test"},
+		DNSNames:  []string{"api.outside.test", "outside.test", "localhost"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
 	}
@@ -133,7 +154,7 @@ func (o *outside) count() int {
 	return len(o.seen)
 }
 
-func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+func testCA(t testing.TB) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
@@ -177,7 +198,7 @@ type box struct {
 
 const testKey = "sk-real-secret-value-0123456789"
 
-func startBox(t *testing.T, o *outside, spec protocol.NetworkSpec, secrets ...Secret) *box {
+func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Secret) *box {
 	t.Helper()
 	pol, err := NewPolicy(spec)
 	if err != nil {
@@ -610,5 +631,64 @@ func TestCACert(t *testing.T) {
 	bundle := p.Bundle([]byte("SYSTEM"))
 	if !bytes.HasPrefix(bundle, []byte("SYSTEM\n")) || !bytes.HasSuffix(bundle, p.CACert()) {
 		t.Errorf("Bundle = %q, want the system roots then the CA", bundle)
+	}
+}
+
+// TestStreamingPassedOn: a streamed answer (server-sent events, as model
+// APIs send) reaches the agent chunk by chunk, plain and brokered.
+func TestStreamingPassedOn(t *testing.T) {
+	o := startOutside(t)
+	got := make(chan struct{})
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-got:
+		case <-time.After(30 * time.Second): // past the client's timeout: a held-back first event fails the test
+		}
+		io.WriteString(w, "data: second\n\n")
+	})
+	plain := httptest.NewServer(stream)
+	defer plain.Close()
+	caCert, caKey := testCA(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), DNSNames: []string{"api.outside.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	tlsSrv := httptest.NewUnstartedServer(stream)
+	tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	o.roots = roots
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}})
+	go func() {
+		for range b.events {
+		}
+	}()
+	boxRoots := x509.NewCertPool()
+	boxRoots.AppendCertsFromPEM(b.p.CACert())
+	proxyURL, _ := url.Parse("http://" + b.addr)
+	cl := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: boxRoots}}}
+	for _, u := range []string{
+		fmt.Sprintf("http://outside.test:%d/", plain.Listener.Addr().(*net.TCPAddr).Port),
+		fmt.Sprintf("https://api.outside.test:%d/", tlsSrv.Listener.Addr().(*net.TCPAddr).Port),
+	} {
+		resp, err := cl.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "data: first\n" {
+			t.Fatalf("GET %s: first line %q, %v", u, line, err)
+		}
+		got <- struct{}{}
+		rest, _ := io.ReadAll(br)
+		resp.Body.Close()
+		if string(rest) != "\ndata: second\n\n" {
+			t.Errorf("GET %s: rest %q", u, rest)
+		}
 	}
 }
