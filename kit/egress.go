@@ -52,6 +52,20 @@ type kitEgress struct {
 	mode    string
 	bundle  string // the CA bundle agents trust
 	envBody atomic.Pointer[[]byte]
+	// listen opens a session's listener and names the host:port its
+	// agents reach it at. The default is a loopback TCP port (advisory
+	// mode); the sandbox puts in its place the unix socket a session's
+	// network namespace is bridged to, and sets mode to EgressEnforced.
+	listen func(sessionID string) (ln net.Listener, addr string, err error)
+}
+
+// listenLoopback is the advisory listener: a loopback TCP port.
+func listenLoopback(string) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, ln.Addr().String(), nil
 }
 
 // bootEgress builds the proxy from the manifest, writes the CA bundle
@@ -93,7 +107,7 @@ func (s *Server) bootEgress(b *boot) {
 		b.add("egress proxy: %v", err)
 		return
 	}
-	e := &kitEgress{proxy: p, mode: EgressAdvisory}
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, listen: listenLoopback}
 	dir := filepath.Join(s.stateDir, "egress")
 	e.bundle = filepath.Join(dir, "ca-bundle.crt")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -158,7 +172,7 @@ func (ss *session) egressEnv() ([]string, error) {
 	if e == nil {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, addr, err := e.listen(ss.id)
 	if err != nil {
 		return nil, codeErr(protocol.CodeError, fmt.Errorf("start the session's egress proxy: %w", err))
 	}
@@ -169,7 +183,7 @@ func (ss *session) egressEnv() ([]string, error) {
 			ss.logger().Error("egress proxy stopped", "err", err)
 		}
 	}()
-	return e.proxy.Env(ln.Addr().String(), e.bundle), nil
+	return e.proxy.Env(addr, e.bundle), nil
 }
 
 // egressEvent logs an egress decision and sends it to the client on the

@@ -8,6 +8,7 @@
 //	GET|HEAD /health       liveness, no auth
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
+//	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the

@@ -155,6 +155,7 @@ func BenchmarkEgress(b *testing.B) {
 		{"http/direct-fresh", benchSpec{URL: direct(httpURL("outside.test", "/small")), Fresh: true}},
 		{"http/proxy-fresh", benchSpec{URL: httpURL("outside.test", "/small"), Proxy: proxy, Fresh: true}},
 		{"https/direct", benchSpec{URL: httpsURL("localhost", "/small"), CAFile: caPEM}},
+		{"https/proxy-tunnel", benchSpec{URL: httpsURL("outside.test", "/small"), Proxy: proxy, CAFile: caPEM}},
 		{"https/proxy-brokered", benchSpec{URL: httpsURL("api.outside.test", "/small"), Proxy: proxy, CAFile: pb.bundle, Header: ph}},
 	}
 	for _, c := range cases {
@@ -172,6 +173,7 @@ func BenchmarkEgress(b *testing.B) {
 		{"http/direct-64MB", benchSpec{URL: direct(httpURL("outside.test", "/bytes/"+big))}},
 		{"http/proxy-64MB", benchSpec{URL: httpURL("outside.test", "/bytes/"+big), Proxy: proxy}},
 		{"https/direct-64MB", benchSpec{URL: httpsURL("localhost", "/bytes/"+big), CAFile: caPEM}},
+		{"https/proxy-tunnel-64MB", benchSpec{URL: httpsURL("outside.test", "/bytes/"+big), Proxy: proxy, CAFile: caPEM}},
 		{"https/proxy-brokered-64MB", benchSpec{URL: httpsURL("api.outside.test", "/bytes/"+big), Proxy: proxy, CAFile: pb.bundle, Header: ph}},
 	}
 	for _, c := range tput {

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,7 @@ const testKey = "sk-real-secret-value-0123456789"
 
 func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Secret) *box {
 	t.Helper()
+	t.Cleanup(func() { checkLeaks(t) }) // runs after Serve has returned
 	pol, err := NewPolicy(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -691,4 +693,26 @@ func TestStreamingPassedOn(t *testing.T) {
 			t.Errorf("GET %s: rest %q", u, rest)
 		}
 	}
+}
+
+// checkLeaks fails the test when a goroutine of this package outlives
+// Serve.
+func checkLeaks(t testing.TB) {
+	t.Helper()
+	var stacks string
+	for range 200 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		stacks = ""
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "kit/egress.(*") && !strings.Contains(g, "checkLeaks") && !strings.Contains(g, "testing.tRunner") {
+				stacks += g + "\n\n"
+			}
+		}
+		if stacks == "" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("goroutines left after Serve returned:\n%s", stacks)
 }
