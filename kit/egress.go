@@ -68,6 +68,25 @@ func listenLoopback(string) (net.Listener, string, error) {
 	return ln, ln.Addr().String(), nil
 }
 
+// egressPreamble tells the agent how its network behaves, when the box
+// has an egress policy: "" otherwise.
+func egressPreamble(m *protocol.Manifest) string {
+	brokered := false
+	for _, e := range m.Env {
+		brokered = brokered || e.Inject != nil
+	}
+	if m.Network == nil && !brokered {
+		return ""
+	}
+	l := "Network: every connection goes through the box's egress proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY are set). " +
+		"A blocked connection answers HTTP 451 (SOCKS: not allowed by ruleset) with the host and the rule that blocked it: " +
+		"do not retry it; tell the user, who can allow it in glovebox.toml [network]."
+	if brokered {
+		l += " API keys in your environment are placeholders the proxy replaces on the way out; use them as they are."
+	}
+	return l
+}
+
 // bootEgress builds the proxy from the manifest, writes the CA bundle
 // agents trust, and puts placeholders in place of brokered secrets in the
 // agents' base environment.

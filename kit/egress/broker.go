@@ -340,7 +340,7 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		if up != nil {
 			dd = pol.decideAddrs(host, true, port, []netip.Addr{up.addr})
 		} else {
-			dd = pol.Decide(h.ctx, h.p.resolve, host, port)
+			dd = pol.Decide(h.ctx, h.resolve, host, port)
 		}
 		ev.Decision, ev.Rule, ev.Reason = dd.Verdict, dd.Rule, dd.Reason
 		if !dd.Allowed() {
@@ -387,6 +387,10 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		req.Header.Del("Expect")
 		req.RequestURI = ""
 		req.URL.Scheme, req.URL.Host = "", ""
+		req.Host = host // the key goes with the host it is for, whatever the Host header said
+		if port != 443 {
+			req.Host = hostPort(host, port)
+		}
 		clientClose := req.Close
 		req.Close = false
 		resp, err := roundTrip(upTLS, upBR, req)

@@ -73,7 +73,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 		_, err := netip.ParseAddr(host)
 		d = pol.decideAddrs(host, err != nil, port, []netip.Addr{u.addr})
 	} else {
-		d = pol.Decide(h.ctx, h.p.resolve, host, port)
+		d = pol.Decide(h.ctx, h.resolve, host, port)
 	}
 	ev := Event{Proto: "http", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
 	if !d.Allowed() {
@@ -113,6 +113,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	removeHopHeaders(req.Header)
 	req.Header.Del("Expect")
 	req.RequestURI = ""
+	req.Host = req.URL.Host // the host the policy decided, whatever the Host header said
 	clientClose := req.Close
 	req.Close = false
 	resp, err := roundTrip(u, *upBR, req)
@@ -216,7 +217,7 @@ func (h *handler) serveConnect(req *http.Request) {
 		return
 	}
 	host = normHost(host)
-	d := h.p.policy.Load().Decide(h.ctx, h.p.resolve, host, port)
+	d := h.p.policy.Load().Decide(h.ctx, h.resolve, host, port)
 	ev := Event{Proto: "connect", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)

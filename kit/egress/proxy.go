@@ -279,6 +279,16 @@ func (h *handler) serve() {
 	h.serveHTTP()
 }
 
+// resolveTimeout bounds one name lookup.
+const resolveTimeout = 10 * time.Second
+
+// resolve looks host up with the proxy's resolver, bounded in time.
+func (h *handler) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	return h.p.resolve(ctx, host)
+}
+
 // emit counts an event and hands it to the session's sink.
 func (h *handler) emit(ev Event) {
 	ev.Time = h.p.now()

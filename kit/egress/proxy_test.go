@@ -716,3 +716,26 @@ func checkLeaks(t testing.TB) {
 	}
 	t.Errorf("goroutines left after Serve returned:\n%s", stacks)
 }
+
+// TestHostHeaderPinned: a forwarded request carries the Host the policy
+// decided, not one the agent made up.
+func TestHostHeaderPinned(t *testing.T) {
+	o := startOutside(t)
+	b := startBox(t, o, protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
+	c, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET http://outside.test:%d/h HTTP/1.1\r\nHost: metadata.internal\r\nConnection: close\r\n\r\n", o.httpPort)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("hello from outside.test:%d/h\n", o.httpPort); string(body) != want {
+		t.Errorf("upstream answered %q, want %q", body, want)
+	}
+	b.next(t)
+}

@@ -137,7 +137,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	d := h.p.policy.Load().Decide(h.ctx, h.p.resolve, host, req.port)
+	d := h.p.policy.Load().Decide(h.ctx, h.resolve, host, req.port)
 	ev.Decision, ev.Rule, ev.Reason = d.Verdict, d.Rule, d.Reason
 	if !d.Allowed() {
 		code := byte(socksNotAllowed)
