@@ -31,6 +31,11 @@
 // New and kept in memory; the proxy puts the real value in place of the
 // placeholder in the named header and in an Authorization bearer, and
 // forwards over TLS, verifying the real server's certificate. A
-// placeholder in a request to any other host the proxy can read is
-// stripped and reported in the event.
+// placeholder in a request to any other host the proxy can read (plain
+// HTTP) is stripped and reported in the event; inside another host's TLS
+// tunnel the proxy cannot see it, but it is only a placeholder there: the
+// real value never leaves except to its hosts. A SOCKS connection to a
+// brokered host is terminated the same way. Brokering covers headers,
+// not bodies, and HTTP/1.1 only (no upgrades to WebSocket on brokered
+// hosts).
 package egress

