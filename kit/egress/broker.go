@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -318,7 +319,8 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 			Reason: "the agent's TLS handshake failed (does it trust the box CA? see SSL_CERT_FILE): " + err.Error()})
 		return
 	}
-	br := bufio.NewReader(tc)
+	lim := &limiter{r: tc}
+	br := bufio.NewReader(lim)
 	var up *upstream
 	var upTLS *tls.Conn
 	var upBR *bufio.Reader
@@ -329,7 +331,13 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 	}()
 	for {
 		h.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		lim.head()
 		req, err := http.ReadRequest(br)
+		lim.unlimit()
+		if errors.Is(err, errHeadTooLarge) {
+			writeSimple(tc, http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "glovebox egress proxy: the request head is larger than 1MB\n")
+			return
+		}
 		if err != nil {
 			return
 		}

@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -83,8 +82,7 @@ func FuzzServeConn(f *testing.F) {
 		go func() {
 			defer close(done)
 			defer server.Close()
-			h := &handler{p: p, s: Session{ID: "fuzz"}, ctx: ctx, c: server, br: bufio.NewReader(server)}
-			h.serve()
+			newHandler(p, Session{ID: "fuzz"}, ctx, server).serve()
 		}()
 		client.Write(data)
 		client.(*net.TCPConn).CloseWrite()

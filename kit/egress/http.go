@@ -25,7 +25,13 @@ func (h *handler) serveHTTP() {
 	}()
 	for {
 		h.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		h.lim.head()
 		req, err := http.ReadRequest(h.br)
+		h.lim.unlimit()
+		if errors.Is(err, errHeadTooLarge) {
+			writeSimple(h.c, http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "glovebox egress proxy: the request head is larger than 1MB\n")
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !isClosed(err) {
 				writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: cannot read the request: "+err.Error()+"\n")

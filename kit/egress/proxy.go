@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -53,6 +54,9 @@ type Options struct {
 	Now func() time.Time
 	// DialTimeout bounds connecting upstream (default 30s).
 	DialTimeout time.Duration
+	// MaxConns caps one session's open client connections (default
+	// 512); one more is closed at once.
+	MaxConns int
 }
 
 // Session is who a listener serves: its id names its events, and Sink
@@ -131,6 +135,9 @@ func New(opts Options) (*Proxy, error) {
 	if p.dial == nil {
 		d := &net.Dialer{}
 		p.dial = d.DialContext
+	}
+	if p.opts.MaxConns <= 0 {
+		p.opts.MaxConns = 512
 	}
 	if p.opts.DialTimeout <= 0 {
 		p.opts.DialTimeout = 30 * time.Second
@@ -236,6 +243,12 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, s Session) error {
 		}
 		delay = 0
 		mu.Lock()
+		if len(conns) >= p.opts.MaxConns {
+			mu.Unlock()
+			c.Close()
+			p.log.Warn("egress: a session is over its connection cap; closing a new one", "session", s.ID, "max", p.opts.MaxConns)
+			continue
+		}
 		conns[c] = struct{}{}
 		mu.Unlock()
 		wg.Add(1)
@@ -247,8 +260,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, s Session) error {
 				mu.Unlock()
 				c.Close()
 			}()
-			h := &handler{p: p, s: s, ctx: ctx, c: c, br: bufio.NewReader(c)}
-			h.serve()
+			newHandler(p, s, ctx, c).serve()
 		}()
 	}
 }
@@ -259,8 +271,42 @@ type handler struct {
 	s   Session
 	ctx context.Context
 	c   net.Conn
+	lim *limiter // caps each request head read through br
 	br  *bufio.Reader
 }
+
+func newHandler(p *Proxy, s Session, ctx context.Context, c net.Conn) *handler {
+	lim := &limiter{r: c, n: maxHead}
+	return &handler{p: p, s: s, ctx: ctx, c: c, lim: lim, br: bufio.NewReader(lim)}
+}
+
+// maxHead caps a request head or SOCKS greeting, and what the reader
+// buffers with it.
+const maxHead = 1 << 20
+
+var errHeadTooLarge = errors.New("egress: request head larger than 1MB")
+
+// limiter lets at most n bytes through until n is raised: set to maxHead
+// before each request head, lifted for bodies and tunnels.
+type limiter struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limiter) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+func (l *limiter) head()    { l.n = maxHead }
+func (l *limiter) unlimit() { l.n = math.MaxInt64 }
 
 // idleTimeout bounds how long a client connection waits for its next
 // request or SOCKS greeting.

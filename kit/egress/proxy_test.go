@@ -747,3 +747,65 @@ func TestHostHeaderPinned(t *testing.T) {
 	}
 	b.next(t)
 }
+
+// TestLimits: an endless request head is cut at 1MB, and a session over
+// its connection cap gets new connections closed, not served.
+func TestLimits(t *testing.T) {
+	o := startOutside(t)
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"})
+	c, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		fmt.Fprintf(c, "GET http://outside.test:%d/ HTTP/1.1\r\n", o.httpPort)
+		line := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
+		for range 2000 {
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 2MB request head got %v, %v; want 431", resp, err)
+	}
+
+	pol, _ := NewPolicy(protocol.NetworkSpec{})
+	p, err := New(Options{Policy: pol, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln, Session{ID: "cap"}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	conns[2].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conns[2].Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the third connection over a cap of 2 read %d, %v; want it closed (EOF)", n, err)
+	}
+	conns[0].SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := conns[0].Read(make([]byte, 1)); err == io.EOF {
+		t.Errorf("the first connection was closed; want it served")
+	}
+}

@@ -118,6 +118,7 @@ func socksReply(w io.Writer, code byte) error {
 func (h *handler) serveSOCKS() {
 	h.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	req, err := readSOCKS(h.br, h.c)
+	h.lim.unlimit()
 	if err != nil {
 		if errors.Is(err, errSocksAtyp) {
 			socksReply(h.c, socksAtypUnsupported)
