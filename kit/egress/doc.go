@@ -25,6 +25,11 @@
 // what most tools print); SOCKS gets "connection not allowed by ruleset"
 // at once.
 //
+// The egress log. Each decision becomes one Event for the session's sink:
+// a plain-HTTP request or a request inside a brokered tunnel when its
+// answer has been passed on, a tunnel (CONNECT, SOCKS) when it closes,
+// a block at once. Events carry bytes each way; Stats adds them up.
+//
 // Brokering. A secret with hosts and a header reaches agents only as a
 // placeholder ("glovebox-placeholder-NAME-<hash>", stable per box). A
 // CONNECT to one of its hosts is terminated with a per-box CA, made at

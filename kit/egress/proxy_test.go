@@ -809,3 +809,65 @@ func TestLimits(t *testing.T) {
 		t.Errorf("the first connection was closed; want it served")
 	}
 }
+
+// TestServeUnixListener: the proxy serves any net.Listener, such as the
+// unix socket a session's network namespace is bridged to.
+func TestServeUnixListener(t *testing.T) {
+	o := startOutside(t)
+	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
+	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	events := make(chan Event, 10)
+	go func() { done <- p.Serve(ctx, ln, Session{ID: "ns", Sink: func(e Event) { events <- e }}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	proxyURL, _ := url.Parse("http://proxy.invalid")
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(proxyURL),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	defer cl.CloseIdleConnections()
+	resp, err := cl.Get(fmt.Sprintf("http://outside.test:%d/u", o.httpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "hello from outside.test") {
+		t.Errorf("through the unix socket: %d %q", resp.StatusCode, body)
+	}
+	resp, err = cl.Get(fmt.Sprintf("http://blocked.test:%d/", o.httpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 451 {
+		t.Errorf("blocked through the unix socket: %d, want 451", resp.StatusCode)
+	}
+	for range 2 {
+		select {
+		case e := <-events:
+			if e.Session != "ns" {
+				t.Errorf("event %+v, want session ns", e)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no egress event within 10s")
+		}
+	}
+}
