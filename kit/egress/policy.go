@@ -143,10 +143,8 @@ func (p *Policy) Decide(ctx context.Context, resolve Resolver, host string, port
 		if err := protocol.CheckHostName(host); err != nil {
 			return Decision{Verdict: Deny, Rule: "built-in: host names", Reason: fmt.Sprintf("%q is %v", host, err)}
 		}
-		for _, r := range p.deny {
-			if matchName(r, host, port) {
-				return Decision{Verdict: Deny, Rule: r.Text, Reason: fmt.Sprintf("%s matches the deny rule %q (deny always wins)", target, r.Text)}
-			}
+		if d, denied := p.denyName(host, port); denied {
+			return d
 		}
 	}
 	var addrs []netip.Addr
@@ -174,6 +172,16 @@ func (p *Policy) Decide(ctx context.Context, resolve Resolver, host string, port
 	return p.decideAddrs(host, isName, port, addrs)
 }
 
+// denyName checks the name deny rules.
+func (p *Policy) denyName(host string, port int) (Decision, bool) {
+	for _, r := range p.deny {
+		if matchName(r, host, port) {
+			return Decision{Verdict: Deny, Rule: r.Text, Reason: fmt.Sprintf("%s matches the deny rule %q (deny always wins)", hostPort(host, port), r.Text)}, true
+		}
+	}
+	return Decision{}, false
+}
+
 // mayAllowName reports whether a connection to the name host could be
 // allowed: by the default, a name rule, or an address rule once resolved.
 func (p *Policy) mayAllowName(host string, port int) bool {
@@ -192,6 +200,12 @@ func (p *Policy) mayAllowName(host string, port int) bool {
 // kept-alive upstream connection against the policy in force.
 func (p *Policy) decideAddrs(host string, isName bool, port int, addrs []netip.Addr) Decision {
 	target := hostPort(host, port)
+	if isName {
+		if d, denied := p.denyName(host, port); denied {
+			d.Addrs = addrs
+			return d
+		}
+	}
 	for _, a := range addrs {
 		for _, r := range p.deny {
 			if matchAddr(r, a, port) {

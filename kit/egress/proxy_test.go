@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -611,7 +612,8 @@ func TestKeepAliveRechecked(t *testing.T) {
 		t.Fatalf("first request: %v %v", resp, err)
 	}
 	io.Copy(io.Discard, resp.Body)
-	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny"})
+	// A deny rule by name, with the default still allow.
+	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "allow", Deny: []string{"outside.test"}})
 	b.p.SetPolicy(pol)
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: outside.test\r\n\r\n", url)
 	resp, err = http.ReadResponse(br, nil)
@@ -869,5 +871,45 @@ func TestServeUnixListener(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no egress event within 10s")
 		}
+	}
+}
+
+// TestBrokeredTunnelRechecked: a policy change applies to the next
+// request inside a kept-alive brokered tunnel.
+func TestBrokeredTunnelRechecked(t *testing.T) {
+	o := startOutside(t)
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+	boxRoots := x509.NewCertPool()
+	boxRoots.AppendCertsFromPEM(b.p.CACert())
+	proxyURL, _ := url.Parse("http://" + b.addr)
+	var dials atomic.Int32
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: boxRoots},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	u := fmt.Sprintf("https://api.outside.test:%d/", o.httpsPort)
+	get := func() int {
+		resp, err := cl.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "allow", Deny: []string{"api.outside.test"}})
+	b.p.SetPolicy(pol)
+	if code := get(); code != 451 {
+		t.Errorf("request after the deny: %d, want 451", code)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the client dialled the proxy %d times, want 1 (the check must be on the kept-alive tunnel)", n)
 	}
 }
