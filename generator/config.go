@@ -197,6 +197,7 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.network(k, v, c)
 		}
 	}
+	d.injectReachable(c)
 	if err := d.err(); err != nil {
 		return nil, err
 	}

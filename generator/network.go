@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -84,4 +85,55 @@ func (d *doc) inject(path string, v any, spec protocol.EnvSpec) *protocol.Inject
 		}
 	}
 	return in
+}
+
+// injectReachable reports a brokered secret whose host the [network]
+// policy blocks on port 443: it could never be sent.
+func (d *doc) injectReachable(c *Config) {
+	n := c.Network
+	if n == nil {
+		return
+	}
+	var allow, deny []protocol.EgressRule
+	addrAllow := false
+	for _, s := range n.Allow {
+		r, _ := protocol.ParseEgressRule(s)
+		allow = append(allow, r)
+		addrAllow = addrAllow || r.Host == ""
+	}
+	for _, s := range n.Deny {
+		r, _ := protocol.ParseEgressRule(s)
+		deny = append(deny, r)
+	}
+	match := func(r protocol.EgressRule, host string) bool {
+		if r.Host == "" || (r.Port != 0 && r.Port != 443) {
+			return false
+		}
+		if rest, ok := strings.CutPrefix(r.Host, "*"); ok {
+			return rest == "" || strings.HasSuffix(host, rest)
+		}
+		return r.Host == host
+	}
+	for _, name := range c.EnvOrder {
+		in := c.Env[name].Inject
+		if in == nil {
+			continue
+		}
+		for i, h := range in.Hosts {
+			p := fmt.Sprintf("%s.inject.hosts[%d]", joinPath("env", []string{name}), i)
+			blocked := ""
+			for _, r := range deny {
+				if match(r, h) {
+					blocked = fmt.Sprintf("network.deny has %q", r.Text)
+					break
+				}
+			}
+			if blocked == "" && n.Default == protocol.NetworkDeny && !addrAllow && !slices.ContainsFunc(allow, func(r protocol.EgressRule) bool { return match(r, h) }) {
+				blocked = fmt.Sprintf("network.default is \"deny\" and no allow rule names it: add %q to network.allow", h)
+			}
+			if blocked != "" {
+				d.errorf(p, "the secret could never be sent to %q: %s", h, blocked)
+			}
+		}
+	}
 }

@@ -81,4 +81,26 @@ inject = { header = "x-api-key" }
 			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
 		}
 	}
+
+	_, err = Parse("glovebox.toml", []byte(`[network]
+default = "deny"
+allow = ["*.example.com", "other.org:8443"]
+deny = ["bad.example.com:443"]
+
+[env.A]
+secret = true
+inject = { hosts = ["api.example.com", "bad.example.com", "other.org"] }
+`))
+	want = []string{
+		`glovebox.toml:8: env.A.inject.hosts[1]: the secret could never be sent to "bad.example.com": network.deny has "bad.example.com:443"`,
+		`glovebox.toml:8: env.A.inject.hosts[2]: the secret could never be sent to "other.org": network.default is "deny" and no allow rule names it`,
+	}
+	if err == nil || strings.Contains(err.Error(), "hosts[0]") {
+		t.Errorf("Parse = %v, want errors for hosts[1] and hosts[2] only", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
+		}
+	}
 }
