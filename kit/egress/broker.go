@@ -163,6 +163,8 @@ func (p *Proxy) Env(addr, bundlePath string) []string {
 		"HTTPS_PROXY=" + httpURL, "https_proxy=" + httpURL,
 		"ALL_PROXY=socks5h://" + addr, "all_proxy=socks5h://" + addr,
 		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+		// Node 24 (and 22.21+) honours the variables above only when told to.
+		"NODE_USE_ENV_PROXY=1",
 	}
 	if bundlePath != "" {
 		for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"} {
