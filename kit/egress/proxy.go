@@ -362,6 +362,12 @@ type upstream struct {
 	addr netip.Addr
 	out  atomic.Int64
 	in   atomic.Int64
+	stop func() bool
+}
+
+func (u *upstream) Close() error {
+	u.stop()
+	return u.Conn.Close()
 }
 
 func (u *upstream) Read(b []byte) (int, error) {
@@ -384,7 +390,11 @@ func (h *handler) connect(host string, port int, d Decision) (*upstream, error) 
 	for _, a := range d.Addrs {
 		c, err := h.p.dial(ctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(port)))
 		if err == nil {
-			return &upstream{Conn: c, host: host, port: port, addr: a}, nil
+			u := &upstream{Conn: c, host: host, port: port, addr: a}
+			// When Serve stops, a request waiting on a silent upstream
+			// must end too.
+			u.stop = context.AfterFunc(h.ctx, func() { c.Close() })
+			return u, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {

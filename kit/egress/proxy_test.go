@@ -913,3 +913,49 @@ func TestBrokeredTunnelRechecked(t *testing.T) {
 		t.Errorf("the client dialled the proxy %d times, want 1 (the check must be on the kept-alive tunnel)", n)
 	}
 }
+
+// TestServeEndsWithSilentUpstream: Serve returns when its context ends
+// even while a request waits on an upstream that never answers.
+func TestServeEndsWithSilentUpstream(t *testing.T) {
+	o := startOutside(t)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	defer silent.Close()
+	defer close(release)
+	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "allow"})
+	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln, Session{ID: "s"}) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://outside.test:%d/ HTTP/1.1\r\nHost: outside.test\r\n\r\n", silent.Listener.Addr().(*net.TCPAddr).Port)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the upstream within 10s")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10s of its context ending while an upstream was silent")
+	}
+}
