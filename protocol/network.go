@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // NetworkSpec is the box's egress policy (glovebox.toml [network]):
@@ -36,6 +37,32 @@ type InjectSpec struct {
 // CapEgress announces the egress proxy: /environment carries the policy
 // under "network", and sessions get "egress" events.
 const CapEgress = "egress"
+
+// EventEgress is the event_type of an egress decision; its data is an
+// EgressEvent.
+const EventEgress = "egress"
+
+// EgressEvent is one line of a session's egress log, sent as the data of
+// an "egress" event on the running prompt.
+type EgressEvent struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	// Proto is "http" (a forwarded request), "connect" (a tunnel),
+	// "https" (a request inside a brokered tunnel) or "socks".
+	Proto    string `json:"proto"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Decision string `json:"decision"` // allow, deny or error
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// BytesOut went from the agent to the upstream, BytesIn back.
+	BytesOut int64 `json:"bytes_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	// Brokered names the secrets put into the request; Stripped the
+	// placeholders removed from it because its host may not have them.
+	Brokered []string `json:"brokered,omitempty"`
+	Stripped []string `json:"stripped,omitempty"`
+}
 
 // EgressRule is one parsed allow or deny entry:
 //

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Secret is an env var the proxy brokers: agents see Placeholder(Name),
@@ -67,26 +69,8 @@ type Session struct {
 	Sink func(Event)
 }
 
-// Event is one line of the egress log.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Session string    `json:"session"`
-	// Proto is "http" (forwarded request), "connect" (tunnel), "https"
-	// (a request inside a brokered tunnel) or "socks".
-	Proto    string `json:"proto"`
-	Host     string `json:"host"`
-	Port     int    `json:"port"`
-	Decision string `json:"decision"` // allow, deny or error
-	Rule     string `json:"rule,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	// BytesOut went from the agent to the upstream, BytesIn back.
-	BytesOut int64 `json:"bytes_out"`
-	BytesIn  int64 `json:"bytes_in"`
-	// Brokered names the secrets put into this request; Stripped the
-	// placeholders removed from it because its host may not have them.
-	Brokered []string `json:"brokered,omitempty"`
-	Stripped []string `json:"stripped,omitempty"`
-}
+// Event is one line of the egress log: the data of an "egress" event.
+type Event = protocol.EgressEvent
 
 // Stats count what a Proxy decided and carried, over its life.
 type Stats struct {
