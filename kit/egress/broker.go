@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -209,6 +210,19 @@ func (p *Proxy) stripString(v string) (string, []string) {
 	return v, names
 }
 
+// stripURL removes every placeholder from u's path and query and returns
+// the names stripped.
+func (p *Proxy) stripURL(u *url.URL) []string {
+	var all []string
+	for _, f := range []*string{&u.Path, &u.RawPath, &u.RawQuery} {
+		if v, names := p.stripString(*f); len(names) > 0 {
+			*f = v
+			all = appendNew(all, names...)
+		}
+	}
+	return all
+}
+
 // strip removes every placeholder from hd, dropping a value it leaves
 // empty, and returns the names stripped.
 func (p *Proxy) strip(hd http.Header) (stripped []string) {
@@ -381,12 +395,7 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		}
 		out0, in0 := up.out.Load(), up.in.Load()
 		ev.Brokered, ev.Stripped = h.p.broker(req.Header, host)
-		if q := req.URL.RawQuery; q != "" {
-			if nq, names := h.p.stripString(q); len(names) > 0 {
-				req.URL.RawQuery = nq
-				ev.Stripped = appendNew(ev.Stripped, names...)
-			}
-		}
+		ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
 		if len(ev.Stripped) > 0 {
 			h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
 		}

