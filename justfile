@@ -36,7 +36,7 @@ build:
 
 # Fuzz every decoder briefly (FUZZTIME=20s by default).
 fuzz fuzztime="20s":
-    for f in $(go test -list '^Fuzz' ./protocol | grep ^Fuzz); do go test -run '^$' -fuzz "^$f\$" -fuzztime {{fuzztime}} ./protocol; done
+    for p in ./protocol ./kit/egress; do for f in $(go test -list '^Fuzz' $p | grep ^Fuzz); do go test -run '^$' -fuzz "^$f\$" -fuzztime {{fuzztime}} $p; done; done
 
 # Evaluate the flake offline against the stand-in nixpkgs (what CI checks).
 nix-check:

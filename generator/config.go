@@ -55,6 +55,8 @@ type Config struct {
 	AgentMain, AgentVendorHash string
 	// Deploy holds the per-platform settings of [deploy].
 	Deploy Deploy
+	// Network is the egress policy ([network]); nil when the file has none.
+	Network *protocol.NetworkSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -97,6 +99,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		ProtocolVersion: protocol.Version,
 		Agent:           &agent,
 		Sessions:        c.Sessions,
+		Network:         c.Network,
 	}
 }
 
@@ -155,7 +158,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -197,6 +200,8 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.sessions(k, v, c)
 		case "agent":
 			d.agent(k, v, c)
+		case "network":
+			d.network(k, v, c)
 		case "deploy":
 			d.deploy(k, v, c)
 		}
@@ -209,6 +214,7 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 		}
 	}
+	d.injectReachable(c)
 	if err := d.err(); err != nil {
 		return nil, err
 	}
@@ -281,7 +287,7 @@ func (d *doc) env(path string, v any, c *Config) {
 			d.errorf(p, "%q is reserved: GLOVEBOX_* variables belong to the kit", name)
 			continue
 		}
-		t, ok := d.table(p, m[name], "required", "secret", "default", "description")
+		t, ok := d.table(p, m[name], "required", "secret", "default", "description", "inject")
 		if !ok {
 			continue
 		}
@@ -300,6 +306,9 @@ func (d *doc) env(path string, v any, c *Config) {
 		}
 		if x, ok := t["description"]; ok {
 			spec.Description, _ = d.str(p+".description", x)
+		}
+		if x, ok := t["inject"]; ok {
+			spec.Inject = d.inject(p+".inject", x, spec)
 		}
 		c.Env[name] = spec
 		c.EnvOrder = append(c.EnvOrder, name)

@@ -182,6 +182,7 @@ func (b *boot) run(opts Options) *Server {
 		s.diskLimit, _ = protocol.ParseQuantity(m.Limits.Disk)
 	}
 	s.openSandbox(b)
+	s.bootEgress(b)
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}

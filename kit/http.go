@@ -33,6 +33,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case p == "/environment":
 		s.serveEnvironment(w, r)
+	case p == "/egress":
+		s.serveEgress(w, r)
 	case strings.HasPrefix(p, "/files/"):
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
 	case wsconn.IsUpgrade(r):
@@ -66,14 +68,15 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
+	body := s.environmentBody()
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "private, no-store")
-	h.Set("Content-Length", strconv.Itoa(len(s.envBody)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method == http.MethodHead {
 		return
 	}
-	w.Write(s.envBody)
+	w.Write(body)
 }
 
 func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, id string) {

@@ -83,6 +83,9 @@ func preamble(m *protocol.Manifest, d agent.Dirs) string {
 	if m.Limits.Memory != "" {
 		lines = append(lines, "Memory limit: "+m.Limits.Memory)
 	}
+	if l := egressPreamble(m); l != "" {
+		lines = append(lines, l)
+	}
 	return strings.Join(lines, "\n")
 }
 

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -47,7 +48,11 @@ func (s *Server) openSandbox(b *boot) {
 			}
 		}
 	}
-	sb, err := sandbox.New(sandboxConfig(s.man, hide, s.sharedDirs), s.log)
+	cfg := sandboxConfig(s.man, hide, s.sharedDirs)
+	// The egress proxy's CA bundle lives in the state directory; agents
+	// read it there, and nothing else of it.
+	cfg.Expose = []string{filepath.Join(s.stateDir, "egress")}
+	sb, err := sandbox.New(cfg, s.log)
 	if err != nil {
 		b.add("%v", err)
 		return
@@ -96,6 +101,27 @@ func (s *Server) sessionEnv(id string, dirs dirSet) []string {
 		"GLOVEBOX_OUTPUT="+dirs.Output,
 		"GLOVEBOX_SESSION="+id,
 	)
+}
+
+// mergeEnv returns base with over's variables in place of base's of the
+// same name (a C program's getenv finds the first): the proxy's CA bundle
+// replaces the image's SSL_CERT_FILE, for example.
+func mergeEnv(base, over []string) []string {
+	if len(over) == 0 {
+		return base
+	}
+	names := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
 }
 
 // dirSet is a session's directories.

@@ -8,6 +8,7 @@
 //	GET|HEAD /health       liveness, no auth
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
+//	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
@@ -143,6 +144,8 @@ type Options struct {
 	// PingInterval is how often the kit pings an idle client; a client
 	// silent for twice as long is dropped. Default 30s.
 	PingInterval time.Duration
+	// Egress holds test seams for the egress proxy (kit/egress.go).
+	Egress EgressOptions
 }
 
 // Server is a running box. It is an http.Handler factory plus the sessions
@@ -179,6 +182,7 @@ type Server struct {
 	healthBody []byte
 	envBody    []byte
 	caps       []string
+	egress     *kitEgress // nil: no proxy
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

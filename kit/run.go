@@ -112,6 +112,8 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t := newTurn(ctx, ss, m.ID)
 	t.text = text
+	ss.turnNow.Store(t)
+	defer ss.turnNow.Store(nil)
 	defer ss.clearSlots(m.ID)
 	defer t.finish()
 
@@ -245,10 +247,16 @@ func (ss *session) prepare() error {
 		if err != nil {
 			return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
 		}
+		proxyEnv, err := ss.egressEnv(box)
+		if err != nil {
+			ss.made = false
+			box.Close()
+			return err
+		}
 		ss.info = &agent.Session{
 			ID:       ss.id,
 			Dirs:     dirs,
-			Env:      srv.sessionEnv(ss.id, dirSet(dirs)),
+			Env:      mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv),
 			Preamble: preamble(srv.man, dirs),
 			Manifest: srv.man,
 			Log:      ss.logger(),

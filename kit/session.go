@@ -60,6 +60,7 @@ type session struct {
 	mu      sync.Mutex
 	queue   []*promptRun
 	running *promptRun
+	turnNow atomic.Pointer[turn] // the running prompt's turn, for egress events
 	runner  bool
 	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
 	// finished holds the ids of the latest prompts that ended, for a

@@ -153,24 +153,43 @@ func TestBoxRunsInRunc(t *testing.T) {
 	}
 	t.Logf("prompt said:\n%s", done.Message)
 
-	// The prompt runs as the kit's user (the image's User): the kit drops
-	// each session to its own uid only where it does that itself.
-	wantUID, _, _ := strings.Cut(cfg.User, ":")
-	wantHead := fmt.Sprintf("uid=%s gid=%s user=%s pwd=", wantUID, wantUID, passwd[wantUID])
+	// The kit starts as root (the image's User) and runs the session
+	// under a uid of its own, the first of the sandbox's range, at home in
+	// its work directory.
+	if wantUID, _, _ := strings.Cut(cfg.User, ":"); wantUID != "0" {
+		t.Errorf("the image starts the kit as %s, want root", cfg.User)
+	}
+	wantHead := "uid=200000 gid=200000 user=200000 pwd=/work/"
 	if !strings.Contains(done.Message, wantHead) {
 		t.Errorf("the prompt ran as %q, want %q...", firstLine(done.Message), wantHead)
 	}
-	if want := "home=" + envOf(cfg.Env)["HOME"]; !strings.Contains(done.Message, want) {
-		t.Errorf("the prompt's environment lacks %s: %q", want, firstLine(done.Message))
+	if f := strings.Fields(firstLine(done.Message)); len(f) < 5 || strings.TrimPrefix(f[4], "home=") != strings.TrimPrefix(f[3], "pwd=") {
+		t.Errorf("the prompt's HOME is not its work directory: %q", firstLine(done.Message))
 	}
-	checkModes(t, done.Message, box.Glovebox.Layout, passwd)
+	// The kit makes the parents of sessions' directories and its state
+	// directory traversable but not listable (0711) at boot.
+	layout := slices.Clone(box.Glovebox.Layout)
+	for i, d := range layout {
+		switch d.Path {
+		case "/work", "/input", "/output", "/var/glovebox":
+			layout[i].Mode = "0711"
+		}
+	}
+	checkModes(t, done.Message, layout, passwd)
 	// The entrypoint is PID 1, so the kit runs as the container's init.
 	if want := "pid1=" + cfg.Entrypoint[0] + " "; !strings.Contains(done.Message, want) {
 		t.Errorf("the prompt's output lacks %q: PID 1 is not the entrypoint", want)
 	}
-	if m := regexp.MustCompile(`(?m)^-\S+\s+\d+\s+(\d+)\s+(\d+)\s.*in\.txt$`).FindStringSubmatch(done.Message); m == nil || m[1] != wantUID {
-		t.Errorf("ls -ln of the input = %v, want the input owned by %s", m, wantUID)
+	if m := regexp.MustCompile(`(?m)^-\S+\s+\d+\s+(\d+)\s+(\d+)\s.*in\.txt$`).FindStringSubmatch(done.Message); m == nil || m[1] != "200000" {
+		t.Errorf("ls -ln of the input = %v, want the input owned by the session's uid 200000", m)
 	}
+	// The kit says which layers the container allows it.
+	if m := regexp.MustCompile(`msg="?sandbox: [^\n]*`).FindString(kitLog()); m == "" {
+		t.Errorf("the kit logged no sandbox line:\n%s", kitLog())
+	} else {
+		t.Log(m)
+	}
+	attackInContainer(t, ctx, "ws://"+base+"/", key)
 
 	if got := readOutput(t, ctx, r, "out.txt"); got != "HELLO FROM THE HOST\n" {
 		t.Errorf("out.txt = %q, want the input upper-cased", got)
@@ -492,4 +511,50 @@ func randomHex(t *testing.T) string {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// attackInContainer repeats the key and cross-session attacks inside the
+// container, with whatever layers the container allows the kit: a victim
+// session writes a file; an attacker session looks for the key in every
+// process's environment, the kit's memory and the victim's directories.
+func attackInContainer(t *testing.T, ctx context.Context, url, key string) {
+	t.Helper()
+	run := func(name, script string) string {
+		t.Helper()
+		cl, err := client.New(map[string]client.Endpoint{"box": {URL: url, Key: key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		b, err := cl.Box("box")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.Prompt(ctx, script, client.PromptOptions{DiscardEvents: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		done, err := r.Wait(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return done.Message
+	}
+	victim := run("victim", `echo victim-secret > "$GLOVEBOX_WORK/private.txt"; echo "$GLOVEBOX_WORK"`)
+	vwork := strings.TrimSpace(victim)
+	out := run("attacker", fmt.Sprintf(`
+for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null; done | grep GLOVEBOX_KEY
+head -c 4096 /proc/1/mem >/dev/null 2>&1 && echo MEM-READ
+ls /work 2>/dev/null
+cat %s/private.txt 2>/dev/null
+ls /var/glovebox 2>/dev/null
+echo attack-done`, vwork))
+	if !strings.Contains(out, "attack-done") {
+		t.Fatalf("the attack did not run: %q", out)
+	}
+	for _, leak := range []string{key, "GLOVEBOX_KEY", "MEM-READ", "victim-secret", filepath.Base(vwork), "files"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("a session in the container got %q:\n%s", leak, out)
+		}
+	}
 }

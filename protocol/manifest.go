@@ -30,6 +30,8 @@ type Manifest struct {
 	Agent *AgentSpec `json:"agent,omitempty"`
 	// Sessions tunes session isolation and resume. Additive.
 	Sessions *SessionsSpec `json:"sessions,omitempty"`
+	// Network is the egress policy. Additive; absent means no proxy.
+	Network *NetworkSpec `json:"network,omitempty"`
 	// Sandbox chooses the isolation layers of the box's agent processes.
 	// Additive; absent means every layer the platform allows.
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
@@ -117,6 +119,8 @@ type EnvSpec struct {
 	Secret      bool   `json:"secret,omitempty"`
 	Default     string `json:"default,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Inject brokers a secret through the egress proxy. Additive.
+	Inject *InjectSpec `json:"inject,omitempty"`
 }
 
 // Limits are the box's resource limits. Timeout is enforced per prompt by
@@ -194,6 +198,21 @@ type Environment struct {
 	Agent           string           `json:"agent,omitempty"`
 	// Isolation is the sandbox in force for sessions. Additive.
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Network is the egress policy in force. Additive.
+	Network *EgressEnvironment `json:"network,omitempty"`
+}
+
+// EgressEnvironment is the /environment view of the egress proxy.
+type EgressEnvironment struct {
+	// Mode is "enforced" (a session's only route out is the proxy) or
+	// "advisory" (agents are told to use it through HTTP_PROXY and
+	// friends, and nothing stops one that does not).
+	Mode    string   `json:"mode"`
+	Default string   `json:"default"`
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny"`
+	// Brokered names the env vars agents see only as placeholders.
+	Brokered []string `json:"brokered,omitempty"`
 }
 
 // Health is the body of GET /health.
@@ -287,6 +306,23 @@ func (m *Manifest) Check() error {
 	for _, k := range sortedKeys(m.Env) {
 		if !envNameRE.MatchString(k) {
 			add("manifest: env %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
+		}
+		if in := m.Env[k].Inject; in != nil {
+			if !m.Env[k].Secret {
+				add("manifest: env.%s.inject needs secret = true", k)
+			}
+			if err := in.Check(); err != nil {
+				for _, e := range strings.Split(err.Error(), "\n") {
+					add("manifest: env.%s.inject.%s", k, e)
+				}
+			}
+		}
+	}
+	if n := m.Network; n != nil {
+		if err := n.Check(); err != nil {
+			for _, e := range strings.Split(err.Error(), "\n") {
+				add("manifest: network.%s", e)
+			}
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"limits.memory", m.Limits.Memory}, {"limits.disk", m.Limits.Disk}} {

@@ -53,10 +53,11 @@ const (
 	ScopeConnect     = "connect"     // the WebSocket: prompts and everything on it
 	ScopeFiles       = "files"       // GET /files/{id}, limited to TokenClaims.Files when set
 	ScopeEnvironment = "environment" // GET /environment
+	ScopeAdmin       = "admin"       // runtime administration (the egress policy)
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin}
 
 // Errors VerifyToken returns, wrapped.
 var (

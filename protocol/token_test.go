@@ -72,7 +72,7 @@ func TestMintTokenRejects(t *testing.T) {
 		{"empty key", "", protocol.TokenClaims{Scopes: []string{"connect"}, Expires: exp}, "empty key"},
 		{"no expiry", tokenKey, protocol.TokenClaims{Scopes: []string{"connect"}}, "no expiry"},
 		{"no scopes", tokenKey, protocol.TokenClaims{Expires: exp}, "no scopes"},
-		{"unknown scope", tokenKey, protocol.TokenClaims{Scopes: []string{"connect", "admin"}, Expires: exp}, `unknown scope "admin"`},
+		{"unknown scope", tokenKey, protocol.TokenClaims{Scopes: []string{"connect", "root"}, Expires: exp}, `unknown scope "root"`},
 		{"files without scope", tokenKey, protocol.TokenClaims{Scopes: []string{"connect"}, Expires: exp, Files: []string{"a"}}, "without"},
 		{"empty file id", tokenKey, protocol.TokenClaims{Scopes: []string{"files"}, Expires: exp, Files: []string{""}}, "empty file id"},
 		{"too long", tokenKey, protocol.TokenClaims{Scopes: []string{"files"}, Expires: exp, Files: long}, "longer than"},
@@ -145,13 +145,13 @@ func TestVerifyTokenRejects(t *testing.T) {
 }
 
 func TestVerifyTokenKeepsUnknownScopes(t *testing.T) {
-	tok := forge(t, tokenKey, `{"scopes":["connect","admin"],"exp":1893456000}`)
+	tok := forge(t, tokenKey, `{"scopes":["connect","root"],"exp":1893456000}`)
 	c, err := protocol.VerifyToken(tokenKey, tok, tokenNow)
 	if err != nil {
 		t.Fatalf("VerifyToken: %v", err)
 	}
-	if !c.Allows("connect") || c.Allows("admin") || c.Allows("files") {
-		t.Errorf("claims %+v: Allows(connect, admin, files) = %v %v %v, want true false false", c, c.Allows("connect"), c.Allows("admin"), c.Allows("files"))
+	if !c.Allows("connect") || c.Allows("root") || c.Allows("files") {
+		t.Errorf("claims %+v: Allows(connect, root, files) = %v %v %v, want true false false", c, c.Allows("connect"), c.Allows("root"), c.Allows("files"))
 	}
 }
 

@@ -65,7 +65,7 @@ func TestToken(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"--scope", "admin"}, `unknown scope "admin"`},
+			{[]string{"--scope", "root"}, `unknown scope "root"`},
 			{[]string{"--ttl", "0s"}, "--ttl"},
 			{[]string{"--ttl", "-1m"}, "--ttl"},
 			{[]string{"--ttl", "1000h"}, "--ttl"},

@@ -78,6 +78,10 @@ type Config struct {
 	// are made root-only (mode 0700, or 0711 for a parent sessions must
 	// traverse).
 	Hide []string
+	// Expose lists directories under hidden ones that sandboxed processes
+	// may read: bound read-only into the mount namespace at the same path
+	// (the egress proxy's CA bundle).
+	Expose []string
 	// SharedDirs is for boxes whose sessions share their directories: the
 	// sessions then share one uid (UIDBase), each still in its own
 	// namespaces and cgroup.

@@ -369,6 +369,7 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 		is.Mount = &mountSpec{
 			Hide:     sb.cfg.Hide,
 			Bind:     ss.dirs,
+			Expose:   sb.cfg.Expose,
 			Tmp:      []tmpMount{{Path: "/tmp", Size: tmp}, {Path: "/dev/shm", Size: tmp}},
 			ReadOnly: true,
 			Proc:     flags&syscall.CLONE_NEWPID != 0,

@@ -54,9 +54,10 @@ type initRlimit struct {
 }
 
 type mountSpec struct {
-	Hide     []string   `json:"hide,omitempty"` // covered by an empty, read-only directory
-	Bind     []string   `json:"bind,omitempty"` // writable, at the same path
-	Tmp      []tmpMount `json:"tmp,omitempty"`  // private tmpfs
+	Hide     []string   `json:"hide,omitempty"`   // covered by an empty, read-only directory
+	Bind     []string   `json:"bind,omitempty"`   // writable, at the same path
+	Expose   []string   `json:"expose,omitempty"` // read-only, at the same path
+	Tmp      []tmpMount `json:"tmp,omitempty"`    // private tmpfs
 	ReadOnly bool       `json:"read_only,omitempty"`
 	Proc     bool       `json:"proc,omitempty"` // a /proc of the new pid namespace
 }
@@ -127,6 +128,13 @@ func supervisorMain() int {
 	}
 	for _, rl := range spec.Rlimits {
 		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		// Lowering needs no privilege; raising past the hard limit needs
+		// CAP_SYS_RESOURCE, which containers often lack: never raise.
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(rl.Resource, &cur) == nil {
+			lim.Max = min(lim.Max, cur.Max)
+			lim.Cur = min(lim.Cur, lim.Max)
+		}
 		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
 			return fail("setrlimit %d: %v", rl.Resource, err)
 		}
@@ -289,6 +297,12 @@ func setupMounts(m *mountSpec) error {
 		}
 		fds[i] = fd
 	}
+	exposed := map[string]int{}
+	for _, src := range m.Expose {
+		if fd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			exposed[src] = fd
+		}
+	}
 	writable := map[string]bool{}
 	for _, t := range m.Tmp {
 		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
@@ -323,6 +337,18 @@ func setupMounts(m *mountSpec) error {
 		}
 		unix.Close(fds[i])
 		writable[dst] = true
+	}
+	for dst, fd := range exposed {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("make %s: %w", dst, err)
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("expose %s: %w", dst, err)
+		}
+		unix.Close(fd)
+		if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("expose %s read-only: %w", dst, err)
+		}
 	}
 	if m.ReadOnly {
 		if err := remountReadOnly(writable); err != nil {

@@ -7,7 +7,7 @@ export interface AbortFrame {
 }
 
 /** Capabilities a box announces in its hello and in /environment. A peer uses a feature only when the other side announced it; unknown ones are ignored. */
-export const CAPABILITIES = ["seq","resume","ordered","cancel_queued","sessions","bearer_subprotocol","tokens"] as const;
+export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
 /** Additive first frame of a capable client. With "resume" the box keeps the session through a dropped socket. */
@@ -67,6 +67,16 @@ export interface DisplayResolveFrame {
   value: unknown;
 }
 
+/** The egress proxy as /environment shows it: enforced (a session's only way out) or advisory (agents are told to use it), the policy, and the env vars agents see only as placeholders. */
+export interface EgressEnvironment {
+  mode: "enforced" | "advisory";
+  default: string;
+  allow: string[];
+  deny: string[];
+  brokered?: string[];
+  [field: string]: unknown;
+}
+
 /** The body of GET /environment (bearer, or a token with the environment scope). A newer box may add fields. */
 export interface Environment {
   name: string;
@@ -83,6 +93,7 @@ export interface Environment {
   /** exec, acp or go. */
   agent?: string;
   isolation?: Isolation;
+  network?: EgressEnvironment;
   [field: string]: unknown;
 }
 
@@ -250,7 +261,7 @@ export interface Slot {
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */
-export const TOKEN_SCOPES = ["connect","files","environment"] as const;
+export const TOKEN_SCOPES = ["connect","files","environment","admin"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** A URL the receiver fetches, with optional request headers (inputs only, in this box). */

@@ -1,0 +1,106 @@
+package generator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+func TestParseNetwork(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte(`
+[network]
+default = "deny"
+allow = ["api.anthropic.com", "*.githubusercontent.com", "pypi.org:443", "10.0.0.0/8"]
+deny  = ["169.254.169.254"]
+
+[env.ANTHROPIC_API_KEY]
+required = true
+secret = true
+inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &protocol.NetworkSpec{
+		Default: "deny",
+		Allow:   []string{"api.anthropic.com", "*.githubusercontent.com", "pypi.org:443", "10.0.0.0/8"},
+		Deny:    []string{"169.254.169.254"},
+	}
+	if diff := cmp.Diff(want, c.Network); diff != "" {
+		t.Errorf("Network mismatch (-want +got):\n%s", diff)
+	}
+	wantEnv := protocol.EnvSpec{Required: true, Secret: true, Inject: &protocol.InjectSpec{Hosts: []string{"api.anthropic.com"}, Header: "x-api-key"}}
+	if diff := cmp.Diff(wantEnv, c.Env["ANTHROPIC_API_KEY"]); diff != "" {
+		t.Errorf("env mismatch (-want +got):\n%s", diff)
+	}
+	m := c.Manifest("fp")
+	if m.Network != c.Network {
+		t.Errorf("Manifest().Network = %v, want the config's", m.Network)
+	}
+	m.KeyFingerprint = "fp"
+	if err := m.Check(); err != nil {
+		t.Errorf("manifest does not pass Check: %v", err)
+	}
+}
+
+func TestParseNetworkErrors(t *testing.T) {
+	_, err := Parse("glovebox.toml", []byte(`[network]
+default = "block"
+allow = ["ok.example", "*.*.example", "ok.example", 7]
+deny = ["10.0.0.0/33"]
+mode = "strict"
+
+[env.KEY]
+inject = { hosts = ["API.example.com"], header = "x key", extra = 1 }
+
+[env.OTHER]
+secret = true
+inject = { header = "x-api-key" }
+`))
+	if err == nil {
+		t.Fatal("Parse accepted a bad [network]")
+	}
+	want := []string{
+		`glovebox.toml:2: network.default: "block" is neither "allow" nor "deny"`,
+		`glovebox.toml:3: network.allow[1]: "*.*.example": not a host name`,
+		`glovebox.toml:3: network.allow[2]: "ok.example" is listed twice`,
+		`glovebox.toml:3: network.allow[3]: want a string, got the integer 7`,
+		`glovebox.toml:4: network.deny[0]: "10.0.0.0/33": "10.0.0.0/33" is not a CIDR range`,
+		`glovebox.toml:5: network.mode: unknown key "mode"`,
+		`glovebox.toml:8: env.KEY.inject: inject needs secret = true`,
+		`glovebox.toml:8: env.KEY.inject.extra: unknown key "extra"`,
+		`glovebox.toml:8: env.KEY.inject.header: "x key" is not an HTTP header name`,
+		`glovebox.toml:8: env.KEY.inject.hosts[0]: "API.example.com" is not a lower-case host name`,
+		`glovebox.toml:12: env.OTHER.inject.hosts: name at least one host`,
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
+		}
+	}
+
+	_, err = Parse("glovebox.toml", []byte(`[network]
+default = "deny"
+allow = ["*.example.com", "other.org:8443"]
+deny = ["bad.example.com:443"]
+
+[env.A]
+secret = true
+inject = { hosts = ["api.example.com", "bad.example.com", "other.org"] }
+`))
+	want = []string{
+		`glovebox.toml:8: env.A.inject.hosts[1]: the secret could never be sent to "bad.example.com": network.deny has "bad.example.com:443"`,
+		`glovebox.toml:8: env.A.inject.hosts[2]: the secret could never be sent to "other.org": network.default is "deny" and no allow rule names it`,
+	}
+	if err == nil || strings.Contains(err.Error(), "hosts[0]") {
+		t.Errorf("Parse = %v, want errors for hosts[1] and hosts[2] only", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
+		}
+	}
+}

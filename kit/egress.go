@@ -1,0 +1,309 @@
+package kit
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// The egress proxy. Where the sandbox gives sessions network namespaces
+// of their own, every box runs one egress.Proxy and it is a session's only
+// way out (enforced): each sandboxed process's namespace has loopback and
+// a listener on 127.0.0.1:3128 made inside it, which the proxy serves.
+// Elsewhere a box whose manifest has a network policy or a brokered secret
+// (env inject) runs one, and each session gets a loopback TCP port its
+// agents are told about through HTTP_PROXY and friends (advisory: nothing
+// stops a process that ignores them, and /environment says so).
+//
+// Brokered secrets never enter an agent's environment: it gets their
+// placeholders. Every decision is logged and sent to the session's client
+// as an "egress" event on the running prompt. POST /egress (the key or an
+// admin token) replaces the policy; new connections follow it at once.
+
+// Egress modes, as /environment reports them.
+const (
+	EgressAdvisory = "advisory"
+	EgressEnforced = "enforced"
+)
+
+// EgressOptions are seams for tests: a resolver, a dialer and the roots
+// that verify brokered hosts. Zero values mean the system's.
+type EgressOptions struct {
+	Resolve egress.Resolver
+	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	RootCAs *x509.CertPool
+}
+
+// kitEgress is a Server's egress proxy and what /environment shows of it.
+type kitEgress struct {
+	proxy   *egress.Proxy
+	mode    string
+	bundle  string // the CA bundle agents trust
+	envBody atomic.Pointer[[]byte]
+	// listen opens a session's listener and names the host:port its
+	// agents reach it at. The default is a loopback TCP port (advisory
+	// mode); the sandbox puts in its place the unix socket a session's
+	// network namespace is bridged to, and sets mode to EgressEnforced.
+	listen func(sessionID string) (ln net.Listener, addr string, err error)
+}
+
+// listenLoopback is the advisory listener: a loopback TCP port.
+func listenLoopback(string) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, ln.Addr().String(), nil
+}
+
+// egressPreamble tells the agent how its network behaves, when the box
+// has an egress policy: "" otherwise.
+func egressPreamble(m *protocol.Manifest) string {
+	brokered := false
+	for _, e := range m.Env {
+		brokered = brokered || e.Inject != nil
+	}
+	if m.Network == nil && !brokered {
+		return ""
+	}
+	l := "Network: every connection goes through the box's egress proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY are set). " +
+		"A blocked connection answers HTTP 451 (SOCKS: not allowed by ruleset) with the host and the rule that blocked it: " +
+		"do not retry it; tell the user, who can allow it in glovebox.toml [network]."
+	if brokered {
+		l += " API keys in your environment are placeholders the proxy replaces on the way out; use them as they are."
+	}
+	return l
+}
+
+// bootEgress builds the proxy from the manifest, writes the CA bundle
+// agents trust, and puts placeholders in place of brokered secrets in the
+// agents' base environment.
+func (s *Server) bootEgress(b *boot) {
+	m := s.man
+	var secrets []egress.Secret
+	for _, name := range sortedKeys(m.Env) {
+		spec := m.Env[name]
+		if spec.Inject == nil {
+			continue
+		}
+		v := s.getenv(name)
+		if v == "" {
+			v = spec.Default
+		}
+		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header})
+	}
+	// Where sessions have network namespaces of their own the proxy is
+	// their only way out, so every box runs one (allowing what the policy
+	// allows, by default everything but loopback, link-local and metadata
+	// addresses); elsewhere only a box with a policy or a brokered secret
+	// does, and agents are told to use it.
+	enforced := s.sb != nil && s.sb.Report().Has(sandbox.LayerNetwork)
+	if m.Network == nil && len(secrets) == 0 && !enforced {
+		return
+	}
+	spec := protocol.NetworkSpec{}
+	if m.Network != nil {
+		spec = *m.Network
+	}
+	pol, err := egress.NewPolicy(spec)
+	if err != nil {
+		b.add("manifest: network: %v", err)
+		return
+	}
+	eo := s.opts.Egress
+	p, err := egress.New(egress.Options{
+		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
+		Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
+		Logger: s.log, Now: s.opts.Now,
+	})
+	if err != nil {
+		b.add("egress proxy: %v", err)
+		return
+	}
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, listen: listenLoopback}
+	if enforced {
+		e.mode = EgressEnforced
+	}
+	dir := filepath.Join(s.stateDir, "egress")
+	e.bundle = filepath.Join(dir, "ca-bundle.crt")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.add("egress proxy: %v", err)
+		return
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		b.add("egress proxy: %v", err)
+		return
+	}
+	if err := os.WriteFile(e.bundle, p.Bundle(egress.SystemRoots(s.getenv)), 0o644); err != nil {
+		b.add("egress proxy: write the CA bundle: %v", err)
+		return
+	}
+	// The real values never reach an agent: whether they came from the
+	// manifest's env or the kit's own environment, agents get placeholders.
+	ph := p.Placeholders()
+	for i, kv := range s.baseEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := ph[k]; ok {
+			s.baseEnv[i] = k + "=" + v
+		}
+	}
+	s.caps = append(slices.Clip(s.caps), protocol.CapEgress)
+	s.egress = e
+	e.refresh(s)
+	s.log.Info("egress proxy", "mode", e.mode, "default", pol.Spec().Default, "allow", len(spec.Allow), "deny", len(spec.Deny), "brokered", p.Brokered())
+}
+
+// refresh recomputes the /environment body for the policy in force.
+func (e *kitEgress) refresh(s *Server) {
+	env := s.man.Environment(s.caps)
+	env.Network = e.view()
+	env.Isolation = s.isolation()
+	body, _ := json.Marshal(env)
+	e.envBody.Store(&body)
+}
+
+func (e *kitEgress) view() *protocol.EgressEnvironment {
+	spec := e.proxy.Policy().Spec()
+	return &protocol.EgressEnvironment{
+		Mode: e.mode, Default: spec.Default,
+		Allow: nonNil(spec.Allow), Deny: nonNil(spec.Deny),
+		Brokered: e.proxy.Brokered(),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// environmentBody is the body of GET /environment.
+func (s *Server) environmentBody() []byte {
+	if s.egress != nil {
+		return *s.egress.envBody.Load()
+	}
+	return s.envBody
+}
+
+// egressEnv starts the session's proxy listener, the first time, and
+// returns the variables its agents need; none when the box has no proxy.
+func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
+	e := ss.srv.egress
+	if e == nil {
+		return nil, nil
+	}
+	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent}
+	if e.mode == EgressEnforced {
+		// Each sandboxed process's network namespace has a listener of its
+		// own, made inside it; the proxy serves each for the session.
+		box.OnListener = func(ln net.Listener) {
+			ss.srv.wg.Add(1)
+			go func() {
+				defer ss.srv.wg.Done()
+				if err := e.proxy.Serve(ss.ctx, ln, sess); err != nil {
+					ss.logger().Error("egress proxy stopped", "err", err)
+				}
+			}()
+		}
+		return e.proxy.Env(sandbox.DefaultProxyAddr, e.bundle), nil
+	}
+	ln, addr, err := e.listen(ss.id)
+	if err != nil {
+		return nil, codeErr(protocol.CodeError, fmt.Errorf("start the session's egress proxy: %w", err))
+	}
+	ss.srv.wg.Add(1)
+	go func() {
+		defer ss.srv.wg.Done()
+		if err := e.proxy.Serve(ss.ctx, ln, sess); err != nil {
+			ss.logger().Error("egress proxy stopped", "err", err)
+		}
+	}()
+	return e.proxy.Env(addr, e.bundle), nil
+}
+
+// egressEvent logs an egress decision and sends it to the client on the
+// running prompt, if there is one.
+func (ss *session) egressEvent(ev egress.Event) {
+	lvl := ss.logger().Info
+	if ev.Decision != egress.Allow {
+		lvl = ss.logger().Warn
+	}
+	lvl("egress", "proto", ev.Proto, "host", ev.Host, "port", ev.Port, "decision", ev.Decision, "rule", ev.Rule,
+		"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn, "brokered", ev.Brokered, "stripped", ev.Stripped)
+	if t := ss.turnNow.Load(); t != nil {
+		t.Emit(protocol.EventEgress, ev) // a prompt that just ended no longer takes events
+	}
+}
+
+// serveEgress is the admin route: GET shows the policy, POST or PUT
+// replaces it with the JSON body {"default","allow","deny"}.
+func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
+	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeAdmin, "") {
+		unauthorized(w)
+		return
+	}
+	e := s.egress
+	if e == nil {
+		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodPost, http.MethodPut:
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+		if err != nil || len(body) > 1<<20 {
+			http.Error(w, "the policy must be JSON of at most 1MB", http.StatusBadRequest)
+			return
+		}
+		var spec protocol.NetworkSpec
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			http.Error(w, "the policy is not {\"default\": ..., \"allow\": [...], \"deny\": [...]}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		pol, err := egress.NewPolicy(spec)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		e.proxy.SetPolicy(pol)
+		e.refresh(s)
+		s.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
+	default:
+		methodNotAllowed(w, "GET, HEAD, POST, PUT")
+		return
+	}
+	out, _ := json.Marshal(e.view())
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(out)
+}
+
+// EgressStats returns the egress proxy's counters (zero without one).
+func (s *Server) EgressStats() egress.Stats {
+	if s.egress == nil {
+		return egress.Stats{}
+	}
+	return s.egress.proxy.Stats()
+}

@@ -1,0 +1,448 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Placeholder is the value agents see in place of the secret name: stable
+// for a seed, recognisably fake, and safe in any header.
+func Placeholder(seed, name string) string {
+	sum := sha256.Sum256([]byte("glovebox placeholder\x00" + seed + "\x00" + name))
+	return "glovebox-placeholder-" + name + "-" + hex.EncodeToString(sum[:8])
+}
+
+// authority is the box's CA: made at New, its key only in memory.
+type authority struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	pem     []byte
+	mu      sync.Mutex
+	leaves  map[string]*tls.Certificate
+	serials int64
+}
+
+func newAuthority(now time.Time) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "Glovebox box CA " + hex.EncodeToString(id[:]), Organization: []string{"Glovebox egress proxy"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(5 * 365 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &authority{
+		cert: cert, key: key, leaves: map[string]*tls.Certificate{}, serials: 1,
+		pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	}, nil
+}
+
+// leaf returns a certificate for host signed by the CA, made once.
+func (a *authority) leaf(host string, now time.Time) (*tls.Certificate, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.leaves[host]; ok && now.Before(c.Leaf.NotAfter.Add(-time.Hour)) {
+		return c, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	a.serials++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(a.serials),
+		Subject:      pkix.Name{CommonName: host},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(30 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		tmpl.IPAddresses = []net.IP{ip.AsSlice()}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+	a.leaves[host] = c
+	return c, nil
+}
+
+// CACert returns the box CA's certificate, PEM-encoded.
+func (p *Proxy) CACert() []byte { return slices.Clone(p.ca.pem) }
+
+// systemBundles are where CA bundles live on common systems and in Nix
+// images.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/ssl/certs/ca-bundle.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/cert.pem",
+}
+
+// SystemRoots returns the system's CA bundle: the file named by
+// SSL_CERT_FILE or NIX_SSL_CERT_FILE in getenv, else the first that
+// exists of the usual places; nil when there is none.
+func SystemRoots(getenv func(string) string) []byte {
+	paths := []string{}
+	for _, k := range []string{"SSL_CERT_FILE", "NIX_SSL_CERT_FILE"} {
+		if v := getenv(k); v != "" {
+			paths = append(paths, v)
+		}
+	}
+	for _, p := range append(paths, systemBundles...) {
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// Bundle returns system followed by the box CA: the file agents' tools
+// trust.
+func (p *Proxy) Bundle(system []byte) []byte {
+	b := slices.Clone(system)
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	b = append(b, "# Glovebox box CA: the egress proxy brokers secrets with it\n"...)
+	return append(b, p.ca.pem...)
+}
+
+// Env returns the variables an agent needs to use the proxy listening at
+// addr (host:port) and trust the bundle at bundlePath, and the
+// placeholders in place of the brokered secrets.
+func (p *Proxy) Env(addr, bundlePath string) []string {
+	httpURL := "http://" + addr
+	env := []string{
+		"HTTP_PROXY=" + httpURL, "http_proxy=" + httpURL,
+		"HTTPS_PROXY=" + httpURL, "https_proxy=" + httpURL,
+		"ALL_PROXY=socks5h://" + addr, "all_proxy=socks5h://" + addr,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+		// Node 24 (and 22.21+) honours the variables above only when told to.
+		"NODE_USE_ENV_PROXY=1",
+	}
+	if bundlePath != "" {
+		for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"} {
+			env = append(env, k+"="+bundlePath)
+		}
+	}
+	for _, s := range p.secrets {
+		env = append(env, s.Name+"="+s.placeholder)
+	}
+	return env
+}
+
+// Placeholders maps each brokered secret's name to its placeholder.
+func (p *Proxy) Placeholders() map[string]string {
+	m := make(map[string]string, len(p.secrets))
+	for _, s := range p.secrets {
+		m[s.Name] = s.placeholder
+	}
+	return m
+}
+
+// brokers reports whether some secret is sent to host.
+func (p *Proxy) brokers(host string) bool {
+	for _, s := range p.secrets {
+		if slices.Contains(s.Hosts, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripString removes every placeholder from v and names the secrets
+// whose placeholders it held.
+func (p *Proxy) stripString(v string) (string, []string) {
+	var names []string
+	for _, s := range p.secrets {
+		if strings.Contains(v, s.placeholder) {
+			v = strings.ReplaceAll(v, s.placeholder, "")
+			names = append(names, s.Name)
+		}
+	}
+	return v, names
+}
+
+// stripURL removes every placeholder from u's path and query and returns
+// the names stripped.
+func (p *Proxy) stripURL(u *url.URL) []string {
+	var all []string
+	for _, f := range []*string{&u.Path, &u.RawPath, &u.RawQuery} {
+		if v, names := p.stripString(*f); len(names) > 0 {
+			*f = v
+			all = appendNew(all, names...)
+		}
+	}
+	return all
+}
+
+// strip removes every placeholder from hd, dropping a value it leaves
+// empty, and returns the names stripped.
+func (p *Proxy) strip(hd http.Header) (stripped []string) {
+	for k, vs := range hd {
+		changed := false
+		for i, v := range vs {
+			nv, names := p.stripString(v)
+			if len(names) == 0 {
+				continue
+			}
+			stripped = appendNew(stripped, names...)
+			vs[i] = nv
+			if t := strings.TrimSpace(nv); t == "" || strings.EqualFold(t, "bearer") {
+				vs[i], changed = "", true
+			}
+		}
+		if changed {
+			vs = slices.DeleteFunc(vs, func(v string) bool { return v == "" })
+			if len(vs) == 0 {
+				delete(hd, k)
+			} else {
+				hd[k] = vs
+			}
+		}
+	}
+	return stripped
+}
+
+// broker puts real values into the request to host and strips every
+// other placeholder. It returns the names brokered and stripped.
+func (p *Proxy) broker(hd http.Header, host string) (brokered, stripped []string) {
+	for _, s := range p.secrets {
+		if !slices.Contains(s.Hosts, host) {
+			continue
+		}
+		if s.Header != "" {
+			k := http.CanonicalHeaderKey(s.Header)
+			vs := hd[k]
+			for i, v := range vs {
+				if strings.Contains(v, s.placeholder) {
+					vs[i] = strings.ReplaceAll(v, s.placeholder, s.Value)
+					brokered = appendNew(brokered, s.Name)
+				}
+			}
+		}
+		vs := hd["Authorization"]
+		for i, v := range vs {
+			if tok, ok := cutBearer(v); ok && tok == s.placeholder {
+				vs[i] = "Bearer " + s.Value
+				brokered = appendNew(brokered, s.Name)
+			}
+		}
+	}
+	return brokered, p.strip(hd)
+}
+
+func cutBearer(v string) (string, bool) {
+	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimSpace(v[7:]), true
+}
+
+func appendNew(list []string, names ...string) []string {
+	for _, n := range names {
+		if !slices.Contains(list, n) {
+			list = append(list, n)
+		}
+	}
+	return list
+}
+
+// hideValues replaces any real secret value in a response's headers with
+// its placeholder, so that an upstream echoing a header cannot hand the
+// value to the agent that way.
+func (p *Proxy) hideValues(hd http.Header) {
+	for _, vs := range hd {
+		for i, v := range vs {
+			for _, s := range p.secrets {
+				if s.Value != "" && strings.Contains(v, s.Value) {
+					vs[i] = strings.ReplaceAll(v, s.Value, s.placeholder)
+					v = vs[i]
+				}
+			}
+		}
+	}
+}
+
+// serveBrokered terminates the agent's TLS with a certificate for host
+// from the box CA and forwards each request over a verified TLS
+// connection to the real host, with the secrets brokered.
+func (h *handler) serveBrokered(host string, port int, d Decision) {
+	now := h.p.now()
+	cert, err := h.p.ca.leaf(host, now)
+	if err != nil {
+		h.p.log.Error("egress: certificate for a brokered host", "host", host, "err", err)
+		return
+	}
+	tc := tls.Server(&bufferedConn{Conn: h.c, r: h.br}, &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+	defer tc.Close()
+	hctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	err = tc.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		h.emit(Event{Proto: "https", Host: host, Port: port, Decision: Fail, Rule: d.Rule,
+			Reason: "the agent's TLS handshake failed (does it trust the box CA? see SSL_CERT_FILE): " + err.Error()})
+		return
+	}
+	lim := &limiter{r: tc}
+	br := bufio.NewReader(lim)
+	var up *upstream
+	var upTLS *tls.Conn
+	var upBR *bufio.Reader
+	defer func() {
+		if upTLS != nil {
+			upTLS.Close()
+		}
+	}()
+	for {
+		h.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		lim.head()
+		req, err := http.ReadRequest(br)
+		lim.unlimit()
+		if errors.Is(err, errHeadTooLarge) {
+			writeSimple(tc, http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "glovebox egress proxy: the request head is larger than 1MB\n")
+			return
+		}
+		if err != nil {
+			return
+		}
+		h.c.SetReadDeadline(time.Time{})
+		ev := Event{Proto: "https", Host: host, Port: port}
+		pol := h.p.policy.Load()
+		var dd Decision
+		if up != nil {
+			dd = pol.decideAddrs(host, true, port, []netip.Addr{up.addr})
+		} else {
+			dd = pol.Decide(h.ctx, h.resolve, host, port)
+		}
+		ev.Decision, ev.Rule, ev.Reason = dd.Verdict, dd.Rule, dd.Reason
+		if !dd.Allowed() {
+			writeBlock(tc, host, port, dd)
+			h.emit(ev)
+			return
+		}
+		if up == nil {
+			u, err := h.connect(host, port, dd)
+			if err == nil {
+				ut := tls.Client(u, &tls.Config{ServerName: host, RootCAs: h.p.opts.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+				hctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+				err = ut.HandshakeContext(hctx)
+				cancel()
+				if err != nil {
+					u.Close()
+					err = fmt.Errorf("TLS to %s: %w", hostPort(host, port), err)
+				} else {
+					up, upTLS, upBR = u, ut, bufio.NewReader(ut)
+				}
+			}
+			if err != nil {
+				ev.Decision, ev.Reason = Fail, err.Error()
+				writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+err.Error()+"\n")
+				h.emit(ev)
+				return
+			}
+		}
+		out0, in0 := up.out.Load(), up.in.Load()
+		ev.Brokered, ev.Stripped = h.p.broker(req.Header, host)
+		ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
+		if len(ev.Stripped) > 0 {
+			h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
+		}
+		if req.Header.Get("Expect") == "100-continue" {
+			io.WriteString(tc, "HTTP/1.1 100 Continue\r\n\r\n")
+		}
+		removeHopHeaders(req.Header)
+		req.Header.Del("Expect")
+		req.RequestURI = ""
+		req.URL.Scheme, req.URL.Host = "", ""
+		req.Host = host // the key goes with the host it is for, whatever the Host header said
+		if port != 443 {
+			req.Host = hostPort(host, port)
+		}
+		clientClose := req.Close
+		req.Close = false
+		resp, err := roundTrip(upTLS, upBR, req)
+		if err != nil {
+			ev.Decision, ev.Reason = Fail, err.Error()
+			writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+hostPort(host, port)+": "+err.Error()+"\n")
+			ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
+			h.emit(ev)
+			return
+		}
+		upClose := resp.Close
+		removeHopHeaders(resp.Header)
+		h.p.hideValues(resp.Header)
+		resp.Close = clientClose
+		err = writeResponse(tc, resp)
+		resp.Body.Close()
+		ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
+		h.emit(ev)
+		if err != nil || resp.Close {
+			return
+		}
+		if upClose {
+			upTLS.Close()
+			up, upTLS, upBR = nil, nil, nil
+		}
+	}
+}
+
+// bufferedConn reads through the bufio.Reader that already holds what
+// the client sent after its CONNECT.
+type bufferedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }

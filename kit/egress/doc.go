@@ -1,0 +1,46 @@
+// Package egress is the box's egress proxy: every connection a session's
+// agents make leaves through it, and it decides each by the box's network
+// policy, tells the agent why it blocked one, logs every decision, and
+// puts brokered secrets into requests so that their real values never
+// enter a session.
+//
+// One listener serves three protocols, told apart by the first byte a
+// client sends: HTTP forward proxying (absolute-URI requests), CONNECT
+// tunnels, and SOCKS5 (CONNECT, with names: ALL_PROXY=socks5h://... covers
+// git, ssh and databases). The proxy does not care what kind of listener
+// it serves: a loopback TCP port (advisory mode, agents are told to use it
+// through HTTP_PROXY and friends) or a unix socket a session's network
+// namespace is bridged to (enforced mode, its only route out).
+//
+// Decisions are by host name and port, then by every address the proxy
+// resolved the name to: wildcards (*.example.com), host:port, CIDRs, a
+// default, and deny always wins. Loopback, link-local, metadata and
+// multicast addresses are closed unless an allow rule names the address
+// or its range. The proxy dials only the addresses it checked, so a name
+// that resolves to a denied address (DNS rebinding) is denied.
+//
+// A block reads as one: a plain-HTTP request gets 451 with a body naming
+// the host, the rule and how to allow it in glovebox.toml; a CONNECT gets
+// the same as the proxy's answer (and its status line says it, which is
+// what most tools print); SOCKS gets "connection not allowed by ruleset"
+// at once.
+//
+// The egress log. Each decision becomes one Event for the session's sink:
+// a plain-HTTP request or a request inside a brokered tunnel when its
+// answer has been passed on, a tunnel (CONNECT, SOCKS) when it closes,
+// a block at once. Events carry bytes each way; Stats adds them up.
+//
+// Brokering. A secret with hosts and a header reaches agents only as a
+// placeholder ("glovebox-placeholder-NAME-<hash>", stable per box). A
+// CONNECT to one of its hosts is terminated with a per-box CA, made at
+// New and kept in memory; the proxy puts the real value in place of the
+// placeholder in the named header and in an Authorization bearer, and
+// forwards over TLS, verifying the real server's certificate. A
+// placeholder in a request to any other host the proxy can read (plain
+// HTTP) is stripped and reported in the event; inside another host's TLS
+// tunnel the proxy cannot see it, but it is only a placeholder there: the
+// real value never leaves except to its hosts. A SOCKS connection to a
+// brokered host is terminated the same way. Brokering covers headers,
+// not bodies, and HTTP/1.1 only (no upgrades to WebSocket on brokered
+// hosts).
+package egress

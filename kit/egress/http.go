@@ -1,0 +1,313 @@
+package egress
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serveHTTP serves forward-proxy requests on a kept-alive client
+// connection until it closes, or hands it to a tunnel on CONNECT.
+func (h *handler) serveHTTP() {
+	var up *upstream
+	var upBR *bufio.Reader
+	defer func() {
+		if up != nil {
+			up.Close()
+		}
+	}()
+	for {
+		h.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		h.lim.head()
+		req, err := http.ReadRequest(h.br)
+		h.lim.unlimit()
+		if errors.Is(err, errHeadTooLarge) {
+			writeSimple(h.c, http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "glovebox egress proxy: the request head is larger than 1MB\n")
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !isClosed(err) {
+				writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: cannot read the request: "+err.Error()+"\n")
+			}
+			return
+		}
+		h.c.SetReadDeadline(time.Time{})
+		if req.Method == http.MethodConnect {
+			h.serveConnect(req)
+			return
+		}
+		if !req.URL.IsAbs() || req.URL.Scheme != "http" || req.URL.Host == "" {
+			writeSimple(h.c, http.StatusBadRequest, "Bad Request",
+				"glovebox egress proxy: send absolute http:// URLs (set HTTP_PROXY) or CONNECT for https (set HTTPS_PROXY); got "+strconv.Quote(req.RequestURI)+"\n")
+			return
+		}
+		keep := h.forward(req, &up, &upBR)
+		if !keep {
+			return
+		}
+	}
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// forward sends one plain-HTTP request upstream, reusing *up when it goes
+// to the same host and port, and reports whether the client connection
+// may carry another request.
+func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader) bool {
+	host := normHost(req.URL.Hostname())
+	port := 80
+	if ps := req.URL.Port(); ps != "" {
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > 65535 {
+			writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: bad port "+strconv.Quote(ps)+"\n")
+			return false
+		}
+		port = n
+	}
+	pol := h.p.policy.Load()
+	var d Decision
+	if u := *up; u != nil && u.host == host && u.port == port {
+		_, err := netip.ParseAddr(host)
+		d = pol.decideAddrs(host, err != nil, port, []netip.Addr{u.addr})
+	} else {
+		d = pol.Decide(h.ctx, h.resolve, host, port)
+	}
+	ev := Event{Proto: "http", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
+	if !d.Allowed() {
+		writeBlock(h.c, host, port, d)
+		h.emit(ev)
+		return false
+	}
+	if u := *up; u == nil || u.host != host || u.port != port {
+		if u != nil {
+			u.Close()
+			*up = nil
+		}
+		u, err := h.connect(host, port, d)
+		if err != nil {
+			ev.Decision, ev.Reason = Fail, err.Error()
+			writeSimple(h.c, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+err.Error()+"\n")
+			h.emit(ev)
+			return false
+		}
+		*up, *upBR = u, bufio.NewReader(u)
+	}
+	u := *up
+	out0, in0 := u.out.Load(), u.in.Load()
+	ev.Stripped = h.p.strip(req.Header)
+	ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
+	if len(ev.Stripped) > 0 {
+		h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
+	}
+	if req.Header.Get("Expect") == "100-continue" {
+		io.WriteString(h.c, "HTTP/1.1 100 Continue\r\n\r\n")
+	}
+	removeHopHeaders(req.Header)
+	req.Header.Del("Expect")
+	req.RequestURI = ""
+	req.Host = req.URL.Host // the host the policy decided, whatever the Host header said
+	clientClose := req.Close
+	req.Close = false
+	resp, err := roundTrip(u, *upBR, req)
+	keep := !clientClose
+	if err != nil {
+		u.Close()
+		*up = nil
+		ev.Decision, ev.Reason = Fail, err.Error()
+		writeSimple(h.c, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+hostPort(host, port)+": "+err.Error()+"\n")
+		ev.BytesOut, ev.BytesIn = u.out.Load()-out0, u.in.Load()-in0
+		h.emit(ev)
+		return false
+	}
+	upClose := resp.Close
+	removeHopHeaders(resp.Header)
+	resp.Close = clientClose
+	err = writeResponse(h.c, resp)
+	resp.Body.Close()
+	if upClose || err != nil {
+		u.Close()
+		*up = nil
+	}
+	if resp.Close || err != nil {
+		keep = false
+	}
+	ev.BytesOut, ev.BytesIn = u.out.Load()-out0, u.in.Load()-in0
+	h.emit(ev)
+	return keep
+}
+
+// roundTrip writes req on an upstream connection and reads its answer,
+// skipping interim 1xx answers.
+func roundTrip(w io.Writer, br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	if err := req.Write(w); err != nil {
+		return nil, fmt.Errorf("send the request: %w", err)
+	}
+	for {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, fmt.Errorf("read the answer: %w", err)
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			resp.Body.Close()
+			continue
+		}
+		return resp, nil
+	}
+}
+
+// writeResponse writes resp to the client through a buffer, so that its
+// head and a small body leave in one write, flushing before every read
+// of the body so that a streamed answer (server-sent events) is never
+// held back.
+func writeResponse(w io.Writer, resp *http.Response) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	resp.Body = flushingReader{resp.Body, bw}
+	// Only Write: bufio.Writer's ReadFrom would read into the buffer that
+	// the reader's flush empties.
+	if err := resp.Write(struct{ io.Writer }{bw}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+type flushingReader struct {
+	io.ReadCloser
+	bw *bufio.Writer
+}
+
+func (r flushingReader) Read(p []byte) (int, error) {
+	if err := r.bw.Flush(); err != nil {
+		return 0, err
+	}
+	return r.ReadCloser.Read(p)
+}
+
+// hopHeaders are the headers of one hop, not forwarded (RFC 9110 7.6.1).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopHeaders(hd http.Header) {
+	for _, f := range hd.Values("Connection") {
+		for _, k := range strings.Split(f, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				hd.Del(k)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		hd.Del(k)
+	}
+}
+
+// serveConnect decides a CONNECT and tunnels it, or terminates TLS for a
+// brokered host.
+func (h *handler) serveConnect(req *http.Request) {
+	host, ps, err := net.SplitHostPort(req.RequestURI)
+	port, perr := strconv.Atoi(ps)
+	if err != nil || perr != nil || port < 1 || port > 65535 || host == "" {
+		writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: CONNECT wants host:port, got "+strconv.Quote(req.RequestURI)+"\n")
+		return
+	}
+	host = normHost(host)
+	d := h.p.policy.Load().Decide(h.ctx, h.resolve, host, port)
+	ev := Event{Proto: "connect", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
+	if !d.Allowed() {
+		writeBlock(h.c, host, port, d)
+		h.emit(ev)
+		return
+	}
+	if h.p.brokers(host) {
+		if _, err := io.WriteString(h.c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			return
+		}
+		h.serveBrokered(host, port, d)
+		return
+	}
+	u, err := h.connect(host, port, d)
+	if err != nil {
+		ev.Decision, ev.Reason = Fail, err.Error()
+		writeSimple(h.c, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+err.Error()+"\n")
+		h.emit(ev)
+		return
+	}
+	if _, err := io.WriteString(h.c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		u.Close()
+		return
+	}
+	pipe(h.br, h.c, u)
+	ev.BytesOut, ev.BytesIn = u.out.Load(), u.in.Load()
+	h.emit(ev)
+}
+
+// BlockMessage is the text a blocked agent reads: the destination, the
+// rule that blocked it, and how to allow it in glovebox.toml.
+func BlockMessage(host string, port int, d Decision) string {
+	target := hostPort(host, port)
+	var b strings.Builder
+	fmt.Fprintf(&b, "glovebox: the connection to %s was blocked by this box's network policy.\n", target)
+	fmt.Fprintf(&b, "Reason: %s.\n", d.Reason)
+	fmt.Fprintf(&b, "Rule: %s\n", d.Rule)
+	b.WriteString("To allow it, change [network] in the box's glovebox.toml (or ask the box's operator to change the policy at runtime):\n")
+	switch {
+	case strings.HasPrefix(d.Rule, "built-in: "):
+		addr := host
+		if len(d.Addrs) > 0 {
+			addr = d.Addrs[0].String()
+			for _, a := range d.Addrs {
+				for _, bi := range builtin {
+					if bi.prefix.Contains(a) && "built-in: "+bi.what == d.Rule {
+						addr = a.String()
+					}
+				}
+			}
+		}
+		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # this address is closed unless an allow rule names it\n", addr)
+	case d.Rule == `default = "deny"`:
+		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # or %q for every port", target, host)
+		if i := strings.IndexByte(host, '.'); i > 0 && strings.Count(host, ".") >= 2 {
+			fmt.Fprintf(&b, ", or %q for every subdomain of %s", "*"+host[i:], host[i+1:])
+		}
+		b.WriteString("\n")
+	default:
+		fmt.Fprintf(&b, "  [network]\n  deny = [...]   # remove %q: deny always wins over allow\n", d.Rule)
+	}
+	b.WriteString("Do not retry this connection unchanged: it will be blocked again.\n")
+	return b.String()
+}
+
+// writeBlock answers a blocked request and asks the client to close: 451 for a policy block, 502 when
+// the name did not resolve. The status line carries the gist, since many
+// tools print only that for a failed CONNECT.
+func writeBlock(w io.Writer, host string, port int, d Decision) {
+	if d.Verdict == Fail {
+		writeSimple(w, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+d.Reason+"\n")
+		return
+	}
+	body := BlockMessage(host, port, d)
+	reason := fmt.Sprintf("Blocked by glovebox egress policy: %s, rule %s", hostPort(host, port), d.Rule)
+	fmt.Fprintf(w, "HTTP/1.1 451 %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nX-Glovebox-Egress: blocked\r\nX-Glovebox-Egress-Rule: %s\r\nConnection: close\r\n\r\n%s",
+		headerSafe(reason), len(body), headerSafe(d.Rule), body)
+}
+
+func writeSimple(w io.Writer, code int, status, body string) {
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", code, status, len(body), body)
+}
+
+// headerSafe keeps s to printable ASCII for a header or status line.
+func headerSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
+}
