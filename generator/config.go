@@ -55,6 +55,9 @@ type Config struct {
 	AgentMain, AgentVendorHash string
 	// Deploy holds the per-platform settings of [deploy].
 	Deploy Deploy
+	// Sandbox chooses the isolation layers ([sandbox]); nil when the file
+	// has none (every layer the platform allows).
+	Sandbox *protocol.SandboxSpec
 	// Network is the egress policy ([network]); nil when the file has none.
 	Network *protocol.NetworkSpec
 }
@@ -100,6 +103,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Agent:           &agent,
 		Sessions:        c.Sessions,
 		Network:         c.Network,
+		Sandbox:         c.Sandbox,
 	}
 }
 
@@ -158,7 +162,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -204,6 +208,8 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.network(k, v, c)
 		case "deploy":
 			d.deploy(k, v, c)
+		case "sandbox":
+			d.sandbox(k, v, c)
 		}
 	}
 	if len(d.probs) == 0 {
@@ -481,7 +487,7 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 }
 
 func (d *doc) limits(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "cpu", "memory", "timeout", "max_message", "max_input", "input_timeout")
+	m, ok := d.table(path, v, "cpu", "memory", "timeout", "max_message", "max_input", "input_timeout", "disk")
 	if !ok {
 		return
 	}
@@ -504,6 +510,12 @@ func (d *doc) limits(path string, v any, c *Config) {
 	if c.Limits.CPU != "" {
 		if f, err := strconv.ParseFloat(c.Limits.CPU, 64); !cpuRE.MatchString(c.Limits.CPU) || err != nil || f <= 0 || f > 256 {
 			d.errorf(path+".cpu", "%q is not a CPU count: want a number from 0.1 to 256 such as \"1\", \"2\" or \"0.5\"", c.Limits.CPU)
+		}
+	}
+	c.Limits.Disk = get("disk")
+	if c.Limits.Disk != "" {
+		if _, err := protocol.ParseQuantity(c.Limits.Disk); err != nil {
+			d.errorf(path+".disk", "%v", err)
 		}
 	}
 	c.Limits.Memory = get("memory")
@@ -616,6 +628,51 @@ func (d *doc) sessions(path string, v any, c *Config) {
 		s.MaxQueue, _ = d.integer(path+".max_queue", x)
 	}
 	c.Sessions = s
+}
+
+// sandbox decodes [sandbox]: layers to turn off, layers to require, the
+// session uid range and the per-session process and file caps.
+func (d *doc) sandbox(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "enabled", "users", "mount", "pid", "network", "cgroup", "require", "uid_base", "uid_count", "pids", "files")
+	if !ok {
+		return
+	}
+	s := &protocol.SandboxSpec{}
+	for _, f := range []struct {
+		k   string
+		dst **bool
+	}{{"enabled", &s.Enabled}, {"users", &s.Users}, {"mount", &s.Mount}, {"pid", &s.PID}, {"network", &s.Network}, {"cgroup", &s.Cgroup}} {
+		if x, ok := m[f.k]; ok {
+			if b, ok := d.boolean(path+"."+f.k, x); ok {
+				*f.dst = &b
+			}
+		}
+	}
+	if x, ok := m["require"]; ok {
+		if l, ok := d.strList(path+".require", x); ok {
+			for _, layer := range l {
+				if !slices.Contains(protocol.SandboxLayers, layer) {
+					d.errorf(path+".require", "%q is not a sandbox layer: use %s", layer, strings.Join(protocol.SandboxLayers, ", "))
+				}
+			}
+			s.Require = l
+		}
+	}
+	for _, f := range []struct {
+		k   string
+		dst *int
+		min int
+	}{{"uid_base", &s.UIDBase, 1000}, {"uid_count", &s.UIDCount, 1}, {"pids", &s.Pids, 16}, {"files", &s.Files, 64}} {
+		if x, ok := m[f.k]; ok {
+			if n, ok := d.integer(path+"."+f.k, x); ok {
+				if n < f.min {
+					d.errorf(path+"."+f.k, "%d is too small: use %d or more", n, f.min)
+				}
+				*f.dst = n
+			}
+		}
+	}
+	c.Sandbox = s
 }
 
 func (d *doc) agent(path string, v any, c *Config) {

@@ -126,6 +126,12 @@ func TestParseErrors(t *testing.T) {
 		{"env unknown field", "[env.KEY]\nrequired = true\nsecert = true\n", []string{`glovebox.toml:3: env.KEY.secert: unknown key "secert" (did you mean "secret"?); allowed here: required, secret, default, description`}},
 		{"env bad name", "[env.\"1BAD\"]\nrequired = true\n", []string{`glovebox.toml:1: env.1BAD: "1BAD" is not a valid variable name`}},
 		{"env reserved", "[env.GLOVEBOX_KEY]\nrequired = true\n", []string{`env.GLOVEBOX_KEY: "GLOVEBOX_KEY" is reserved`}},
+		{"sandbox", "[sandbox]\nnetwrok = false\nrequire = [\"mount\", \"vm\"]\nuid_base = 10\npid = \"no\"\n", []string{
+			`glovebox.toml:2: sandbox.netwrok: unknown key "netwrok" (did you mean "network"?)`,
+			`glovebox.toml:3: sandbox.require: "vm" is not a sandbox layer: use users, userns, privileges, mount, pid, network, cgroup`,
+			`glovebox.toml:4: sandbox.uid_base: 10 is too small: use 1000 or more`,
+			`glovebox.toml:5: sandbox.pid: want true or false, got the string "no"`}},
+		{"limits disk", "[limits]\ndisk = \"lots\"\n", []string{`glovebox.toml:2: limits.disk: size "lots"`}},
 		{"env required type", "[env.A]\nrequired = \"yes\"\n", []string{`glovebox.toml:2: env.A.required: want true or false, got the string "yes"`}},
 		{"env multi-line default", "[env.A]\ndefault = \"a\\nb\"\n", []string{`glovebox.toml:2: env.A.default: a default must be one line`}},
 		{"bad size", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MiB\"\n[[storage.outputs]]\nuse = \"localServer\"\n", []string{`glovebox.toml:3: storage.outputs[0].below: size "1MiB" has unit "MiB": want B, KB, MB or GB`}},
@@ -202,6 +208,23 @@ func TestParseFlakeBase(t *testing.T) {
 	c, err := Parse("glovebox.toml", []byte(`base = "glovebox/media"`))
 	if err != nil || c.Base != "media" || c.BaseFlake != "" || c.Manifest("f").Base != "glovebox/media" {
 		t.Errorf("Parse(glovebox/media) = %+v, %v", c, err)
+	}
+}
+
+func TestParseSandbox(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[limits]\nmemory = \"512MB\"\ndisk = \"2Gi\"\n[sandbox]\nnetwork = false\nrequire = [\"users\", \"mount\"]\npids = 128\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Manifest("fp")
+	if sb := m.Sandbox; sb == nil || sb.Network == nil || *sb.Network || sb.Mount != nil || sb.Pids != 128 || len(sb.Require) != 2 {
+		t.Errorf("Manifest().Sandbox = %+v", m.Sandbox)
+	}
+	if m.Limits.Disk != "2Gi" {
+		t.Errorf("Manifest().Limits.Disk = %q", m.Limits.Disk)
+	}
+	if err := m.Check(); err != nil {
+		t.Errorf("the manifest does not check: %v", err)
 	}
 }
 
