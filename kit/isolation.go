@@ -81,8 +81,11 @@ func (s *Server) isolation() *protocol.Isolation {
 	if s.sb == nil {
 		return nil
 	}
-	iso := s.sb.Report().Isolation
-	return &iso
+	r := s.sb.Report()
+	return &protocol.Isolation{
+		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup,
+		Limits: protocol.IsolationLimits(r.Limits),
+	}
 }
 
 // sessionEnv is the environment a session's agents start with: the box's

@@ -41,8 +41,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // InitName is argv[0] of a sandbox supervisor process.
@@ -114,10 +112,25 @@ const (
 	LayerCgroup     = "cgroup"
 )
 
-// Report says which layers are in force, and why the others are not. It
-// is the protocol's Isolation, as /environment shows it.
+// Report says which layers are in force, and why the others are not, in
+// the shape of the protocol's Isolation, as /environment shows it. (The
+// package imports nothing that net/http does: a supervisor's init runs
+// before the kit's heavier packages initialise.)
 type Report struct {
-	protocol.Isolation
+	Active   []string          `json:"active"`
+	Inactive map[string]string `json:"inactive,omitempty"`
+	UIDs     string            `json:"uids,omitempty"`
+	Cgroup   string            `json:"cgroup,omitempty"`
+	Limits   ReportLimits      `json:"limits"`
+}
+
+// ReportLimits are the limits in force; zero is none.
+type ReportLimits struct {
+	Memory int64   `json:"memory,omitempty"`
+	CPU    float64 `json:"cpu,omitempty"`
+	Pids   int     `json:"pids,omitempty"`
+	Files  int     `json:"files,omitempty"`
+	Disk   int64   `json:"disk,omitempty"`
 }
 
 // Has reports whether layer is in force.

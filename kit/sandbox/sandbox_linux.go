@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,7 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
 	if sb.cg != nil {
 		active = append(active, LayerCgroup)
 	}
-	sb.report = Report{protocol.Isolation{Active: active, Limits: protocol.IsolationLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}}
+	sb.report = Report{Active: active, Limits: ReportLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
 	if len(inactive) > 0 {
 		sb.report.Inactive = inactive
 	}
@@ -803,6 +802,6 @@ func (ss *Session) track(p *Process) {
 // sandbox (Go programs that embed an agent without a kit, tests).
 func Plain() *Session {
 	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
-	sb.report = Report{protocol.Isolation{Inactive: map[string]string{LayerPrivileges: "a plain session"}}}
+	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }

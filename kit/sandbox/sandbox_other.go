@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Sandbox is the portable fallback: no layer is available off Linux.
@@ -27,9 +25,9 @@ func New(cfg Config, _ *slog.Logger) (*Sandbox, error) {
 		cfg.Grace = DefaultGrace
 	}
 	why := "needs Linux"
-	return &Sandbox{cfg: cfg, report: Report{protocol.Isolation{Inactive: map[string]string{
+	return &Sandbox{cfg: cfg, report: Report{Inactive: map[string]string{
 		LayerUsers: why, LayerPrivileges: why, LayerMount: why, LayerPID: why, LayerNetwork: why, LayerCgroup: why,
-	}}}}, nil
+	}}}, nil
 }
 
 // Report says which layers are in force: none.
