@@ -11,6 +11,7 @@ package waittest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -72,5 +73,40 @@ func Goroutines(t testing.TB, before int) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Recv receives one value from ch, failing the test unless one comes (or
+// ch closes) within Timeout.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("gave up after %v waiting for %s", Timeout, what)
+		panic("unreachable")
+	}
+}
+
+// Exit waits for the started cmd to exit and returns what cmd.Wait
+// returns. A process still running after Timeout is killed, and the test
+// fails.
+func Exit(t testing.TB, cmd *exec.Cmd, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("gave up after %v waiting for %s to exit; killed it", Timeout, what)
+		return nil
 	}
 }
