@@ -96,13 +96,7 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 // test, quoting stderr, when the command exits non-zero.
 func Run(t testing.TB, name string, args ...string) (stdout, stderr []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeoutCause(t.Context(), CommandTimeout,
-		fmt.Errorf("gave up after %v waiting for %s %s", CommandTimeout, name, strings.Join(args, " ")))
-	defer cancel()
-	stdout, stderr, err := Try(ctx, name, args...)
-	if ctx.Err() != nil {
-		t.Fatalf("%v\n%s", context.Cause(ctx), stderr)
-	}
+	stdout, stderr, err := Try(t.Context(), name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr)
 	}
@@ -110,13 +104,20 @@ func Run(t testing.TB, name string, args ...string) (stdout, stderr []byte) {
 }
 
 // Try runs name with args and returns stdout, stderr and the exit error, for
-// tests that expect a failure.
+// tests that expect a failure. The command is killed after CommandTimeout,
+// and the error then says what it was waiting for.
 func Try(ctx context.Context, name string, args ...string) (stdout, stderr []byte, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, CommandTimeout,
+		fmt.Errorf("gave up after %v waiting for %s %s", CommandTimeout, name, strings.Join(args, " ")))
+	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := Command(ctx, name, args...)
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
 	err = cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+	}
 	return out.Bytes(), errb.Bytes(), err
 }
 
