@@ -1048,7 +1048,11 @@ func TestInboundRequestsBounded(t *testing.T) {
 	tt := &testTurn{text: "flood 6", sess: s}
 	tt.answer = func(int, json.RawMessage) (json.RawMessage, error) {
 		// Hold every slot until both refusals are out.
+		deadline := time.Now().Add(waittest.Timeout)
 		for strings.Count(logs.String(), "too many requests in flight") < 2 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("gave up after %v waiting for two refusals in the log", waittest.Timeout)
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		return json.RawMessage(`"allow"`), nil
