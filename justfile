@@ -2,7 +2,7 @@
 # works without just; CI (.ci/run) runs the same commands.
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-export NIX_CONFIG := "experimental-features = nix-command flakes"
+export NIX_CONFIG := "experimental-features = nix-command flakes\nbuild-users-group ="
 
 # List the recipes.
 default:
@@ -16,14 +16,13 @@ demo:
 test:
     go test -race -count=1 ./...
 
-# What CI runs on a fresh machine: installs nix-bin and npm deps, then tests.
+# What CI runs on a fresh machine: installs nix-bin, npm deps and staticcheck, lints, tests, fuzzes.
 ci:
     bash .ci/run
 
-# Format, vet and check formatting the way CI does.
+# Check gofmt, go vet and staticcheck (pinned in .ci/lint) the way CI does.
 lint:
-    gofmt -l $(git ls-files '*.go') | (! grep .)
-    go vet ./...
+    bash .ci/lint
 
 # Run the benchmarks recorded in BENCHMARKS.md.
 bench:
@@ -34,9 +33,9 @@ build:
     mkdir -p bin
     go build -trimpath -o bin/ ./cmd/gbx ./cmd/glovebox-kit
 
-# Fuzz every decoder briefly (FUZZTIME=20s by default).
+# Fuzz every target in the module, one after the other: just fuzz 1m
 fuzz fuzztime="20s":
-    for p in ./protocol ./kit/egress; do for f in $(go test -list '^Fuzz' $p | grep ^Fuzz); do go test -run '^$' -fuzz "^$f\$" -fuzztime {{fuzztime}} $p; done; done
+    bash .ci/fuzz {{fuzztime}}
 
 # Evaluate the flake offline against the stand-in nixpkgs (what CI checks).
 nix-check:

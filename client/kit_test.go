@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
@@ -92,7 +93,7 @@ func readOutput(t *testing.T, r *client.Result, name string, opts ...client.Read
 func TestKitExecRoundTrip(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	script := `echo "in: $(cat "$GLOVEBOX_INPUT/in.txt")"
 printf small > "$GLOVEBOX_OUTPUT/small.txt"
 head -c 2097152 /dev/zero | tr '\0' 'g' > "$GLOVEBOX_OUTPUT/big.txt"
@@ -167,7 +168,7 @@ func TestKitDisplayRoundTrip(t *testing.T) {
 	})
 	url, _ := startKit(t, ag, "")
 	b := kitBox(t, url)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	for _, tc := range []struct {
 		q, want string
 		resolve bool
@@ -213,7 +214,7 @@ func TestKitDisplayRoundTrip(t *testing.T) {
 func TestKitAbort(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "echo started; sleep 60", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestKitResumeAfterDrop(t *testing.T) {
 	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -424,7 +425,7 @@ func TestKitResumeRefused(t *testing.T) {
 	kit1, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kit1)
 	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func TestKitGoneFailsAfterBoundedAttempts(t *testing.T) {
 	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url(), client.WithReconnect(3, time.Millisecond))
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -495,7 +496,7 @@ func TestKitLazyResumeKeepsSession(t *testing.T) {
 	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url())
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	run := func(cmd string) string {
 		t.Helper()
 		r, err := b.Prompt(ctx, cmd, client.PromptOptions{DiscardEvents: true})
@@ -520,7 +521,7 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url())
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	warm, err := b.Prompt(ctx, "true", client.PromptOptions{DiscardEvents: true})
 	if err != nil {
 		t.Fatal(err)
@@ -535,7 +536,7 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-swallowed
+	waittest.Wait(t, swallowed, "the prompt frame to reach the proxy")
 	p.cut()
 	done, err := r.Wait(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -33,7 +34,7 @@ func TestKitToken(t *testing.T) {
 		}
 		return b
 	}
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 
 	b := open(mint(protocol.ScopeConnect, protocol.ScopeFiles))
 	r, err := b.Prompt(ctx, `head -c 2097152 /dev/zero > "$GLOVEBOX_OUTPUT/big.bin"; echo ok`, client.PromptOptions{})

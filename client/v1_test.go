@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -68,7 +69,7 @@ func collect(ctx context.Context, r *client.Result) []client.Event {
 
 func TestV1RoundTrip(t *testing.T) {
 	b, s := newV1Box(t)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "echo hello v1 world", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestV1RoundTrip(t *testing.T) {
 
 func TestV1PromptIDsUnique(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	var mu sync.Mutex
 	ids := map[string]bool{}
 	var wg sync.WaitGroup
@@ -154,7 +155,7 @@ func TestV1Display(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := newV1Box(t)
-			ctx := t.Context()
+			ctx := waittest.Context(t, "the box's answers")
 			r, err := b.Prompt(ctx, "confirm", client.PromptOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -193,7 +194,7 @@ func TestV1Display(t *testing.T) {
 
 func TestV1Abort(t *testing.T) {
 	b, s := newV1Box(t)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "wait", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestV1Abort(t *testing.T) {
 
 func TestV1ContextCancelAborts(t *testing.T) {
 	b, s := newV1Box(t)
-	pctx, cancel := context.WithCancel(t.Context())
+	pctx, cancel := context.WithCancel(waittest.Context(t, "the box's answers"))
 	r, err := b.Prompt(pctx, "wait", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestV1ContextCancelAborts(t *testing.T) {
 
 func TestV1Files(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "files", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestV1Inputs(t *testing.T) {
 
 func TestV1DropFailsInFlight(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "drop", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +361,7 @@ func TestV1DropFailsInFlight(t *testing.T) {
 
 func TestV1BufferFull(t *testing.T) {
 	b, s := newV1Box(t, client.WithEventBuffer(64<<10))
-	ctx := t.Context()
+	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "flood 1000", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -139,7 +140,7 @@ func (b *box) dial(path string, header http.Header) *v1client {
 	if header == nil {
 		header = b.auth()
 	}
-	c, resp, err := wsconn.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http")+path, wsconn.DialOptions{Header: header})
+	c, resp, err := wsconn.Dial(waittest.Context(b.t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+path, wsconn.DialOptions{Header: header})
 	if err != nil {
 		status := 0
 		if resp != nil {

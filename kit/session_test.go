@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -141,7 +142,7 @@ func TestQueueLimitsAndDuplicates(t *testing.T) {
 	})
 	c := b.dial("/", nil)
 	c.prompt("a", "block")
-	<-started
+	waittest.Recv(t, started, "the agent to start the first prompt")
 	c.prompt("a", "echo dup")
 	if m := c.next(); m["id"] != "a" || errCode(m) != protocol.CodeDuplicateID {
 		t.Fatalf("duplicate: %v", m)
@@ -181,7 +182,7 @@ func TestCloseCancels(t *testing.T) {
 	c := b.dial("/", nil)
 	c.prompt("a", "x")
 	c.prompt("b", "x")
-	<-started
+	waittest.Recv(t, started, "the agent to start the first prompt")
 	c.close()
 	waitFor(t, "session to end", func() bool { return b.srv.sessionCount() == 0 })
 	if cancelled.Load() != 1 {
@@ -338,7 +339,7 @@ func TestMaxSessions(t *testing.T) {
 		m.Sessions = &protocol.SessionsSpec{Max: 1}
 	})
 	b.dial("/", nil)
-	_, resp, err := wsconn.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
+	_, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("second session: %v, want 503", err)
 	}
@@ -351,7 +352,7 @@ func TestCloseGoingAway(t *testing.T) {
 	b := newBox(t, scripted(started))
 	c := b.dial("/", nil)
 	c.prompt("a", "block")
-	<-started
+	waittest.Recv(t, started, "the agent to start the first prompt")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.srv.Close(ctx); err != nil {
@@ -360,7 +361,7 @@ func TestCloseGoingAway(t *testing.T) {
 	if m := c.next(); m["id"] != "a" || errCode(m) != "AbortError" {
 		t.Errorf("running prompt at Close: %v", m)
 	}
-	<-c.done
+	waittest.Wait(t, c.done, "the kit to close the socket at Close")
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -382,7 +383,7 @@ func TestKeepalive(t *testing.T) {
 	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 20 * time.Millisecond })
 	live := b.dial("/", nil) // its reader answers pings
 	// A client that never reads never answers a ping.
-	silent, _, err := wsconn.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
+	silent, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
 	if err != nil {
 		t.Fatal(err)
 	}

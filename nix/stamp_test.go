@@ -1,6 +1,8 @@
 package nix_test
 
 import (
+	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -8,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // TestVersionStamp builds gbx the way the Nix derivation does (its
@@ -21,15 +25,19 @@ func TestVersionStamp(t *testing.T) {
 	}
 	g := packageFacts(t)["x86_64-linux"].Go["gbx"]
 	bin := filepath.Join(t.TempDir(), "gbx")
-	build := exec.CommandContext(t.Context(), "go", "build", "-trimpath",
+	// A build takes seconds with a warm cache; a cold one on a loaded
+	// machine, minutes.
+	ctx, cancel := context.WithTimeoutCause(t.Context(), 5*time.Minute, errors.New("gave up after 5m waiting for go build of gbx"))
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath",
 		"-ldflags", strings.Join(append(g.Ldflags, "-buildid="), " "),
 		"-o", bin, "./"+g.SubPackages[0])
 	build.Dir = nixtest.ModuleRoot(t)
 	build.Env = append(build.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go build: %v (%v)\n%s", err, context.Cause(ctx), out)
 	}
-	out, err := exec.CommandContext(t.Context(), bin, "--version").CombinedOutput()
+	out, err := exec.CommandContext(waittest.Context(t, "gbx --version"), bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("gbx --version: %v\n%s", err, out)
 	}

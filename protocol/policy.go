@@ -122,6 +122,8 @@ func (p Policy) Check() error {
 
 // ErrNoAdapter is returned by Pick when no rule matched and there is no
 // default rule.
+//
+//lint:ignore ST1005 v1 clients see this exact text (spec §1.6)
 var ErrNoAdapter = errors.New("No storage adapter matched policy and no default rule registered")
 
 // Pick chooses the rule for a file of the given size, with v1's semantics:
@@ -183,15 +185,18 @@ type AdapterInfo struct {
 // policy v1 accepted with a bound it could not parse is an error too.
 func ValidateOutputs(p Policy, lookup func(adapter string) AdapterInfo) error {
 	if len(p.Rules) == 0 {
+		//lint:ignore ST1005 v1 clients see this exact text (spec §1.7)
 		return errors.New("Outputs policy has no rules")
 	}
 	for _, r := range p.Rules {
 		if !lookup(r.Use.Adapter).Registered {
+			//lint:ignore ST1005 v1 clients see this exact text (spec §1.7)
 			return fmt.Errorf("Outputs policy references unregistered adapter: %s", r.Use.Adapter)
 		}
 	}
 	for _, r := range p.Rules {
 		if lookup(r.Use.Adapter).ReadOnly {
+			//lint:ignore ST1005 v1 clients see this exact text (spec §1.7)
 			return fmt.Errorf("Outputs policy may not target adapter %q \u2014 it is read-only", r.Use.Adapter)
 		}
 	}
@@ -200,9 +205,11 @@ func ValidateOutputs(p Policy, lookup func(adapter string) AdapterInfo) error {
 		terminal = terminal || r.When.Always || r.When.Default
 	}
 	if !terminal {
+		//lint:ignore ST1005 v1 clients see this exact text (spec §1.7)
 		return errors.New("Outputs policy must include a terminal rule (always: true or default: true)")
 	}
 	if err := p.Check(); err != nil {
+		//lint:ignore ST1005 v1 clients see this exact text (spec §1.7)
 		return fmt.Errorf("Outputs policy: %w", err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // buildGbx builds cmd/gbx into a temporary directory.
@@ -96,10 +98,10 @@ func TestBinaries(t *testing.T) {
 	if err := dev.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if err := dev.Wait(); err != nil {
+	if err := waittest.Exit(t, dev, "gbx dev after Ctrl-C"); err != nil {
 		t.Errorf("gbx dev after Ctrl-C: %v, want exit 0", err)
 	}
-	if tail := <-rest; !strings.Contains(tail, "stopped") {
+	if tail := waittest.Recv(t, rest, "the rest of gbx dev's log"); !strings.Contains(tail, "stopped") {
 		t.Errorf("gbx dev did not say it stopped:\n%s", tail)
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -53,7 +55,7 @@ func testBox(t *testing.T, manifest string) (url, key string) {
 func runGbx(t *testing.T, env map[string]string, dir string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err = Run(t.Context(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	err = Run(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
 	return out.String(), errb.String(), err
 }
@@ -318,6 +320,10 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
+	// A gbx dev that never prints its url ends the scan after the timeout.
+	giveUp := time.AfterFunc(waittest.Timeout, func() {
+		pw.CloseWithError(fmt.Errorf("gave up after %v waiting for gbx dev's url", waittest.Timeout))
+	})
 	sc := bufio.NewScanner(pr)
 	var head strings.Builder
 	for sc.Scan() {
@@ -327,6 +333,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 			break
 		}
 	}
+	giveUp.Stop()
 	go io.Copy(io.Discard, pr)
 	stopped := false
 	stop = func() (string, error) {
@@ -335,7 +342,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 		}
 		stopped = true
 		cancel()
-		err := <-done
+		err := waittest.Recv(t, done, "gbx dev to stop once its context ended")
 		return out.String(), err
 	}
 	t.Cleanup(func() { stop() })
@@ -477,7 +484,7 @@ func TestPromptAsksOnTerminal(t *testing.T) {
 			b, _ := c.Box("b")
 			var out, errb bytes.Buffer
 			p := &promptRun{stdio: IO{Stdin: strings.NewReader(tc.typed), Stdout: &out, Stderr: &errb, Dir: t.TempDir()}, interactive: true}
-			if err := p.run(t.Context(), b, tc.renderer, client.PromptOptions{}, promptFlags{}); err != nil {
+			if err := p.run(waittest.Context(t, "the prompt's answer"), b, tc.renderer, client.PromptOptions{}, promptFlags{}); err != nil {
 				t.Fatal(err)
 			}
 			if strings.TrimSpace(out.String()) != tc.want {

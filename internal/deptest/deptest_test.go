@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -108,15 +107,13 @@ func moduleRoot(t *testing.T) string {
 	return root
 }
 
-// goTool returns the go command that runs this test.
+// goTool returns the go command that runs this test: go test puts its
+// GOROOT/bin first on the test's PATH.
 func goTool(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err != nil {
-		t.Skip("no go command to run go list with")
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to run go list with")
 	}
 	return p
 }

@@ -33,17 +33,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Systems are the systems every Glovebox flake builds for.
 var Systems = []string{"x86_64-linux", "aarch64-linux"}
 
 // config is appended to any NIX_CONFIG the caller has. The eval cache is
-// off so that concurrent test binaries never share a stale result.
-const config = "experimental-features = nix-command flakes\neval-cache = false\nwarn-dirty = false"
+// off so that concurrent test binaries never share a stale result. An
+// empty build-users-group lets nix run on a machine without the nixbld
+// group (Debian's nix-bin without nix-setup-systemd): evaluation builds
+// nothing, and nix would otherwise warn on every command.
+const config = "experimental-features = nix-command flakes\neval-cache = false\nwarn-dirty = false\nbuild-users-group ="
+
+// CommandTimeout bounds one nix command. The slowest, a flake check of
+// a generated box, takes seconds; a loaded 2-core machine may take ten
+// times as long.
+const CommandTimeout = 3 * time.Minute
 
 // Require skips the test when nix is not on PATH and the CI environment
 // variable is unset; with CI set, a missing nix fails the test.
@@ -94,13 +104,20 @@ func Run(t testing.TB, name string, args ...string) (stdout, stderr []byte) {
 }
 
 // Try runs name with args and returns stdout, stderr and the exit error, for
-// tests that expect a failure.
+// tests that expect a failure. The command is killed after CommandTimeout,
+// and the error then says what it was waiting for.
 func Try(ctx context.Context, name string, args ...string) (stdout, stderr []byte, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, CommandTimeout,
+		fmt.Errorf("gave up after %v waiting for %s %s", CommandTimeout, name, strings.Join(args, " ")))
+	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := Command(ctx, name, args...)
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
 	err = cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+	}
 	return out.Bytes(), errb.Bytes(), err
 }
 
@@ -312,5 +329,51 @@ var repoCopy struct {
 func RemoveRepoCopy() {
 	if repoCopy.dir != "" {
 		os.RemoveAll(repoCopy.dir)
+	}
+}
+
+// harmless are the warnings nix prints here that say nothing about the
+// flake under test, matched by their start, each with why it is harmless.
+// Any other warning means something and fails the test (see Warnings).
+var harmless = []struct{ prefix, why string }{
+	{"warning: not writing modified lock file", "the tests override inputs and pass --no-write-lock-file"},
+	{"warning: unknown flake output 'lib'", "Nix 2.8 predates lib as a flake output; lib.mkBox is ours"},
+	{"warning: Git tree '", "a checkout with uncommitted changes, which tests evaluate on purpose"},
+	{"warning: the group 'nixbld' specified in 'build-users-group' does not exist", "machine setup: evaluation builds nothing"},
+	{"warning: you don't have Internet access", "the tests run offline by design"},
+}
+
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+
+// Warnings returns nix's warnings in stderr that mean something: every
+// line starting "warning:" (after any colour codes) that is not one of the
+// known-harmless warnings above.
+func Warnings(stderr []byte) []string {
+	var bad []string
+	for _, line := range strings.Split(string(stderr), "\n") {
+		line = strings.TrimSpace(ansi.ReplaceAllString(line, ""))
+		if !strings.HasPrefix(line, "warning:") || isHarmless(line) {
+			continue
+		}
+		bad = append(bad, line)
+	}
+	return bad
+}
+
+func isHarmless(line string) bool {
+	for _, h := range harmless {
+		if strings.HasPrefix(line, h.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// NoWarnings fails the test for every warning in stderr that means
+// something; what names the command that printed it.
+func NoWarnings(t testing.TB, what string, stderr []byte) {
+	t.Helper()
+	for _, w := range Warnings(stderr) {
+		t.Errorf("%s warned: %s", what, w)
 	}
 }

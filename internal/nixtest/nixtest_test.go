@@ -22,7 +22,7 @@ func TestEnvEnablesFlakes(t *testing.T) {
 			got = v
 		}
 	}
-	for _, want := range []string{"sandbox = false", "experimental-features = nix-command flakes"} {
+	for _, want := range []string{"sandbox = false", "experimental-features = nix-command flakes", "build-users-group ="} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Env() NIX_CONFIG = %q, want it to contain %q", got, want)
 		}
@@ -127,5 +127,29 @@ func TestStandInAsserts(t *testing.T) {
 				t.Errorf("nix eval error = %s, want it to mention %q", stderr, tt.want)
 			}
 		})
+	}
+}
+
+// Warnings keeps every warning but the known-harmless ones, matched by
+// content, colour codes or not.
+func TestWarnings(t *testing.T) {
+	stderr := strings.Join([]string{
+		"warning: not writing modified lock file of flake 'path:/tmp/x':",
+		"• Updated input 'nixpkgs':",
+		"\x1b[35;1mwarning:\x1b[0m unknown flake output 'lib'",
+		"warning: Git tree '/work/x' is dirty",
+		"warning: the group 'nixbld' specified in 'build-users-group' does not exist",
+		"warning: input 'glovebox' has an override for a non-existent input 'nixpkgs'",
+		"\x1b[35;1mwarning:\x1b[0m unknown setting 'eval-cachee'",
+		"error: not a warning",
+		"",
+	}, "\n")
+	got := nixtest.Warnings([]byte(stderr))
+	want := []string{
+		"warning: input 'glovebox' has an override for a non-existent input 'nixpkgs'",
+		"warning: unknown setting 'eval-cachee'",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Warnings() = %q, want %q", got, want)
 	}
 }

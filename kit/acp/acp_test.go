@@ -18,9 +18,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -121,29 +123,34 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 	if tune != nil {
 		tune(a.(*acpAgent))
 	}
-	conv, err := a.Open(context.Background(), s)
+	conv, err := a.Open(waittest.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	c := conv.(*conversation)
-	if _, err := c.ensure(context.Background()); err != nil {
+	if _, err := c.ensure(waittest.Context(t, "the agent's handshake")); err != nil {
 		c.Close()
 		t.Fatalf("the agent's handshake: %v", err)
 	}
 	t.Cleanup(func() {
 		pids := c.pids()
-		if err := c.Close(); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-		if err := c.Close(); err != nil {
-			t.Errorf("second Close() = %v", err)
-		}
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			if err := c.Close(); err != nil {
+				t.Errorf("Close() = %v", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("second Close() = %v", err)
+			}
+		}()
+		waittest.Wait(t, closed, "Close to stop the agent")
 		for _, pid := range pids {
 			if !gone(pid) {
 				t.Errorf("process %d still runs after Close", pid)
 			}
 		}
-		checkGoroutines(t, before)
+		waittest.Goroutines(t, before)
 	})
 	return c, s, logs
 }
@@ -184,22 +191,6 @@ func (c *conversation) pid() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.proc.sp.Pid()
-}
-
-// checkGoroutines waits for the goroutine count to fall back to what it
-// was. Close waits for its goroutines, but they return just after.
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	var n int
-	for range 200 {
-		if n = runtime.NumGoroutine(); n <= before {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf)
 }
 
 // testTurn is a Turn that records what the agent does.
@@ -308,7 +299,7 @@ func (t *testTurn) types() []string {
 func prompt(t *testing.T, c *conversation, s *agent.Session, text string) (*testTurn, string, error) {
 	t.Helper()
 	tt := &testTurn{text: text, sess: s}
-	msg, err := c.Prompt(context.Background(), tt)
+	msg, err := c.Prompt(waittest.Context(t, fmt.Sprintf("the answer to prompt %q", text)), tt)
 	tt.finish()
 	return tt, msg, err
 }
@@ -380,7 +371,7 @@ func TestOpenBadCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Open(context.Background(), s)
+	_, err = a.Open(waittest.Context(t, "Open"), s)
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "no-such-agent") {
 		t.Errorf("Open(missing command) = %v, want an AgentError naming the command", err)
@@ -393,13 +384,13 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := a.Open(context.Background(), s)
+	conv, err := a.Open(waittest.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatalf("Open = %v", err)
 	}
 	defer conv.Close()
 	tt := &testTurn{text: "hello", sess: s}
-	_, err = conv.Prompt(context.Background(), tt)
+	_, err = conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "cannot start") {
 		t.Errorf("Prompt(agent that exits at once) = %v, want an AgentError with the exit status and stderr", err)
@@ -415,12 +406,12 @@ func TestSlowStartAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := a.Open(context.Background(), s)
+	conv, err := a.Open(waittest.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
 	cancel()
 	if _, err := conv.Prompt(ctx, &testTurn{text: "echo early", sess: s}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Prompt during the handshake with an ended ctx = %v, want context.Canceled", err)
@@ -429,7 +420,7 @@ func TestSlowStartAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	tt := &testTurn{text: "echo later", sess: s}
-	msg, err := conv.Prompt(context.Background(), tt)
+	msg, err := conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil || msg != "echo later" {
 		t.Fatalf("Prompt after the handshake = %q, %v", msg, err)
@@ -563,7 +554,7 @@ func TestPermission(t *testing.T) {
 				}
 				return json.RawMessage(a), nil
 			}
-			msg, err := c.Prompt(context.Background(), tt)
+			msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 			tt.finish()
 			if err != nil {
 				t.Fatalf("Prompt = %v", err)
@@ -615,7 +606,7 @@ func slicesContains(s []string, v string) bool {
 func TestPermissionCancelledByAbort(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
 	asked := make(chan struct{})
 	tt := &testTurn{text: "permission", sess: s}
 	tt.answer = func(_ int, _ json.RawMessage) (json.RawMessage, error) {
@@ -639,7 +630,7 @@ func TestPermissionCancelledByAbort(t *testing.T) {
 func TestCancel(t *testing.T) {
 	c, s, logs := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
 	tt := &testTurn{text: "wait", sess: s}
 	tt.onEvent = func(typ string, _ json.RawMessage) {
 		if typ == "text_delta" {
@@ -663,7 +654,7 @@ func TestCancel(t *testing.T) {
 func TestCancelIgnoredKillsAgent(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), func(a *acpAgent) { a.cancelGrace = 200 * time.Millisecond })
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
 	tt := &testTurn{text: "hang", sess: s}
 	// Cancel once the agent says it hangs: an update held over from
 	// session/new may come first, before session/prompt is even sent.
@@ -729,7 +720,7 @@ func TestPromptContent(t *testing.T) {
 		skills: []agent.SkillResult{{Name: "workspace", Content: `{"work":[]}`}},
 		inputs: []agent.Input{{Name: "my file.pdf", Path: in, Mime: "application/pdf", Size: 8}},
 	}
-	msg, err := c.Prompt(context.Background(), tt)
+	msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil {
 		t.Fatal(err)
@@ -920,7 +911,7 @@ func TestConcurrentSessionsAreIsolated(t *testing.T) {
 	}{{c1, s1}, {c2, s2}} {
 		wg.Go(func() {
 			tt := &testTurn{text: fmt.Sprintf("echo session %d", i+1), sess: cs.s}
-			msgs[i], _ = cs.c.Prompt(context.Background(), tt)
+			msgs[i], _ = cs.c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 			tt.finish()
 		})
 	}
@@ -992,13 +983,13 @@ func TestHandshakeFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conv, err := a.Open(context.Background(), s)
+			conv, err := a.Open(waittest.Context(t, "Open"), s)
 			if err != nil {
 				t.Fatalf("Open = %v", err)
 			}
 			defer conv.Close()
 			tt := &testTurn{text: "hello", sess: s}
-			_, err = conv.Prompt(context.Background(), tt)
+			_, err = conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 			var ae *agent.Error
 			if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Prompt = %v, want an AgentError containing %q", err, tc.want)
@@ -1057,12 +1048,16 @@ func TestInboundRequestsBounded(t *testing.T) {
 	tt := &testTurn{text: "flood 6", sess: s}
 	tt.answer = func(int, json.RawMessage) (json.RawMessage, error) {
 		// Hold every slot until both refusals are out.
+		deadline := time.Now().Add(waittest.Timeout)
 		for strings.Count(logs.String(), "too many requests in flight") < 2 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("gave up after %v waiting for two refusals in the log", waittest.Timeout)
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		return json.RawMessage(`"allow"`), nil
 	}
-	msg, err := c.Prompt(context.Background(), tt)
+	msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil {
 		t.Fatal(err)
@@ -1074,25 +1069,69 @@ func TestInboundRequestsBounded(t *testing.T) {
 
 // TestAgentStopsReading: a prompt that cannot be written because the agent
 // no longer reads its stdin ends with the prompt's ctx, and the agent is
-// replaced.
+// replaced. The prompt is given up only once its first bytes sit in the
+// agent's stdin pipe: a ctx that ended before the kit began to write (a
+// fixed deadline does, when encoding 4 MiB under -race on a loaded
+// machine is slow) leaves the agent untouched, by design, and the test
+// would then prompt a deaf agent.
 func TestAgentStopsReading(t *testing.T) {
 	c, s, _ := open(t, rawAgentSpec(t, nil), nil)
 	pid := c.pid()
 	mustPrompt(t, c, s, "deaf")
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
+	c.mu.Lock()
+	stdin := c.proc.conn.w
+	c.mu.Unlock()
+	errGiveUp := errors.New("the test gave up on the prompt")
+	ctx, cancel := context.WithCancelCause(waittest.Context(t, "the prompt to the deaf agent"))
+	defer cancel(nil)
 	tt := &testTurn{text: strings.Repeat("x", 4<<20), sess: s}
-	_, err := c.Prompt(ctx, tt)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Prompt(ctx, tt)
+		done <- err
+	}()
+	// The agent read every line before the prompt, so any byte in the pipe
+	// is the prompt's, and 4 MiB cannot fit: the write is stuck.
+	waittest.Until(t, "the prompt's first bytes in the deaf agent's stdin", func() bool { return pipeBytes(t, stdin) > 0 })
+	cancel(errGiveUp)
+	var err error
+	select {
+	case err = <-done:
+	case <-waittest.Context(t, "Prompt to return after its ctx ended").Done():
+		t.Fatal("Prompt did not return after its ctx ended")
+	}
 	tt.finish()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Prompt to a deaf agent = %v, want the deadline", err)
+	if !errors.Is(err, errGiveUp) {
+		t.Fatalf("Prompt to a deaf agent = %v, want the ctx's cause", err)
 	}
 	if !gone(pid) {
-		t.Errorf("the deaf agent %d still runs", pid)
+		t.Fatalf("the deaf agent %d still runs", pid)
 	}
 	if _, msg := mustPrompt(t, c, s, "echo back"); msg != "echo back" || c.pid() == pid {
 		t.Errorf("after the deaf agent: %q on pid %d", msg, c.pid())
 	}
+}
+
+// pipeBytes is how many bytes wait in the pipe f writes to (FIONREAD). It
+// goes through SyscallConn, as f.Fd would make f blocking and its write
+// deadlines void.
+func pipeBytes(t *testing.T, f *os.File) int {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatalf("FIONREAD on the agent's stdin: %v", errno)
+	}
+	return int(n)
 }
 
 // TestEnvVarAuthentication: an agent that lists an env_var auth method
@@ -1112,7 +1151,7 @@ func TestEnvVarAuthentication(t *testing.T) {
 func TestPromptAlreadyCancelled(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
 	cancel()
 	tt := &testTurn{text: "echo never", sess: s}
 	if _, err := c.Prompt(ctx, tt); !errors.Is(err, context.Canceled) {

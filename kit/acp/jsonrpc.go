@@ -339,9 +339,17 @@ func (c *conn) write(ctx context.Context, m any) error {
 	if ctx.Err() != nil { // nothing written yet: the stream is intact
 		return context.Cause(ctx)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = c.w.SetWriteDeadline(time.Unix(1, 0)) })
+	// The deadline is set on its own goroutine: when ctx ends just as the
+	// write completes, it must be set before it is cleared, or it would
+	// stay in the past and fail every later write on a healthy stream.
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.w.SetWriteDeadline(time.Unix(1, 0))
+		close(cut)
+	})
 	_, err = c.w.Write(data)
 	if !stop() {
+		<-cut
 		_ = c.w.SetWriteDeadline(time.Time{})
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/acp"
@@ -59,7 +60,7 @@ type wsClient struct {
 
 func dial(t *testing.T, srvURL, key string) *wsClient {
 	t.Helper()
-	c, _, err := wsconn.Dial(context.Background(), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
+	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
 		Header: http.Header{"Authorization": {"Bearer " + key}},
 	})
 	if err != nil {

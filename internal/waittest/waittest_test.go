@@ -1,0 +1,37 @@
+package waittest_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/waittest"
+)
+
+func TestContextHasADeadline(t *testing.T) {
+	ctx := waittest.Context(t, "the answer")
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > waittest.Timeout {
+		t.Errorf("Context deadline = %v (set %v), want within %v", deadline, ok, waittest.Timeout)
+	}
+}
+
+func TestExitReturnsTheProcessStatus(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := waittest.Exit(t, cmd, "sh")
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("Exit(sh -c 'exit 3') = %v, want exit status 3", err)
+	}
+}
+
+func TestRecv(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := waittest.Recv(t, ch, "a number"); got != 7 {
+		t.Errorf("Recv = %d, want 7", got)
+	}
+}
