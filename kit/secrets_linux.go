@@ -52,9 +52,11 @@ func protectSecrets() error {
 		f.Close()
 		return nil
 	}
-	err = syscall.Exec(exe, os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
+	// Exec returns only when it failed: keep going with the environment
+	// as it is.
+	_ = syscall.Exec(exe, os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
 	f.Close()
-	return nil // exec failed: keep going with the environment as it is
+	return nil
 }
 
 // The environment is restored as the package initialises, before any

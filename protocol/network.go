@@ -116,7 +116,7 @@ func ParseEgressRule(s string) (EgressRule, error) {
 	} else if i := strings.LastIndexByte(t, ':'); i >= 0 && strings.Count(t, ":") == 1 {
 		host, port = t[:i], t[i+1:]
 		if port == "" {
-			return r, fmt.Errorf("egress rule %q: empty port after :", s)
+			return r, fmt.Errorf("egress rule %q: empty port after the colon", s)
 		}
 	}
 	if port != "" {
