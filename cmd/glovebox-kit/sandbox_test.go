@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -259,7 +260,7 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; slee
 			if m["type"] != "complete" || m["message"] != "started\n" {
 				t.Fatalf("the survivor did not start: %v", m)
 			}
-			if pids := procsWith(marker); len(pids) > 0 {
+			if pids := proctest.WithCmdline(marker); len(pids) > 0 {
 				t.Errorf("a setsid process outlived its prompt: %v", pids)
 			}
 		})
@@ -285,22 +286,6 @@ func TestLimitsStopAttacksAndTheBoxServes(t *testing.T) {
 	}
 }
 
-func procsWith(marker string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if bytes.Contains(b, []byte(marker)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 func slicesContains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -320,17 +305,17 @@ func TestNothingOutlivesTheKit(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(procsWith(marker)) < 2 {
+	for len(proctest.WithCmdline(marker)) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the prompt's processes did not start within 20s: %v", procsWith(marker))
+			t.Fatalf("the prompt's processes did not start within 20s: %v", proctest.WithCmdline(marker))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	syscall.Kill(h.pid, syscall.SIGKILL)
 	deadline = time.Now().Add(20 * time.Second)
-	for len(procsWith(marker)) > 0 {
+	for len(proctest.WithCmdline(marker)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes outlived the kit by 20s: %v", procsWith(marker))
+			t.Fatalf("processes outlived the kit by 20s: %v", proctest.WithCmdline(marker))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -14,11 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit"
@@ -284,7 +284,7 @@ func TestThroughKit(t *testing.T) {
 	// pid namespace's: it is found by the session's environment instead.
 	c.close()
 	shutdown()
-	if pids := procsWithEnv("GLOVEBOX_OUTPUT=" + env.Output); len(pids) > 0 {
+	if pids := proctest.WithEnv("GLOVEBOX_OUTPUT=" + env.Output); len(pids) > 0 {
 		t.Errorf("agent processes %v survived the kit's Close", pids)
 	}
 	checkNoKitGoroutines(t)
@@ -313,22 +313,3 @@ func checkNoKitGoroutines(t *testing.T) {
 }
 
 func last(fs []map[string]any) map[string]any { return fs[len(fs)-1] }
-
-// procsWithEnv lists the processes whose environment holds kv.
-func procsWithEnv(kv string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		for _, v := range strings.Split(string(b), "\x00") {
-			if v == kv {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/proctest"
 )
 
 // box is a sandbox with two sessions' directories laid out as the kit lays
@@ -293,27 +294,11 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; slee
 			if !b.sb.Report().Has(LayerPID) {
 				ss.KillAll()
 			}
-			if pids := findProcs(marker); len(pids) > 0 {
+			if pids := proctest.WithCmdline(marker); len(pids) > 0 {
 				t.Errorf("a setsid process outlived the command: pids %v", pids)
 			}
 		})
 	}
-}
-
-func findProcs(marker string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if bytes.Contains(b, []byte(marker)) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 func TestMemoryLimit(t *testing.T) {
@@ -339,7 +324,7 @@ func TestForkLimit(t *testing.T) {
 	if b.sb.Report().Has(LayerCgroup) && st.Limit != "pids" {
 		t.Errorf("status %v, want the pids limit named; output:\n%s", st, out)
 	}
-	if pids := findProcs("sleep 30"); len(pids) > 0 {
+	if pids := proctest.WithCmdline("sleep 30"); len(pids) > 0 {
 		t.Errorf("%d sleeps outlived the command", len(pids))
 	}
 }
