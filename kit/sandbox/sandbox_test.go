@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -384,5 +385,88 @@ func TestSignalName(t *testing.T) {
 		if got := SignalName(syscall.Signal(tt.sig)); got != tt.want {
 			t.Errorf("SignalName(%d) = %q, want %q", tt.sig, got, tt.want)
 		}
+	}
+}
+
+// TestUserNamespaceWithoutRoot runs the sandbox as a kit that is not
+// root would: this test binary again, as nobody. There the sandbox must
+// map the kit's uid to root inside a user namespace, with no
+// capabilities, and still hide what it hides.
+func TestUserNamespaceWithoutRoot(t *testing.T) {
+	if os.Getenv("SANDBOX_TEST_AS_NOBODY") == "1" {
+		userNSChild(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to become nobody")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "sandbox-userns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777)
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "sandbox.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestUserNamespaceWithoutRoot$", "-test.v")
+	cmd.Env = []string{"SANDBOX_TEST_AS_NOBODY=1", "SANDBOX_TEST_DIR=" + dir, "PATH=/usr/bin:/bin", "HOME=" + dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the test as nobody: %v\n%s", err, out)
+	}
+	t.Logf("as nobody:\n%s", out)
+}
+
+func userNSChild(t *testing.T) {
+	dir := os.Getenv("SANDBOX_TEST_DIR")
+	state := filepath.Join(dir, "state")
+	parent := filepath.Join(dir, "work")
+	own := filepath.Join(parent, "mine")
+	for _, d := range []string{state, own, filepath.Join(parent, "other")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(state, "secret"), []byte("box key"), 0o600)
+	sb, err := New(Config{Hide: []string{state, parent}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sb.Report()
+	t.Log(r.String())
+	for _, l := range []string{LayerUserNS, LayerPrivileges, LayerMount, LayerPID, LayerNetwork} {
+		if !r.Has(l) {
+			t.Errorf("layer %s not in force without root: %s", l, r)
+		}
+	}
+	if r.Has(LayerUsers) || r.Inactive[LayerUsers] == "" || r.Inactive[LayerCgroup] == "" {
+		t.Errorf("without root the report must say users and cgroup are off: %s", r)
+	}
+	ss, err := sb.Open("mine", []string{own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	out, st := run(t, ss, own, fmt.Sprintf(`id -u; grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status; ls %s; cat %s/secret; echo written-ok > %s/f && cat %s/f`, parent, state, own, own))
+	if st.Code != 0 {
+		t.Fatalf("exit %v: %s", st, out)
+	}
+	for _, want := range []string{"0\n", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "written-ok\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "other") || strings.Contains(out, "box key") {
+		t.Errorf("a sandbox without root saw what it must not:\n%s", out)
 	}
 }
