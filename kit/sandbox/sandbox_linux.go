@@ -373,6 +373,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 			ReadOnly: true,
 			Proc:     flags&syscall.CLONE_NEWPID != 0,
 		}
+		if ss.uid >= 0 {
+			is.Mount.User = &userEntry{UID: ss.uid, Home: spec.Dir}
+		}
 	}
 	if flags&syscall.CLONE_NEWPID != 0 {
 		is.Supervise = true

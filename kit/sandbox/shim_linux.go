@@ -60,6 +60,15 @@ type mountSpec struct {
 	Tmp      []tmpMount `json:"tmp,omitempty"`    // private tmpfs
 	ReadOnly bool       `json:"read_only,omitempty"`
 	Proc     bool       `json:"proc,omitempty"` // a /proc of the new pid namespace
+	// User, when set, gets an entry in the namespace's /etc/passwd and
+	// /etc/group, so that getpwuid (id -un, ssh, getpass) knows the
+	// session's uid.
+	User *userEntry `json:"user,omitempty"`
+}
+
+type userEntry struct {
+	UID  int    `json:"uid"`
+	Home string `json:"home"`
 }
 
 type tmpMount struct {
@@ -350,6 +359,11 @@ func setupMounts(m *mountSpec) error {
 			return fmt.Errorf("expose %s read-only: %w", dst, err)
 		}
 	}
+	if m.User != nil {
+		if err := addUser(m.User); err != nil {
+			return err
+		}
+	}
 	if m.ReadOnly {
 		if err := remountReadOnly(writable); err != nil {
 			return err
@@ -358,6 +372,46 @@ func setupMounts(m *mountSpec) error {
 	if m.Proc {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mount /proc: %w", err)
+		}
+	}
+	return nil
+}
+
+// addUser binds copies of /etc/passwd and /etc/group with the session's
+// user ("session") and group added over the image's, read-only. The copies
+// live in the namespace's private /dev/shm (or /tmp), owned by root.
+func addUser(u *userEntry) error {
+	dir := ""
+	for _, d := range []string{"/dev/shm", "/tmp"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			dir = d
+			break
+		}
+	}
+	if dir == "" {
+		return nil
+	}
+	for _, f := range []struct{ path, line string }{
+		{"/etc/passwd", fmt.Sprintf("session:x:%d:%d:glovebox session:%s:/bin/sh\n", u.UID, u.UID, u.Home)},
+		{"/etc/group", fmt.Sprintf("session:x:%d:\n", u.UID)},
+	} {
+		st, err := os.Stat(f.path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // an image without one: nothing to add to
+		}
+		old, _ := os.ReadFile(f.path)
+		if len(old) > 0 && old[len(old)-1] != '\n' {
+			old = append(old, '\n')
+		}
+		cp := filepath.Join(dir, ".glovebox"+strings.ReplaceAll(f.path, "/", "-"))
+		if err := os.WriteFile(cp, append(old, f.line...), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", cp, err)
+		}
+		if err := unix.Mount(cp, f.path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", f.path, err)
+		}
+		if err := unix.Mount("", f.path, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", f.path, err)
 		}
 	}
 	return nil
