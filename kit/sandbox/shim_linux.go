@@ -114,6 +114,9 @@ func supervisorMain() int {
 	if err != nil {
 		return fail("read the sandbox spec: %v", err)
 	}
+	// Nothing but its standard files reaches the command: not the
+	// supervisor's pipes to the kit, not whatever the kit inherited.
+	closeOnExecAll()
 	// The kit keeps the spec pipe open while it wants the command to run:
 	// its end means the kit is gone.
 	kitGone := make(chan struct{})
@@ -186,6 +189,16 @@ func supervisorMain() int {
 	return 0
 }
 
+// closeOnExecAll marks every open file descriptor above 2 close-on-exec.
+func closeOnExecAll() {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
 // execInPlace drops privileges on this thread and replaces the
 // supervisor with the command.
 func execInPlace(spec *initSpec, fail func(string, ...any) int) int {
@@ -205,7 +218,6 @@ func execInPlace(spec *initSpec, fail func(string, ...any) int) int {
 	if err := syscall.Chdir(spec.Dir); err != nil {
 		return fail("chdir %s: %v", spec.Dir, err)
 	}
-	syscall.CloseOnExec(fdStatus)
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
 	return fail("start %s: %v", spec.Path, err)
 }
