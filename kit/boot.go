@@ -178,9 +178,6 @@ func (b *boot) run(opts Options) *Server {
 
 	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
-	if m.Limits.Disk != "" {
-		s.diskLimit, _ = protocol.ParseQuantity(m.Limits.Disk)
-	}
 	s.openSandbox(b)
 	s.bootEgress(b)
 

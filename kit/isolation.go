@@ -49,6 +49,7 @@ func (s *Server) openSandbox(b *boot) {
 		}
 	}
 	cfg := sandboxConfig(s.man, hide, s.sharedDirs)
+	s.diskLimit = cfg.Limits.Disk
 	// The egress proxy's CA bundle lives in the state directory; agents
 	// read it there, and nothing else of it.
 	cfg.Expose = []string{filepath.Join(s.stateDir, "egress")}

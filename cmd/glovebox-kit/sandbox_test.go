@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,7 +153,7 @@ func TestKeyOutOfReach(t *testing.T) {
 			h := startHostile(t, tc.sb, protocol.Limits{})
 			iso := h.isolation()
 			for _, l := range tc.want {
-				if !slicesContains(iso.Active, l) {
+				if !slices.Contains(iso.Active, l) {
 					t.Errorf("layer %s not reported in force: %+v", l, iso)
 				}
 			}
@@ -191,8 +192,6 @@ func TestKitEnvironBlockIsEmpty(t *testing.T) {
 	if bytes.Contains(b, []byte(h.key)) || bytes.Contains(b, []byte(awsSecret)) {
 		t.Errorf("the kit's environment block holds a secret: %q", b)
 	}
-	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid))
-	_ = st
 	var s syscall.Stat_t
 	if err := syscall.Stat(fmt.Sprintf("/proc/%d/mem", h.pid), &s); err == nil && s.Uid != 0 {
 		t.Errorf("the kit's /proc/PID/mem is owned by uid %d: the kit is dumpable", s.Uid)
@@ -284,15 +283,6 @@ func TestLimitsStopAttacksAndTheBoxServes(t *testing.T) {
 	if m := promptResult(t, c, "ok", "echo still-serving"); m["message"] != "still-serving\n" {
 		t.Errorf("after the limits: %v", m)
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // When the kit dies, whatever its sessions run dies with it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +41,7 @@ func findCgroups() (*cgroups, error) {
 	if dir, ok := mounts["v2"]; ok {
 		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
 			ctl := strings.Fields(string(b))
-			if contains(ctl, "memory") && contains(ctl, "pids") {
+			if slices.Contains(ctl, "memory") && slices.Contains(ctl, "pids") {
 				cg := &cgroups{version: "v2", parents: map[string]string{"": filepath.Join(dir, own[""], "glovebox")}}
 				if err := cg.prepareV2(filepath.Join(dir, own[""])); err != nil {
 					return nil, err
@@ -159,15 +160,6 @@ func cgroupMounts() (map[string]string, error) {
 		}
 	}
 	return m, sc.Err()
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // create makes a session's cgroup with its limits.

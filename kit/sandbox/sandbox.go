@@ -36,7 +36,9 @@ package sandbox
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,14 +136,7 @@ type ReportLimits struct {
 }
 
 // Has reports whether layer is in force.
-func (r Report) Has(layer string) bool {
-	for _, l := range r.Active {
-		if l == layer {
-			return true
-		}
-	}
-	return false
-}
+func (r Report) Has(layer string) bool { return slices.Contains(r.Active, layer) }
 
 // String is the report as one line, for the boot log.
 func (r Report) String() string {
@@ -153,11 +148,7 @@ func (r Report) String() string {
 		b.WriteString(strings.Join(r.Active, ", "))
 	}
 	if len(r.Inactive) > 0 {
-		keys := make([]string, 0, len(r.Inactive))
-		for k := range r.Inactive {
-			keys = append(keys, k)
-		}
-		sortStrings(keys)
+		keys := slices.Sorted(maps.Keys(r.Inactive))
 		b.WriteString("; not in force: ")
 		for i, k := range keys {
 			if i > 0 {
@@ -167,14 +158,6 @@ func (r Report) String() string {
 		}
 	}
 	return b.String()
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // Spec is a command to run in a session's sandbox.

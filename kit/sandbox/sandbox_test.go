@@ -370,7 +370,6 @@ func TestStartErrors(t *testing.T) {
 	if _, err := ss.Start(Spec{Path: "/bin/true", Dir: dir}); err == nil {
 		t.Errorf("Start after Close succeeded")
 	}
-	_ = syscall.Getpid
 }
 
 func TestSignalName(t *testing.T) {
