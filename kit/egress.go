@@ -70,15 +70,16 @@ func listenLoopback(string) (net.Listener, string, error) {
 	return ln, ln.Addr().String(), nil
 }
 
-// egressPreamble tells the agent how its network behaves, when the box
-// has an egress policy: "" otherwise.
-func egressPreamble(m *protocol.Manifest) string {
+// egressPreamble tells the agent how its network behaves when the box
+// runs an egress proxy (a policy, a brokered secret, or a sandbox whose
+// sessions have network namespaces): "" otherwise.
+func egressPreamble(m *protocol.Manifest, proxied bool) string {
+	if !proxied {
+		return ""
+	}
 	brokered := false
 	for _, e := range m.Env {
 		brokered = brokered || e.Inject != nil
-	}
-	if m.Network == nil && !brokered {
-		return ""
 	}
 	l := "Network: every connection goes through the box's egress proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY are set). " +
 		"A blocked connection answers HTTP 451 (SOCKS: not allowed by ruleset) with the host and the rule that blocked it: " +

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -178,5 +179,44 @@ func TestEgressBootErrors(t *testing.T) {
 	_, err := New(Options{Manifest: m, Key: key, Root: t.TempDir(), Agent: exec.New(), Getenv: func(string) string { return "" }})
 	if err == nil || !strings.Contains(err.Error(), `manifest: network.default "sometimes"`) || !strings.Contains(err.Error(), "manifest: network.allow[0]") {
 		t.Errorf("New with a bad policy = %v, want boot errors naming each problem", err)
+	}
+}
+
+// preambleAgent records the preamble its session was opened with.
+type preambleAgent struct{ got chan string }
+
+func (a preambleAgent) Open(_ context.Context, s *agent.Session) (agent.Conversation, error) {
+	a.got <- s.Preamble
+	return agent.Func(func(context.Context, agent.Turn) (string, error) { return "", nil }).Open(context.Background(), s)
+}
+
+// Where the sandbox gives sessions network namespaces, every box runs the
+// proxy, and the agent is told how its network behaves even without a
+// [network] table; with that layer off and no policy, nothing is said.
+func TestEgressPreambleFollowsTheProxy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		network *bool
+	}{{"network layer as the platform allows", nil}, {"network layer off", new(bool)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := preambleAgent{got: make(chan string, 1)}
+			b := newBox(t, a, func(m *protocol.Manifest, _ *Options) { m.Sandbox = &protocol.SandboxSpec{Network: tc.network} })
+			c := b.dial("/", nil)
+			c.prompt("p", "hi")
+			c.finish("p")
+			var pre string
+			select {
+			case pre = <-a.got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the agent was not opened within 20s")
+			}
+			proxied := b.srv.egress != nil
+			if want := tc.network == nil && b.srv.sb.Report().Has(sandbox.LayerNetwork); proxied != want {
+				t.Errorf("proxy running = %v, want %v", proxied, want)
+			}
+			if says := strings.Contains(pre, "egress proxy"); says != proxied {
+				t.Errorf("preamble mentions the proxy: %v, proxy running: %v\n%s", says, proxied, pre)
+			}
+		})
 	}
 }

@@ -62,7 +62,7 @@ func parseDirectives(text string) (string, []directive) {
 // preamble is the environment preamble (v1's text, with the session's real
 // directories and without v1's fixed last line, which named /input, /work
 // and /output whatever the real paths were).
-func preamble(m *protocol.Manifest, d agent.Dirs) string {
+func preamble(m *protocol.Manifest, d agent.Dirs, proxied bool) string {
 	lines := []string{"[Glovebox environment]"}
 	if d.Work != "" {
 		lines = append(lines, "Working directory: "+d.Work)
@@ -83,7 +83,7 @@ func preamble(m *protocol.Manifest, d agent.Dirs) string {
 	if m.Limits.Memory != "" {
 		lines = append(lines, "Memory limit: "+m.Limits.Memory)
 	}
-	if l := egressPreamble(m); l != "" {
+	if l := egressPreamble(m, proxied); l != "" {
 		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")

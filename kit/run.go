@@ -257,7 +257,7 @@ func (ss *session) prepare() error {
 			ID:       ss.id,
 			Dirs:     dirs,
 			Env:      mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv),
-			Preamble: preamble(srv.man, dirs),
+			Preamble: preamble(srv.man, dirs, srv.egress != nil),
 			Manifest: srv.man,
 			Log:      ss.logger(),
 			Sandbox:  box,
