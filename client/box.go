@@ -641,7 +641,7 @@ func (b *Box) handle(c *conn, data []byte) {
 	m, err := protocol.DecodeServer(data)
 	if err != nil {
 		if !errors.Is(err, protocol.ErrUnknownType) {
-			b.log.Info("ignoring a malformed frame", "err", err)
+			b.failMalformed(data, err)
 		}
 		return
 	}
@@ -689,6 +689,25 @@ func (b *Box) handle(c *conn, data []byte) {
 			delete(b.inflight, m.ID)
 			r.finish(nil, &Error{Code: m.Error.Code, Message: m.Error.Message})
 		}
+	}
+}
+
+// failMalformed handles a frame that cannot be decoded. A frame naming a
+// prompt in flight fails that prompt, which would otherwise never end;
+// any other is logged and dropped.
+func (b *Box) failMalformed(data []byte, err error) {
+	id := protocol.PeekID(data)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.inflight[id]
+	if id == "" || r == nil {
+		b.log.Info("ignoring a malformed frame", "err", err)
+		return
+	}
+	delete(b.inflight, id)
+	r.finish(nil, fmt.Errorf("prompt %s: %w: %v", id, ErrMalformedFrame, err))
+	if b.conn != nil {
+		b.conn.trySend(&protocol.Abort{ID: id})
 	}
 }
 

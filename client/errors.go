@@ -29,6 +29,9 @@ var (
 	// ErrBufferFull fails a prompt whose unread events or display
 	// updates outgrew the buffer set by WithEventBuffer.
 	ErrBufferFull = errors.New("client: event buffer full")
+	// ErrMalformedFrame fails a prompt when the box sends a frame for it
+	// that cannot be decoded: waiting on would wait forever.
+	ErrMalformedFrame = errors.New("client: malformed frame from the box")
 	// ErrNoOutput is returned by Result.Read for a name the prompt did
 	// not return.
 	ErrNoOutput = errors.New("client: no such output")

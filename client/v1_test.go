@@ -144,6 +144,28 @@ func TestV1Error(t *testing.T) {
 	}
 }
 
+func TestMalformedFrameFailsItsPrompt(t *testing.T) {
+	b, _ := newV1Box(t)
+	r, err := b.Prompt(t.Context(), "malformed", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = r.Wait(ctx)
+	if !errors.Is(err, client.ErrMalformedFrame) {
+		t.Fatalf("Wait error = %v, want ErrMalformedFrame (a prompt whose complete frame cannot be decoded must not wait forever)", err)
+	}
+	// The box stays usable.
+	r, err = b.Prompt(t.Context(), "echo still here", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.Wait(ctx); err != nil || c.Message != "still here" {
+		t.Fatalf("next prompt = %+v, %v", c, err)
+	}
+}
+
 func TestV1Display(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

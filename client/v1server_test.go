@@ -25,6 +25,7 @@ import (
 //	confirm      display_push, waits for display_resolve/reject, then complete
 //	wait         runs until aborted (AbortError)
 //	fail         error {code: Error, message: boom}
+//	malformed    a complete frame that cannot be decoded (outputs: 42)
 //	files        complete with an inline and a server output
 //	foreign      complete with a server output whose URL names another
 //	             origin (its id, "x", is stored here)
@@ -300,6 +301,10 @@ func (c *v1conn) run(m map[string]json.RawMessage) {
 		fail("AbortError", "This operation was aborted")
 	case "fail":
 		fail("Error", "boom")
+	case "malformed":
+		// A complete frame whose outputs are not an object: no client can
+		// decode it, but its id names the prompt.
+		c.send(map[string]any{"type": "complete", "id": id, "message": "x", "outputs": 42})
 	case "files":
 		big := []byte(strings.Repeat("0123456789abcdef", 1<<16)) // 1MB
 		c.s.mu.Lock()
