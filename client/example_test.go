@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/kit"
@@ -55,7 +56,8 @@ func ExampleClient() {
 	}
 	defer c.Close()
 
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // every wait has a deadline
+	defer cancel()
 	box, err := c.Box("media") // no socket yet: it opens on the first prompt
 	if err != nil {
 		log.Fatal(err)
@@ -86,7 +88,8 @@ func ExampleBox_Prompt() {
 	c, _ := client.New(map[string]client.Endpoint{"media": {URL: url, Key: key}})
 	defer c.Close()
 	box, _ := c.Box("media")
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // every wait has a deadline
+	defer cancel()
 
 	// The exec agent runs the prompt as a shell command; input files land
 	// in $GLOVEBOX_INPUT and files written to $GLOVEBOX_OUTPUT come back.
@@ -138,7 +141,8 @@ func ExampleResult_Display() {
 	c, _ := client.New(map[string]client.Endpoint{"media": {URL: url, Key: key}})
 	defer c.Close()
 	box, _ := c.Box("media")
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // every wait has a deadline
+	defer cancel()
 
 	r, err := box.Prompt(ctx, "old.mp4", client.PromptOptions{})
 	if err != nil {
