@@ -18,7 +18,7 @@ import (
 )
 
 // Port is the port the kit listens on in every image.
-const Port = 8080
+const Port = protocol.DefaultPort
 
 // KitModule is the Go package of the kit binary, installed by nixpacks.
 const KitModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-kit"

@@ -20,7 +20,7 @@ import (
 
 // DefaultPort is the port the kit listens on when neither GLOVEBOX_PORT
 // nor PORT is set.
-const DefaultPort = 8080
+const DefaultPort = protocol.DefaultPort
 
 // shutdownGrace bounds a graceful shutdown after SIGTERM or SIGINT.
 const shutdownGrace = 10 * time.Second

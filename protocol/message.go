@@ -7,6 +7,11 @@ import (
 	"fmt"
 )
 
+// DefaultPort is the port a box listens on when GLOVEBOX_PORT and PORT
+// are unset: the kit's default, the port every generated image and deploy
+// file exposes, and `gbx dev`'s.
+const DefaultPort = 8080
+
 // Message types. The first ten are v1; hello is additive.
 const (
 	TypePrompt         = "prompt"

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/generator"
@@ -45,7 +46,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if addr == "" {
 		port := stdio.Getenv("GLOVEBOX_PORT")
 		if port == "" {
-			port = "8080"
+			port = strconv.Itoa(protocol.DefaultPort)
 		}
 		addr = "127.0.0.1:" + port
 	}
