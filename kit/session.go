@@ -243,7 +243,11 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 	c.ws.SetReadDeadline(time.Now().Add(wait))
 	c.ws.SetPongHandler(func() { c.ws.SetReadDeadline(time.Now().Add(wait)) })
 	for {
-		data, err := c.ws.ReadMessage()
+		err := c.ws.WaitReadable()
+		var data []byte
+		if err == nil {
+			data, err = c.ws.ReadMessage()
+		}
 		if err != nil {
 			code := wsconn.CloseCode(err)
 			ss.logger().Debug("connection ended", "err", err, "close_code", code)

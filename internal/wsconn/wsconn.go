@@ -9,6 +9,7 @@
 package wsconn
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -32,6 +33,9 @@ const (
 // Conn is one WebSocket connection.
 type Conn struct {
 	ws *websocket.Conn
+	// br is a server connection's read buffer, which Upgrade owns so that
+	// WaitReadable can tell whether it holds bytes.
+	br *bufio.Reader
 }
 
 // UpgradeOptions configure Upgrade.
@@ -61,18 +65,23 @@ func Upgrade(w http.ResponseWriter, r *http.Request, opts UpgradeOptions) (*Conn
 	if check == nil {
 		check = func(*http.Request) bool { return true }
 	}
+	// The library reuses the hijacked read buffer when its own size is
+	// unset: hijacking hands it one of ours, of the size asked for.
+	hw := &hijacker{ResponseWriter: w, size: max(opts.ReadBufferSize, minReadBuffer)}
+	if opts.ReadBufferSize == 0 {
+		hw.size = 4096
+	}
 	u := websocket.Upgrader{
-		ReadBufferSize:  opts.ReadBufferSize,
 		WriteBufferSize: opts.WriteBufferSize,
 		WriteBufferPool: writePool,
 		Subprotocols:    opts.Subprotocols,
 		CheckOrigin:     check,
 	}
-	ws, err := u.Upgrade(w, r, opts.ResponseHeader)
+	ws, err := u.Upgrade(hw, r, opts.ResponseHeader)
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{ws: ws}, nil
+	return &Conn{ws: ws, br: hw.br}, nil
 }
 
 // DialOptions configure Dial.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kit
+
+const raceEnabled = false
