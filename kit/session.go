@@ -432,13 +432,16 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	body = strconv.AppendUint(body, seq, 10)
 	body = append(body, '}')
 	c := ss.conn.Load()
+	// The frame is counted before it can reach the client: a client that
+	// saw it and resumes at once must find it sent.
+	ss.lastSeq.Store(seq)
 	if c != nil {
 		if err := c.enqueue(ctx, body); err != nil {
+			ss.lastSeq.Store(ss.seq)
 			return c, err
 		}
 	}
 	ss.seq = seq
-	ss.lastSeq.Store(seq)
 	if ss.canResume.Load() {
 		ss.replay.push(seq, body)
 	}
