@@ -134,17 +134,23 @@ func (c *conn) kick() {
 	}
 }
 
-// writeLoop writes queued frames until the queue is empty.
+// writeLoop writes queued frames until the queue is empty. The frames of
+// a burst are held and written together when the queue runs dry.
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	for {
 		select {
 		case b := <-c.out:
+			c.ws.Hold()
 			if !c.write(b) {
 				return // writing stays set: no writer after a failure
 			}
 			continue
 		default:
+		}
+		if err := c.ws.Release(); err != nil {
+			c.finish()
+			return
 		}
 		c.writing.Store(false)
 		// A frame queued between the check and the store would find
@@ -161,6 +167,7 @@ func (c *conn) write(b []byte) bool {
 	switch {
 	case b == nil:
 		c.ws.WriteClose(wsconn.CloseGoingAway, "server shutting down", deadline)
+		c.ws.Release() // the close frame and what precedes it leave now
 		t := time.NewTimer(closeWait)
 		select {
 		case <-c.done:

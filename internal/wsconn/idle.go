@@ -17,6 +17,7 @@ type hijacker struct {
 	http.ResponseWriter
 	size int
 	br   *bufio.Reader
+	hc   *holdConn
 }
 
 func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -28,20 +29,66 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil || brw.Reader.Buffered() > 0 {
 		return nc, brw, err // the library refuses bytes sent before the handshake
 	}
+	h.hc = &holdConn{Conn: nc}
 	h.br = bufio.NewReaderSize(nc, h.size)
 	brw.Reader = h.br
-	return nc, brw, nil
+	return h.hc, brw, nil
 }
 
-// WaitReadable blocks until the peer has sent something, the read deadline
-// passes or the connection fails, without reading. An idle server
-// connection then waits on a short stack, which the runtime shrinks,
-// instead of deep inside a frame read: that keeps an idle connection
-// small. It returns at once when its read buffer holds bytes, on a client
-// connection, and where the platform gives no way to wait like this.
+// WaitReadable blocks until the peer has sent a frame other than a pong,
+// the read deadline passes or the connection fails, without reading the
+// frame. An idle server connection then waits on a short stack, which the
+// runtime shrinks, instead of deep inside a frame read: that keeps an idle
+// connection small.
+//
+// Keepalive pongs, the only traffic of an idle connection, are taken from
+// the read buffer here (and the pong handler called), since a frame read
+// that meets one handles it and goes on waiting, deep, for a data frame.
+// WaitReadable is called only between messages (after ReadMessage
+// returned), where the buffer starts at a frame header. Any other frame,
+// or a pong not yet wholly buffered, is left for ReadMessage.
+//
+// It returns at once on a client connection, and where the platform gives
+// no way to wait like this.
 func (c *Conn) WaitReadable() error {
-	if c.br == nil || c.br.Buffered() > 0 {
+	if c.br == nil {
 		return nil
 	}
-	return waitReadable(c.ws.NetConn())
+	for {
+		if c.br.Buffered() == 0 {
+			if err := waitReadable(c.ws.NetConn()); err != nil {
+				return err
+			}
+			// Fill the buffer with what arrived, without blocking: the
+			// socket is readable, so one read returns at once.
+			if _, err := c.br.Peek(1); err != nil {
+				return nil // ReadMessage meets the error
+			}
+		}
+		if !c.takePong() {
+			return nil
+		}
+	}
+}
+
+// takePong removes one whole client pong frame (FIN, opcode 0xA, masked,
+// at most 125 bytes of payload) from the front of the read buffer, and
+// reports whether it did.
+func (c *Conn) takePong() bool {
+	if c.br.Buffered() < 2 {
+		return false
+	}
+	h, err := c.br.Peek(2) // buffered: does not read
+	if err != nil || h[0] != 0x8A || h[1]&0x80 == 0 || h[1]&0x7F > 125 {
+		return false
+	}
+	n := 2 + 4 + int(h[1]&0x7F)
+	if c.br.Buffered() < n {
+		return false
+	}
+	c.br.Discard(n)
+	if c.pong != nil {
+		c.pong()
+	}
+	return true
 }

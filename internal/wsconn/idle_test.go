@@ -157,3 +157,131 @@ func TestWaitReadableSeesTheEnd(t *testing.T) {
 		t.Fatal("the server did not see the peer leave within 30s")
 	}
 }
+
+// TestHeldWritesArriveInOrder: frames written while held reach the peer
+// whole and in order once released, including frames larger than what a
+// held connection gathers, and control frames written between them.
+func TestHeldWritesArriveInOrder(t *testing.T) {
+	var want []string
+	for i, n := range []int{1, 10, 1000, 16 << 10, 20 << 10, 5, 70000, 3} {
+		want = append(want, fmt.Sprintf("%d:%s", i, strings.Repeat("y", n)))
+	}
+	released := make(chan error, 1)
+	url := serve(t, wsconn.UpgradeOptions{}, func(c *wsconn.Conn) {
+		c.Hold()
+		for i, m := range want {
+			if err := c.WriteText([]byte(m)); err != nil {
+				t.Errorf("held write %d: %v", i, err)
+			}
+			if i == 2 {
+				c.Ping(time.Now().Add(10 * time.Second))
+			}
+		}
+		released <- c.Release()
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		c.ReadMessage() // until the client leaves
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range want {
+		data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if string(data) != want[i] {
+			t.Fatalf("frame %d: got %d bytes, want %d", i, len(data), len(want[i]))
+		}
+	}
+	if err := <-released; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// TestReleaseReportsAHeldWriteFailure: a write gathered while held that
+// cannot be made is reported by Release, and every write after it fails.
+func TestReleaseReportsAHeldWriteFailure(t *testing.T) {
+	errs := make(chan error, 2)
+	gone := make(chan struct{})
+	url := serve(t, wsconn.UpgradeOptions{}, func(c *wsconn.Conn) {
+		<-gone
+		c.Hold()
+		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		for range 64 { // enough to meet the reset peer
+			c.WriteText([]byte(strings.Repeat("z", 8<<10)))
+		}
+		errs <- c.Release()
+		errs <- c.WriteText([]byte("after"))
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	close(gone)
+	for _, what := range []string{"Release", "a write after the failure"} {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatalf("%s = nil, want the failed write's error", what)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not return within 30s", what)
+		}
+	}
+}
+
+// TestWaitReadableTakesPongs: keepalive pongs, alone or several in one
+// segment, are answered from the wait (the handler runs for each) and do
+// not end it; the data frame after them does, and is read whole.
+func TestWaitReadableTakesPongs(t *testing.T) {
+	type result struct {
+		pongs int
+		data  string
+		err   error
+	}
+	got := make(chan result, 1)
+	url := serve(t, wsconn.UpgradeOptions{}, func(c *wsconn.Conn) {
+		pongs := 0
+		c.SetPongHandler(func() { pongs++ })
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if err := c.WaitReadable(); err != nil {
+			got <- result{err: err}
+			return
+		}
+		seen := pongs // every pong came before the data frame
+		data, err := c.ReadMessage()
+		got <- result{pongs: seen, data: string(data), err: err}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 5 {
+		if err := c.Pong(time.Now().Add(10*time.Second), []byte(strings.Repeat("p", i*30))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.WriteText([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil || r.pongs != 5 || r.data != "data" {
+			t.Fatalf("server saw %d pongs before the frame, then %q, %v; want 5 pongs, then \"data\"", r.pongs, r.data, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the server did not read the frame within 30s")
+	}
+}

@@ -36,6 +36,10 @@ type Conn struct {
 	// br is a server connection's read buffer, which Upgrade owns so that
 	// WaitReadable can tell whether it holds bytes.
 	br *bufio.Reader
+	hc *holdConn // a server connection's socket, whose writes can be held
+	// pong is the pong handler, which WaitReadable calls for the pongs it
+	// takes from the read buffer itself.
+	pong func()
 }
 
 // UpgradeOptions configure Upgrade.
@@ -81,7 +85,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, opts UpgradeOptions) (*Conn
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{ws: ws, br: hw.br}, nil
+	return &Conn{ws: ws, br: hw.br, hc: hw.hc}, nil
 }
 
 // DialOptions configure Dial.
@@ -124,6 +128,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.ws.SetWriteDeadlin
 // SetPongHandler sets the function called for each pong control frame.
 // It runs on the reader goroutine.
 func (c *Conn) SetPongHandler(h func()) {
+	c.pong = h
 	c.ws.SetPongHandler(func(string) error { h(); return nil })
 }
 
@@ -139,6 +144,12 @@ func (c *Conn) WriteText(data []byte) error { return c.ws.WriteMessage(websocket
 // Ping sends a ping control frame. Safe from any goroutine.
 func (c *Conn) Ping(deadline time.Time) error {
 	return c.ws.WriteControl(websocket.PingMessage, nil, deadline)
+}
+
+// Pong sends a pong control frame. Safe from any goroutine. (The library
+// answers pings itself; this is for tests of keepalive.)
+func (c *Conn) Pong(deadline time.Time, data []byte) error {
+	return c.ws.WriteControl(websocket.PongMessage, data, deadline)
 }
 
 // WriteClose sends a close frame. Safe from any goroutine.
