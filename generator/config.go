@@ -605,7 +605,7 @@ func (d *doc) fs(path string, v any, c *Config) {
 }
 
 func (d *doc) sessions(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue")
+	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain")
 	if !ok {
 		return
 	}
@@ -619,6 +619,14 @@ func (d *doc) sessions(path string, v any, c *Config) {
 				d.errorf(path+".resume_grace", "%v", err)
 			}
 			s.ResumeGrace = str
+		}
+	}
+	if x, ok := m["drain"]; ok {
+		if str, ok := d.str(path+".drain", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil {
+				d.errorf(path+".drain", "%v", err)
+			}
+			s.Drain = str
 		}
 	}
 	if x, ok := m["max"]; ok {
