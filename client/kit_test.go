@@ -546,3 +546,63 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 		t.Errorf("message = %q, want the command to have run exactly once", done.Message)
 	}
 }
+
+// TestKitDraining drains a real kit while a prompt runs: the host app's
+// callback gets the deadline, Box.Draining says so, a new prompt fails
+// with code Draining, and the running one completes.
+func TestKitDraining(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	ag := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
+		if turn.Text() != "slow" {
+			return "fast", nil
+		}
+		close(started)
+		select {
+		case <-release:
+			return "slow done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	url, srv := startKit(t, ag, "")
+	told := make(chan time.Time, 1)
+	b := kitBox(t, url, client.WithOnDraining(func(box string, deadline time.Time) {
+		if box == "kit" {
+			told <- deadline
+		}
+	}))
+	ctx := waittest.Context(t, "the box's answers")
+	r, err := b.Prompt(ctx, "slow", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waittest.Wait(t, started, "the slow prompt to start")
+
+	drainCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Drain(drainCtx) }()
+	deadline := waittest.Recv(t, told, "the draining callback")
+	if want, _ := drainCtx.Deadline(); deadline.UnixMilli() != want.UnixMilli() {
+		t.Errorf("callback deadline = %v, want the drain's %v", deadline, want)
+	}
+	if d, ok := b.Draining(); !ok || !d.Equal(deadline) {
+		t.Errorf("Draining() = %v, %v, want %v, true", d, ok, deadline)
+	}
+	r2, err := b.Prompt(ctx, "again", client.PromptOptions{})
+	if err == nil {
+		_, err = r2.Wait(ctx)
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != protocol.CodeDraining {
+		t.Errorf("prompt while draining: %v, want an *Error with code %s", err, protocol.CodeDraining)
+	}
+	close(release)
+	c, err := r.Wait(ctx)
+	if err != nil || c.Message != "slow done" {
+		t.Fatalf("running prompt: %+v, %v, want it completed", c, err)
+	}
+	if err := waittest.Recv(t, drained, "Drain to return"); err != nil {
+		t.Errorf("Drain = %v, want nil once nothing runs", err)
+	}
+}

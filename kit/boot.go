@@ -72,6 +72,7 @@ func (b *boot) run(opts Options) *Server {
 		resumeGrace:  DefaultResumeGrace,
 		pingInterval: opts.PingInterval,
 		caps:         capabilities,
+		promptEnded:  make(chan struct{}, 1),
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
@@ -190,6 +191,7 @@ func (b *boot) run(opts Options) *Server {
 	}
 	s.healthBody, _ = json.Marshal(health)
 	s.envBody, _ = json.Marshal(env)
+	s.drainBody = s.drainingHealth()
 	return s
 }
 

@@ -179,6 +179,11 @@ type Server struct {
 
 	replayBytes atomic.Int64 // all sessions' replay buffers
 
+	draining    atomic.Bool   // Drain has begun (drain.go)
+	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
+	promptEnded chan struct{} // wakes Drain when a prompt ends
+	drainBody   []byte        // /health's body while draining
+
 	healthBody []byte
 	envBody    []byte
 	caps       []string
@@ -372,6 +377,7 @@ var capabilities = []string{
 	protocol.CapSessions,
 	protocol.CapSubprotocol,
 	protocol.CapTokens,
+	protocol.CapDrain,
 }
 
 // sessionCount reports the live sessions (tests and benchmarks use it).

@@ -147,6 +147,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
+	if s.draining.Load() {
+		refuseDraining(w)
+		return
+	}
 	fresh := s.reserve()
 	if fresh == nil {
 		w.Header().Set("Retry-After", "1")
@@ -294,6 +298,10 @@ func (ss *session) attach(c *conn) {
 	defer ss.sendMu.Unlock()
 	ss.conn.Store(c)
 	c.send(ss.hello(false))
+	if ss.srv.draining.Load() {
+		b, _ := protocol.Encode(&protocol.Draining{Deadline: ss.srv.drainUntil.Load(), Message: drainMessage})
+		c.send(b)
+	}
 }
 
 func (ss *session) hello(resumed bool) []byte {
@@ -479,6 +487,12 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
 		return
 	}
+	if ss.srv.draining.Load() {
+		ss.mu.Unlock()
+		ss.sendError(context.Background(), m.ID, protocol.CodeDraining,
+			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
+		return
+	}
 	if len(ss.queue) >= ss.srv.maxQueue {
 		ss.mu.Unlock()
 		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
@@ -529,6 +543,7 @@ func (ss *session) abort(id string) {
 		if q.msg.ID == id {
 			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
 			ss.mu.Unlock()
+			ss.srv.notePromptEnded()
 			ss.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
 			return
 		}
@@ -597,6 +612,7 @@ func (ss *session) runLoop() {
 			ss.mu.Unlock()
 		})
 		cancel(nil)
+		ss.srv.notePromptEnded()
 	}
 }
 
@@ -644,6 +660,7 @@ func (ss *session) end(cause error) {
 			}
 		}
 		ss.srv.removeSession(ss)
+		ss.srv.notePromptEnded()
 		ss.logger().Debug("session ended", "cause", cause)
 	})
 }
