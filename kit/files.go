@@ -20,20 +20,9 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// checkInputName rejects an input name that is not a plain file name.
-func checkInputName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("input name is empty")
-	case name == "." || name == "..":
-		return fmt.Errorf("input name %q is not a file name", name)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("input name %q contains a NUL byte", name)
-	case strings.ContainsAny(name, `/\`):
-		return fmt.Errorf("input name %q contains a path separator: inputs are plain file names", name)
-	}
-	return nil
-}
+// checkInputName rejects an input name that is not a plain file name
+// (protocol.CheckInputName, which the Go client applies too).
+func checkInputName(name string) error { return protocol.CheckInputName(name) }
 
 // inputAccepted reports whether the inputs policy names the adapter key.
 func (s *Server) inputAccepted(key string) bool {
