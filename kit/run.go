@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -172,10 +173,19 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		if err := m.OutputsPolicy.Check(); err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}
-		policy = m.OutputsPolicy.Apply(policy)
+		o, err := srv.confine(m.OutputsPolicy)
+		if err != nil {
+			return "", nil, codeErr(protocol.CodeBadMessage, err)
+		}
+		policy = o.Apply(policy)
 		if err := srv.registry.ValidateOutputs(policy); err != nil {
 			return "", nil, codeErr(protocol.CodeError, err)
 		}
+	}
+	if policyKeysIDs(policy) && !storage.ValidID(m.ID) {
+		// Checked before anything runs: the id becomes an object key
+		// segment when the outputs are stored.
+		return "", nil, codeErr(protocol.CodeBadMessage, fmt.Errorf("prompt id %q cannot name stored outputs: on this box (its outputs may go to %s) prompt ids use letters, digits, '_' and '-', at most 128", m.ID, policyAdapters(policy)))
 	}
 	text, directives := parseDirectives(m.Text)
 
@@ -261,6 +271,17 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		return "", nil, err
 	}
 	return message, outputs, nil
+}
+
+// policyAdapters names a policy's adapters, for messages.
+func policyAdapters(p protocol.Policy) string {
+	var names []string
+	for _, r := range p.Rules {
+		if !slices.Contains(names, r.Use.Adapter) {
+			names = append(names, r.Use.Adapter)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // guard calls an agent's code and turns a panic into an error, so that a

@@ -38,6 +38,10 @@ type session struct {
 	srv   *Server
 	id    string
 	owner string // the identity of the credential that opened it
+	// mayReadFile reports whether the credential that opened the session
+	// may read a parked file by GET /files/{id} (the key, or a files-scope
+	// token that names the id or no ids).
+	mayReadFile func(id string) bool
 
 	logOnce sync.Once
 	log     *slog.Logger
@@ -177,6 +181,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	fresh.owner = who
+	fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
 	ss := fresh
 	resumeFailed := ""
 	if rid := r.URL.Query().Get("resume"); rid != "" {

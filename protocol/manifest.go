@@ -36,6 +36,18 @@ type Manifest struct {
 	// Sandbox chooses the isolation layers of the box's agent processes.
 	// Additive; absent means every layer the platform allows.
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+	// Files tunes how GET /files/{id} serves parked files. Additive.
+	Files *FilesSpec `json:"files,omitempty"`
+}
+
+// FilesSpec tunes GET /files/{id}.
+type FilesSpec struct {
+	// Inline serves parked files inline (v1's Content-Disposition) with no
+	// Content-Security-Policy, so that a browser renders an agent's HTML
+	// or SVG from the box's origin. Off by default: files are downloads
+	// under "default-src 'none'; sandbox". Turn it on only for agents
+	// whose output you trust as much as your own pages.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // SandboxSpec chooses the isolation layers of a box's sessions. Every

@@ -53,6 +53,12 @@ type LocalOptions struct {
 	Now func() time.Time
 	// Logger receives sweep results and serving errors. Default: discard.
 	Logger *slog.Logger
+	// Inline serves files with Content-Disposition inline and no
+	// Content-Security-Policy, as v1 did. By default ServeFile serves every
+	// file as a download (attachment) under a CSP that forbids everything
+	// and sandboxes it: the files are written by agents, and a browser
+	// link to one carries a token.
+	Inline bool
 }
 
 // Local is the localServer adapter: files parked on the box under a
@@ -71,6 +77,7 @@ type Local struct {
 	db        *sql.DB
 	lookupSQL *sql.Stmt // the /files hot path, prepared once
 	publicURL string
+	inline    bool
 	ttl       time.Duration
 	interval  time.Duration
 	now       func() time.Time
@@ -155,6 +162,7 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		db:        db,
 		lookupSQL: lookupSQL,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"),
+		inline:    opts.Inline,
 		ttl:       opts.DefaultTTL,
 		interval:  opts.SweepInterval,
 		now:       opts.Now,
@@ -199,6 +207,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if !slices.Contains(columns, "session_id") {
 		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN session_id TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("add session_id column: %w", err)
+		}
+	}
+	if !slices.Contains(columns, "owner") {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("add owner column: %w", err)
 		}
 	}
 	return nil
@@ -277,8 +290,8 @@ func (l *Local) Put(ctx context.Context, meta Meta, r io.Reader) (protocol.FileR
 	}
 	now := l.now()
 	_, err = l.db.ExecContext(ctx,
-		`INSERT INTO files (id, request_id, name, mime, size, created_at, ttl_at, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, meta.PromptID, meta.Name, mime, meta.Size, now.Unix(), now.Add(ttl).Unix(), meta.SessionID)
+		`INSERT INTO files (id, request_id, name, mime, size, created_at, ttl_at, session_id, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, meta.PromptID, meta.Name, mime, meta.Size, now.Unix(), now.Add(ttl).Unix(), meta.SessionID, meta.Owner)
 	if err != nil {
 		os.Remove(final)
 		return protocol.FileRef{}, fmt.Errorf("park %s: index: %w", meta.Name, err)
@@ -431,6 +444,23 @@ func (l *Local) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.R
 		return nil, fmt.Errorf("server file %q: %w", ref.Name, err)
 	}
 	return f, nil
+}
+
+// Owner returns the owner recorded for a stored file ("" for files stored
+// without one, or by a v1 kit), or ErrNotFound.
+func (l *Local) Owner(ctx context.Context, id string) (string, error) {
+	if !ValidID(id) {
+		return "", ErrNotFound
+	}
+	var owner string
+	err := l.db.QueryRowContext(ctx, `SELECT owner FROM files WHERE id = ?`, id).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up file %s: %w", id, err)
+	}
+	return owner, nil
 }
 
 // remove deletes id's row and then its file. A crash in between leaves an
