@@ -180,6 +180,9 @@ func (b *boot) run(opts Options) *Server {
 	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
 	s.openSandbox(b)
+	if len(b.problems) == 0 {
+		s.reclaim() // reclaim.go: what a killed kit left
+	}
 	s.bootEgress(b)
 
 	// Precomputed bodies.

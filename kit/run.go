@@ -314,6 +314,7 @@ func (ss *session) prepare() error {
 	}
 	srv := ss.srv
 	if !ss.made {
+		srv.noteSession(ss.id) // reclaim.go
 		var dirs agent.Dirs
 		for _, d := range []struct {
 			key string

@@ -664,6 +664,9 @@ func (ss *session) end(cause error) {
 				}
 			}
 		}
+		if ss.made {
+			ss.srv.forgetSession(ss.id)
+		}
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
 		ss.logger().Debug("session ended", "cause", cause)
