@@ -67,9 +67,7 @@ func (s *Server) confine(o *protocol.OutputsOverride) (*protocol.OutputsOverride
 	if len(places) == 0 {
 		return nil, errors.New("outputs_policy.s3: this box declares no s3 storage for its outputs, so a prompt cannot send them to s3")
 	}
-	var names []string
 	for _, p := range places {
-		names = append(names, p.bucket)
 		if p.bucket != want.Bucket {
 			continue
 		}
@@ -83,10 +81,7 @@ func (s *Server) confine(o *protocol.OutputsOverride) (*protocol.OutputsOverride
 		}
 		out := *o
 		s3 := want
-		s3.Prefix = prefix
-		if prefix == "" {
-			s3.Prefix = "" // the adapter's default, which is then empty too
-		}
+		s3.Prefix = prefix // "" only where the place's prefix is empty too
 		out.S3 = &s3
 		return &out, nil
 	}
