@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -288,6 +289,17 @@ func (b *Box) getConn(ctx context.Context) (*conn, error) {
 			b.mu.Unlock()
 			return nil, fmt.Errorf("box %q: %w", b.name, ErrClosed)
 		}
+		if b.conn != nil && !b.drainUntil.IsZero() && len(b.inflight) == 0 {
+			// The box said it is shutting down and nothing is left on
+			// its socket: leave it, and dial afresh (a load balancer sends
+			// the new session to another instance).
+			old := b.conn
+			b.conn, b.session, b.lastSeq, b.drainUntil = nil, "", 0, time.Time{}
+			b.mu.Unlock()
+			b.log.Info("leaving a draining box's socket for a new session")
+			old.shutdown(wsconn.CloseNormal, "the box is draining")
+			continue
+		}
 		if b.conn != nil {
 			c := b.conn
 			b.mu.Unlock()
@@ -358,6 +370,9 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, fmt.Errorf("connect to box %q at %s: %w: the box refused the key (check GLOVEBOX_KEY)", b.name, b.ws.Redacted(), ErrUnauthorized)
+		}
+		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			return nil, fmt.Errorf("connect to box %q at %s: HTTP %s: the box is shutting down or full; retry after %s, or use another endpoint", b.name, b.ws.Redacted(), resp.Status, cmp.Or(resp.Header.Get("Retry-After"), "1")+"s")
 		}
 		if resp != nil {
 			return nil, fmt.Errorf("connect to box %q at %s: HTTP %s", b.name, b.ws.Redacted(), resp.Status)

@@ -103,7 +103,10 @@ func WithMaxMessage(bytes int64) Option { return func(o *options) { o.maxMessage
 // and complete as usual. The host app should send new prompts elsewhere,
 // for instance to a Box of another endpoint, or to this one again once a
 // new instance answers /health. f runs on a goroutine of its own and must
-// return; Box.Draining reports the same.
+// return; Box.Draining reports the same. Once the prompts in flight on the
+// draining box have ended, the next prompt leaves its socket and opens a
+// new session at the endpoint's URL, which a load balancer sends to
+// another instance (a new session: nothing is resumed).
 func WithOnDraining(f func(box string, deadline time.Time)) Option {
 	return func(o *options) { o.onDraining = f }
 }

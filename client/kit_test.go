@@ -547,14 +547,16 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 	}
 }
 
-// TestKitDraining drains a real kit while a prompt runs: the host app's
-// callback gets the deadline, Box.Draining says so, a new prompt fails
-// with code Draining, and the running one completes.
+// TestKitDraining drains a real kit behind a proxy while a prompt runs:
+// the host app's callback gets the deadline (and points the proxy at a
+// second kit, as a load balancer would), Box.Draining says so, a new
+// prompt on the draining session fails with code Draining, the running
+// one completes, and the next prompt opens a session on the second kit.
 func TestKitDraining(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	ag := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
 		if turn.Text() != "slow" {
-			return "fast", nil
+			return "from the first kit", nil
 		}
 		close(started)
 		select {
@@ -564,10 +566,14 @@ func TestKitDraining(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
-	url, srv := startKit(t, ag, "")
+	first, srv := startKit(t, ag, "")
+	second, _ := startKit(t, agent.Func(func(context.Context, agent.Turn) (string, error) { return "from the second kit", nil }), "")
+	p := newProxy(t)
+	p.setTarget(first)
 	told := make(chan time.Time, 1)
-	b := kitBox(t, url, client.WithOnDraining(func(box string, deadline time.Time) {
+	b := kitBox(t, p.url(), client.WithOnDraining(func(box string, deadline time.Time) {
 		if box == "kit" {
+			p.setTarget(second) // the load balancer moves away
 			told <- deadline
 		}
 	}))
@@ -604,5 +610,15 @@ func TestKitDraining(t *testing.T) {
 	}
 	if err := waittest.Recv(t, drained, "Drain to return"); err != nil {
 		t.Errorf("Drain = %v, want nil once nothing runs", err)
+	}
+	r3, err := b.Prompt(ctx, "next", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r3.Wait(ctx); err != nil || c.Message != "from the second kit" {
+		t.Errorf("prompt after the drain: %+v, %v, want it answered by the second kit", c, err)
+	}
+	if _, ok := b.Draining(); ok {
+		t.Error("Draining() still true on the new session")
 	}
 }
