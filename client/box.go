@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ type Box struct {
 	session    string          // session id from the box's hello
 	caps       map[string]bool // capabilities from the box's hello; nil from a v1 box
 	lastSeq    uint64          // highest seq seen in this session
+	drainUntil time.Time       // when the box that said it drains cuts; zero if none did
 
 	env envCache
 }
@@ -55,6 +57,15 @@ func newBox(name string, ep Endpoint, o options) (*Box, error) {
 
 // Name is the box's endpoint name.
 func (b *Box) Name() string { return b.name }
+
+// Draining reports whether the box this Box's session is on said it is
+// shutting down, and when it cuts what still runs (see WithOnDraining). A
+// new session (the next connection) clears it.
+func (b *Box) Draining() (deadline time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.drainUntil, !b.drainUntil.IsZero()
+}
 
 // File is an input file given by its bytes or a reader. Mime defaults to a
 // guess from the file name.
@@ -150,9 +161,10 @@ func (b *Box) Prompt(ctx context.Context, text string, opts PromptOptions) (*Res
 
 func buildInputs(opts PromptOptions, max int64) (map[string]protocol.FileRef, error) {
 	inputs := make(map[string]protocol.FileRef, len(opts.Inputs)+len(opts.Files))
+	// The box's own rule for input names, checked before anything is sent.
 	for name, ref := range opts.Inputs {
-		if name == "" {
-			return nil, errors.New("an input has an empty name")
+		if err := protocol.CheckInputName(name); err != nil {
+			return nil, err
 		}
 		if err := ref.Validate(); err != nil {
 			return nil, fmt.Errorf("input %q: %w", name, err)
@@ -160,8 +172,8 @@ func buildInputs(opts PromptOptions, max int64) (map[string]protocol.FileRef, er
 		inputs[name] = ref
 	}
 	for name, f := range opts.Files {
-		if name == "" {
-			return nil, errors.New("a file has an empty name")
+		if err := protocol.CheckInputName(name); err != nil {
+			return nil, err
 		}
 		data := f.Data
 		if data == nil && f.Reader != nil {
@@ -277,6 +289,17 @@ func (b *Box) getConn(ctx context.Context) (*conn, error) {
 			b.mu.Unlock()
 			return nil, fmt.Errorf("box %q: %w", b.name, ErrClosed)
 		}
+		if b.conn != nil && !b.drainUntil.IsZero() && len(b.inflight) == 0 {
+			// The box said it is shutting down and nothing is left on
+			// its socket: leave it, and dial afresh (a load balancer sends
+			// the new session to another instance).
+			old := b.conn
+			b.conn, b.session, b.lastSeq, b.drainUntil = nil, "", 0, time.Time{}
+			b.mu.Unlock()
+			b.log.Info("leaving a draining box's socket for a new session")
+			old.shutdown(wsconn.CloseNormal, "the box is draining")
+			continue
+		}
 		if b.conn != nil {
 			c := b.conn
 			b.mu.Unlock()
@@ -348,6 +371,9 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, fmt.Errorf("connect to box %q at %s: %w: the box refused the key (check GLOVEBOX_KEY)", b.name, b.ws.Redacted(), ErrUnauthorized)
 		}
+		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			return nil, fmt.Errorf("connect to box %q at %s: HTTP %s: the box is shutting down or full; retry after %s, or use another endpoint", b.name, b.ws.Redacted(), resp.Status, cmp.Or(resp.Header.Get("Retry-After"), "1")+"s")
+		}
 		if resp != nil {
 			return nil, fmt.Errorf("connect to box %q at %s: HTTP %s", b.name, b.ws.Redacted(), resp.Status)
 		}
@@ -392,6 +418,7 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 func (b *Box) applyHello(h *protocol.ServerHello) {
 	if !h.Resumed || h.SessionID != b.session {
 		b.lastSeq = 0
+		b.drainUntil = time.Time{} // a new session: perhaps another instance
 	}
 	b.session = h.SessionID
 	b.caps = make(map[string]bool, len(h.Capabilities))
@@ -659,6 +686,17 @@ func (b *Box) handle(c *conn, data []byte) {
 	switch m := m.(type) {
 	case *protocol.ServerHello:
 		b.applyHello(m)
+	case *protocol.Draining:
+		b.drainUntil = time.UnixMilli(m.Deadline)
+		b.log.Info("box is shutting down", "deadline", b.drainUntil, "message", m.Message)
+		if f := b.opts.onDraining; f != nil {
+			deadline := b.drainUntil
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				f(b.name, deadline)
+			}()
+		}
 	case *protocol.Event:
 		if r := b.inflight[m.ID]; r != nil {
 			r.ack()

@@ -36,6 +36,7 @@ type options struct {
 	maxBackoff     time.Duration
 	eventBuffer    int
 	maxMessage     int64
+	onDraining     func(box string, deadline time.Time)
 }
 
 func defaultOptions() options {
@@ -94,6 +95,21 @@ func WithEventBuffer(bytes int) Option { return func(o *options) { o.eventBuffer
 // 100MB, v1's limit). A prompt whose inline files make it larger fails
 // before it is sent.
 func WithMaxMessage(bytes int64) Option { return func(o *options) { o.maxMessage = bytes } }
+
+// WithOnDraining sets a function called when a box says it is shutting
+// down (a deploy sent it SIGTERM; capability "drain"): it takes no new
+// sessions or prompts (a prompt sent now fails with an *Error of code
+// protocol.CodeDraining), and the prompts in flight go on until deadline
+// and complete as usual. The host app should send new prompts elsewhere,
+// for instance to a Box of another endpoint, or to this one again once a
+// new instance answers /health. f runs on a goroutine of its own and must
+// return; Box.Draining reports the same. Once the prompts in flight on the
+// draining box have ended, the next prompt leaves its socket and opens a
+// new session at the endpoint's URL, which a load balancer sends to
+// another instance (a new session: nothing is resumed).
+func WithOnDraining(f func(box string, deadline time.Time)) Option {
+	return func(o *options) { o.onDraining = f }
+}
 
 // Client holds named endpoints and one Box per name. It is safe for
 // concurrent use.

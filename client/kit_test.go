@@ -546,3 +546,79 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 		t.Errorf("message = %q, want the command to have run exactly once", done.Message)
 	}
 }
+
+// TestKitDraining drains a real kit behind a proxy while a prompt runs:
+// the host app's callback gets the deadline (and points the proxy at a
+// second kit, as a load balancer would), Box.Draining says so, a new
+// prompt on the draining session fails with code Draining, the running
+// one completes, and the next prompt opens a session on the second kit.
+func TestKitDraining(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	ag := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
+		if turn.Text() != "slow" {
+			return "from the first kit", nil
+		}
+		close(started)
+		select {
+		case <-release:
+			return "slow done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	first, srv := startKit(t, ag, "")
+	second, _ := startKit(t, agent.Func(func(context.Context, agent.Turn) (string, error) { return "from the second kit", nil }), "")
+	p := newProxy(t)
+	p.setTarget(first)
+	told := make(chan time.Time, 1)
+	b := kitBox(t, p.url(), client.WithOnDraining(func(box string, deadline time.Time) {
+		if box == "kit" {
+			p.setTarget(second) // the load balancer moves away
+			told <- deadline
+		}
+	}))
+	ctx := waittest.Context(t, "the box's answers")
+	r, err := b.Prompt(ctx, "slow", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waittest.Wait(t, started, "the slow prompt to start")
+
+	drainCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Drain(drainCtx) }()
+	deadline := waittest.Recv(t, told, "the draining callback")
+	if want, _ := drainCtx.Deadline(); deadline.UnixMilli() != want.UnixMilli() {
+		t.Errorf("callback deadline = %v, want the drain's %v", deadline, want)
+	}
+	if d, ok := b.Draining(); !ok || !d.Equal(deadline) {
+		t.Errorf("Draining() = %v, %v, want %v, true", d, ok, deadline)
+	}
+	r2, err := b.Prompt(ctx, "again", client.PromptOptions{})
+	if err == nil {
+		_, err = r2.Wait(ctx)
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != protocol.CodeDraining {
+		t.Errorf("prompt while draining: %v, want an *Error with code %s", err, protocol.CodeDraining)
+	}
+	close(release)
+	c, err := r.Wait(ctx)
+	if err != nil || c.Message != "slow done" {
+		t.Fatalf("running prompt: %+v, %v, want it completed", c, err)
+	}
+	if err := waittest.Recv(t, drained, "Drain to return"); err != nil {
+		t.Errorf("Drain = %v, want nil once nothing runs", err)
+	}
+	r3, err := b.Prompt(ctx, "next", client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r3.Wait(ctx); err != nil || c.Message != "from the second kit" {
+		t.Errorf("prompt after the drain: %+v, %v, want it answered by the second kit", c, err)
+	}
+	if _, ok := b.Draining(); ok {
+		t.Error("Draining() still true on the new session")
+	}
+}

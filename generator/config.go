@@ -48,7 +48,9 @@ type Config struct {
 	Limits   protocol.Limits
 	FS       map[string]protocol.Mount
 	Sessions *protocol.SessionsSpec
-	Agent    protocol.AgentSpec
+	// Files is [files]: how /files serves parked files.
+	Files *protocol.FilesSpec
+	Agent protocol.AgentSpec
 	// AgentMain is a Go agent's main package ("./cmd/myagent"), relative
 	// to the box directory, which holds its Go module; AgentVendorHash is
 	// buildGoModule's vendorHash for it ("" for null).
@@ -104,6 +106,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Sessions:        c.Sessions,
 		Network:         c.Network,
 		Sandbox:         c.Sandbox,
+		Files:           c.Files,
 	}
 }
 
@@ -162,7 +165,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -210,6 +213,13 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.deploy(k, v, c)
 		case "sandbox":
 			d.sandbox(k, v, c)
+		case "files":
+			if m, ok := d.table(k, v, "inline"); ok {
+				c.Files = &protocol.FilesSpec{}
+				if x, ok := m["inline"]; ok {
+					c.Files.Inline, _ = d.boolean(k+".inline", x)
+				}
+			}
 		}
 	}
 	if len(d.probs) == 0 {
@@ -605,7 +615,7 @@ func (d *doc) fs(path string, v any, c *Config) {
 }
 
 func (d *doc) sessions(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue")
+	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain")
 	if !ok {
 		return
 	}
@@ -619,6 +629,14 @@ func (d *doc) sessions(path string, v any, c *Config) {
 				d.errorf(path+".resume_grace", "%v", err)
 			}
 			s.ResumeGrace = str
+		}
+	}
+	if x, ok := m["drain"]; ok {
+		if str, ok := d.str(path+".drain", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil {
+				d.errorf(path+".drain", "%v", err)
+			}
+			s.Drain = str
 		}
 	}
 	if x, ok := m["max"]; ok {

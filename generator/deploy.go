@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -325,7 +326,7 @@ func kubernetes(c *Config) map[string]any {
 				"metadata": map[string]any{"labels": labels},
 				"spec": map[string]any{
 					"containers":                    []any{container},
-					"terminationGracePeriodSeconds": 15,
+					"terminationGracePeriodSeconds": KillTimeout(c),
 				},
 			},
 		},
@@ -356,4 +357,22 @@ func kubeLimits(c *Config) map[string]any {
 		}
 	}
 	return out
+}
+
+// drainMargin is what a platform's kill timeout adds to the box's drain
+// time: the kit needs a moment after the drain to park outputs, close its
+// store and exit before the platform sends SIGKILL.
+const drainMargin = 5
+
+// maxFlyKillTimeout is the largest kill_timeout Fly accepts, in seconds.
+const maxFlyKillTimeout = 300
+
+// KillTimeout is how long, in seconds, a platform waits between SIGTERM and
+// SIGKILL (fly.toml's kill_timeout, Kubernetes'
+// terminationGracePeriodSeconds): the box's drain time (sessions.drain,
+// default 30s) plus a margin, capped at Fly's 300 s.
+func KillTimeout(c *Config) int {
+	m := protocol.Manifest{Sessions: c.Sessions}
+	secs := int((m.DrainTime() + time.Second - 1) / time.Second)
+	return min(secs+drainMargin, maxFlyKillTimeout)
 }

@@ -2,7 +2,9 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +20,8 @@ import (
 type flyConfig struct {
 	App           string `toml:"app"`
 	PrimaryRegion string `toml:"primary_region"`
+	KillSignal    string `toml:"kill_signal"`
+	KillTimeout   int    `toml:"kill_timeout"`
 	Build         struct {
 		Dockerfile string `toml:"dockerfile"`
 	} `toml:"build"`
@@ -108,6 +112,62 @@ func TestFlyToml(t *testing.T) {
 			}
 			if tc.secrets != "" && !strings.Contains(string(data), "fly secrets set "+tc.secrets) {
 				t.Errorf("fly.toml does not say to set the secrets %s:\n%s", tc.secrets, data)
+			}
+			if f.KillSignal != "SIGTERM" || f.KillTimeout != 35 {
+				t.Errorf("kill_signal %q kill_timeout %d, want SIGTERM and 35 (the default 30s drain plus 5s)", f.KillSignal, f.KillTimeout)
+			}
+		})
+	}
+}
+
+// TestDrainDeployAgree checks that fly.toml's kill_timeout and Kubernetes'
+// terminationGracePeriodSeconds both give the box its sessions.drain plus
+// the margin, capped at Fly's 300 s.
+func TestDrainDeployAgree(t *testing.T) {
+	for _, tc := range []struct {
+		drain string
+		want  int
+	}{{"", 35}, {"10s", 15}, {"90s", 95}, {"2m", 125}, {"1h", 300}} {
+		t.Run(cmp.Or(tc.drain, "default"), func(t *testing.T) {
+			src := "name = \"d\"\nversion = \"1.0.0\"\nbase = \"base\"\n"
+			if tc.drain != "" {
+				src += "[sessions]\ndrain = \"" + tc.drain + "\"\n"
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "glovebox.toml"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := generateCase(t, dir, Options{})
+			f := decodeFly(t, fileData(t, res, FlyFile))
+			if f.KillTimeout != tc.want {
+				t.Errorf("fly.toml kill_timeout = %d, want %d", f.KillTimeout, tc.want)
+			}
+			var list struct {
+				Items []struct {
+					Kind string `json:"kind"`
+					Spec struct {
+						Template struct {
+							Spec struct {
+								Grace int `json:"terminationGracePeriodSeconds"`
+							} `json:"spec"`
+						} `json:"template"`
+					} `json:"spec"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(fileData(t, res, KubernetesFile), &list); err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, it := range list.Items {
+				if it.Kind == "Deployment" {
+					found = true
+					if it.Spec.Template.Spec.Grace != tc.want {
+						t.Errorf("kubernetes terminationGracePeriodSeconds = %d, want %d", it.Spec.Template.Spec.Grace, tc.want)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("kubernetes.json has no Deployment")
 			}
 		})
 	}

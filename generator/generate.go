@@ -349,6 +349,8 @@ type view struct {
 	// FlyApp, FlyRegion ("" for none), FlySize and MemoryMB are fly.toml's.
 	FlyApp, FlyRegion, FlySize string
 	MemoryMB                   int64
+	// KillTimeout is fly.toml's kill_timeout in seconds (KillTimeout).
+	KillTimeout int
 	// Secrets are the variables to set as platform secrets besides
 	// GLOVEBOX_KEY: the declared secrets and required variables without a
 	// default.
@@ -380,6 +382,7 @@ func newView(c *Config, opts Options) *view {
 		AgentType:       c.Agent.Type,
 		AgentMain:       c.AgentMain,
 		AgentVendorHash: c.AgentVendorHash,
+		KillTimeout:     KillTimeout(c),
 	}
 	for _, k := range c.EnvOrder {
 		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {

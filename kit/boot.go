@@ -72,6 +72,7 @@ func (b *boot) run(opts Options) *Server {
 		resumeGrace:  DefaultResumeGrace,
 		pingInterval: opts.PingInterval,
 		caps:         capabilities,
+		promptEnded:  make(chan struct{}, 1),
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
@@ -179,6 +180,9 @@ func (b *boot) run(opts Options) *Server {
 	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
 	s.openSandbox(b)
+	if len(b.problems) == 0 {
+		s.reclaim() // reclaim.go: what a killed kit left
+	}
 	s.bootEgress(b)
 
 	// Precomputed bodies.
@@ -190,6 +194,7 @@ func (b *boot) run(opts Options) *Server {
 	}
 	s.healthBody, _ = json.Marshal(health)
 	s.envBody, _ = json.Marshal(env)
+	s.drainBody = s.drainingHealth()
 	return s
 }
 

@@ -20,19 +20,27 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// checkInputName rejects an input name that is not a plain file name.
-func checkInputName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("input name is empty")
-	case name == "." || name == "..":
-		return fmt.Errorf("input name %q is not a file name", name)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("input name %q contains a NUL byte", name)
-	case strings.ContainsAny(name, `/\`):
-		return fmt.Errorf("input name %q contains a path separator: inputs are plain file names", name)
+// checkInputName rejects an input name that is not a plain file name
+// (protocol.CheckInputName, which the Go client applies too).
+func checkInputName(name string) error { return protocol.CheckInputName(name) }
+
+// checkServerRef applies GET /files/{id}'s rules to a server ref: the
+// session's credential may read the file (the key, or a files-scope token
+// for it), or the file was parked by a session opened with the same
+// credential. Anything else, an unknown id included, is refused with one
+// message, so that a ref does not tell whether a file exists.
+func (ss *session) checkServerRef(ctx context.Context, name string, ref protocol.FileRef) error {
+	if ss.mayReadFile != nil && ss.mayReadFile(ref.ID) {
+		return nil
 	}
-	return nil
+	owner, err := ss.srv.local.Owner(ctx, ref.ID)
+	if err == nil && owner != "" && owner == ss.owner {
+		return nil
+	}
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		ss.logger().Warn("server ref: owner lookup", "id", ref.ID, "err", err)
+	}
+	return codeErr(protocol.CodeInput, fmt.Errorf("input %q: server file %q is unknown, or this session's credential may not read it: a server ref reads files parked by sessions of the same credential, or any file with the box key or a files-scope token for it", name, ref.ID))
 }
 
 // inputAccepted reports whether the inputs policy names the adapter key.
@@ -67,6 +75,9 @@ func (ss *session) materialise(ctx context.Context, refs map[string]protocol.Fil
 			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
 		}
 		if ref.Kind == protocol.KindServer {
+			if err := ss.checkServerRef(ctx, name, ref); err != nil {
+				return nil, err
+			}
 			adapters[i] = srv.local
 			continue
 		}
@@ -299,6 +310,7 @@ func (ss *session) store(ctx context.Context, promptID string, o output, policy 
 		Size:      info.Size(),
 		PromptID:  promptID,
 		SessionID: ss.id,
+		Owner:     ss.owner,
 	}
 	return ss.srv.registry.Store(ctx, policy, meta, io.LimitReader(f, info.Size()))
 }

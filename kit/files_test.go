@@ -192,7 +192,7 @@ func TestOutputs(t *testing.T) {
 
 	// A bad override fails before the agent runs.
 	c.send(map[string]any{"type": "prompt", "id": "5", "text": "write never.txt 1", "outputs_policy": map[string]any{"s3": map[string]any{"bucket": "b"}}})
-	if m := last(c.finish("5")); m["type"] != "error" || !strings.Contains(fmt.Sprint(m["error"]), "unregistered adapter: s3") {
+	if m := last(c.finish("5")); m["type"] != "error" || !strings.Contains(fmt.Sprint(m["error"]), "declares no s3 storage") {
 		t.Errorf("s3 override with no s3 adapter: %v", m)
 	}
 	sid := c.hello["session_id"].(string)

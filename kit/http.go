@@ -49,14 +49,19 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
+	body, status := s.healthBody, http.StatusOK
+	if s.draining.Load() {
+		body, status = s.drainBody, http.StatusServiceUnavailable // drain.go
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(s.healthBody)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
 		return
 	}
-	w.Write(s.healthBody)
+	w.Write(body)
 }
 
 func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {

@@ -63,8 +63,38 @@
 // FileRef kinds a box accepts: an input of kind inline, url, s3 or gcs is
 // accepted only when some inputs rule names that kind's adapter (inline,
 // url, s3, gcs), and the adapter is registered. server refs name files in
-// the box's own store and are always accepted. The default inputs policy
-// names url and inline. Every input is capped by limits.max_input.
+// the box's own store and follow GET /files/{id}'s rules: the session's
+// credential may read the file (the key, or a files-scope token for it), or
+// a session of the same credential (the key, the same token subject, the
+// same token) parked it; anything else is refused as if the file did not
+// exist. The default inputs policy names url and inline. Every input is
+// capped by limits.max_input. Input names are plain file names
+// (protocol.CheckInputName): no control, bidi or invisible characters, no
+// surrounding space, no leading "-", no look-alikes of / \ and ., nothing
+// starting with the box's temporary prefix ".input-".
+//
+// outputs_policy. A prompt's outputs_policy.s3 may only name storage the
+// box declares (a bucket of an s3 rule of storage_policy.outputs, or
+// GLOVEBOX_S3_BUCKET), under that place's prefix: the box's credentials
+// sign the upload, so a client cannot pick another bucket or key. When
+// outputs may go to s3, prompt ids must be [A-Za-z0-9_-]{1,128}, since they
+// become key segments.
+//
+// Files. GET /files/{id} serves agent-written files as downloads
+// (Content-Disposition: attachment) under Content-Security-Policy
+// "default-src 'none'; sandbox" with nosniff, so an agent's .html or .svg
+// never runs on the box's origin; the manifest's files.inline (glovebox.toml
+// [files] inline = true) restores v1's inline serving.
+//
+// Errors a client sees name paths as the session knows them ("input/x.pdf",
+// "work/out.txt"), never the host's directories.
+//
+// Drain. On SIGTERM (Main) the box drains (Server.Drain): new sessions get
+// 503, /health answers 503 with "draining": true, connected clients get a
+// draining frame with the deadline (capability "drain"), new prompts get
+// code Draining, and running prompts finish within sessions.drain (default
+// 30s) with their outputs stored; then the box closes and exits 0. A second
+// signal cuts at once.
 //
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.
@@ -178,6 +208,11 @@ type Server struct {
 	pingInterval time.Duration
 
 	replayBytes atomic.Int64 // all sessions' replay buffers
+
+	draining    atomic.Bool   // Drain has begun (drain.go)
+	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
+	promptEnded chan struct{} // wakes Drain when a prompt ends
+	drainBody   []byte        // /health's body while draining
 
 	healthBody []byte
 	envBody    []byte
@@ -372,6 +407,7 @@ var capabilities = []string{
 	protocol.CapSessions,
 	protocol.CapSubprotocol,
 	protocol.CapTokens,
+	protocol.CapDrain,
 }
 
 // sessionCount reports the live sessions (tests and benchmarks use it).

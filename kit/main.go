@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -42,8 +44,12 @@ const shutdownGrace = 10 * time.Second
 // kit's exit status as an *ExitStatusError. GLOVEBOX_INIT=off turns that
 // off for containers that already run an init.
 //
-// resolve returns the agent for the manifest. Main serves until ctx ends,
-// then shuts down gracefully. It writes every problem to stderr itself, one
+// resolve returns the agent for the manifest. Main serves until ctx ends
+// or SIGTERM or SIGINT arrives, then drains (Server.Drain): the box takes
+// no new sessions or prompts, tells its clients, and lets running prompts
+// finish for up to the manifest's sessions.drain (default 30s) before it
+// closes; it then returns nil, so the process exits 0. A second signal
+// cuts the drain at once. It writes every problem to stderr itself, one
 // line each, and returns a non-nil error whenever the process should exit
 // with a failure status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
@@ -159,21 +165,69 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	}
 	log.Info("glovebox-kit serving", "name", man.Name, "version", man.Version, "agent", man.AgentType(), "addr", ln.Addr().String())
 
+	// Signals are counted here as well as by ctx: the first (or ctx's end)
+	// starts the drain, the second cuts it.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ctx, ln) }()
+	go func() { serveErr <- srv.Serve(serveCtx, ln) }()
+	signals := 0
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
-		<-serveErr
+	case <-sigs:
+		signals++
+	}
+	cut := false
+	if err == nil {
+		// The listener stays open while the box drains: /health answers 503
+		// and new sessions get a clear refusal instead of a refused
+		// connection.
+		drain := man.DrainTime()
+		log.Info("shutting down: draining", "drain", drain.String())
+		dctx, cancel := context.WithTimeout(context.Background(), drain)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			srv.Drain(dctx)
+		}()
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case err = <-serveErr:
+				cancel()
+			case <-sigs:
+				signals++
+				if signals >= 2 {
+					log.Warn("second signal: cutting the drain")
+					cut = true
+					cancel()
+				}
+			}
+		}
+		cancel()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if cerr := srv.Close(sctx); cerr != nil {
+	if cut {
+		cancel() // cut at once: no close handshakes
+	}
+	if cerr := srv.Close(sctx); cerr != nil && !cut {
 		log.Warn("shutdown", "err", cerr)
 	}
+	stopServing()
 	if err != nil {
 		fmt.Fprintf(stderr, "glovebox-kit: serve: %v\n", err)
 		return err
+	}
+	if cut {
+		fmt.Fprintln(stderr, "glovebox-kit: stopped by a second signal before the drain ended")
+		return errors.New("drain cut by a second signal")
 	}
 	log.Info("glovebox-kit stopped")
 	return nil

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -71,8 +74,78 @@ func (ss *session) sendComplete(ctx context.Context, id, msg string, outputs map
 	return ss.sendSeq(ctx, b)
 }
 
-// describe maps a prompt's failure to a protocol error code and message.
+// describe maps a prompt's failure to a protocol error code and message,
+// with the box's host paths in it made session-relative (relPaths).
 func (ss *session) describe(ctx context.Context, err error) (code, msg string) {
+	code, msg = ss.describeRaw(ctx, err)
+	return code, ss.relPaths(msg)
+}
+
+// relPaths rewrites the host paths of the session's directories, the
+// box's mounts and its state directory in a message for the client to
+// session-relative ones ("input/x.pdf", "work", "state/files/..."): a
+// client learns nothing about the host's layout, and reads the path as
+// its prompt knows it.
+func (ss *session) relPaths(msg string) string {
+	type repl struct{ from, to string }
+	var rs []repl
+	if ss.info != nil {
+		d := ss.info.Dirs
+		for _, r := range []repl{{d.Work, protocol.MountWork}, {d.Input, protocol.MountInput}, {d.Output, protocol.MountOutput}} {
+			if r.from != "" {
+				rs = append(rs, r)
+			}
+		}
+	}
+	srv := ss.srv
+	for k, p := range srv.mounts {
+		rs = append(rs, repl{p, k})
+	}
+	if srv.stateDir != "" {
+		rs = append(rs, repl{srv.stateDir, "state"})
+	}
+	if srv.opts.Root != "" {
+		rs = append(rs, repl{srv.opts.Root, "box"})
+	}
+	// Longest first: a session's directory lies inside its mount.
+	slices.SortFunc(rs, func(a, b repl) int { return len(b.from) - len(a.from) })
+	for _, r := range rs {
+		if r.from == "" || r.from == "/" || !strings.Contains(msg, r.from) {
+			continue
+		}
+		msg = replacePath(msg, r.from, r.to)
+	}
+	return msg
+}
+
+// replacePath replaces the path from in msg with to wherever it stands as
+// a whole path or a path's leading directories ("/work" in "/work/x", not
+// in "/workspace").
+func replacePath(msg, from, to string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, from)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		end := i + len(from)
+		whole := end == len(msg) || !isPathByte(msg[end]) || msg[end] == '/'
+		b.WriteString(msg[:i])
+		if whole {
+			b.WriteString(to)
+		} else {
+			b.WriteString(from)
+		}
+		msg = msg[end:]
+	}
+}
+
+func isPathByte(c byte) bool {
+	return c == '/' || c == '.' || c == '-' || c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c >= 0x80
+}
+
+func (ss *session) describeRaw(ctx context.Context, err error) (code, msg string) {
 	if ctx.Err() != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errTimeout):
@@ -100,10 +173,19 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		if err := m.OutputsPolicy.Check(); err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}
-		policy = m.OutputsPolicy.Apply(policy)
+		o, err := srv.confine(m.OutputsPolicy)
+		if err != nil {
+			return "", nil, codeErr(protocol.CodeBadMessage, err)
+		}
+		policy = o.Apply(policy)
 		if err := srv.registry.ValidateOutputs(policy); err != nil {
 			return "", nil, codeErr(protocol.CodeError, err)
 		}
+	}
+	if policyKeysIDs(policy) && !storage.ValidID(m.ID) {
+		// Checked before anything runs: the id becomes an object key
+		// segment when the outputs are stored.
+		return "", nil, codeErr(protocol.CodeBadMessage, fmt.Errorf("prompt id %q cannot name stored outputs: on this box (its outputs may go to %s) prompt ids use letters, digits, '_' and '-', at most 128", m.ID, policyAdapters(policy)))
 	}
 	text, directives := parseDirectives(m.Text)
 
@@ -191,6 +273,17 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	return message, outputs, nil
 }
 
+// policyAdapters names a policy's adapters, for messages.
+func policyAdapters(p protocol.Policy) string {
+	var names []string
+	for _, r := range p.Rules {
+		if !slices.Contains(names, r.Use.Adapter) {
+			names = append(names, r.Use.Adapter)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // guard calls an agent's code and turns a panic into an error, so that a
 // faulty agent fails its prompt instead of the whole box.
 func guard(what string, f func() (string, error)) (s string, err error) {
@@ -221,6 +314,7 @@ func (ss *session) prepare() error {
 	}
 	srv := ss.srv
 	if !ss.made {
+		srv.noteSession(ss.id) // reclaim.go
 		var dirs agent.Dirs
 		for _, d := range []struct {
 			key string

@@ -38,6 +38,10 @@ type session struct {
 	srv   *Server
 	id    string
 	owner string // the identity of the credential that opened it
+	// mayReadFile reports whether the credential that opened the session
+	// may read a parked file by GET /files/{id} (the key, or a files-scope
+	// token that names the id or no ids).
+	mayReadFile func(id string) bool
 
 	logOnce sync.Once
 	log     *slog.Logger
@@ -147,6 +151,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
+	if s.draining.Load() {
+		refuseDraining(w)
+		return
+	}
 	fresh := s.reserve()
 	if fresh == nil {
 		w.Header().Set("Retry-After", "1")
@@ -173,6 +181,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	fresh.owner = who
+	fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
 	ss := fresh
 	resumeFailed := ""
 	if rid := r.URL.Query().Get("resume"); rid != "" {
@@ -298,6 +307,10 @@ func (ss *session) attach(c *conn) {
 	defer ss.sendMu.Unlock()
 	ss.conn.Store(c)
 	c.send(ss.hello(false))
+	if ss.srv.draining.Load() {
+		b, _ := protocol.Encode(&protocol.Draining{Deadline: ss.srv.drainUntil.Load(), Message: drainMessage})
+		c.send(b)
+	}
 }
 
 func (ss *session) hello(resumed bool) []byte {
@@ -486,6 +499,12 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
 		return
 	}
+	if ss.srv.draining.Load() {
+		ss.mu.Unlock()
+		ss.sendError(context.Background(), m.ID, protocol.CodeDraining,
+			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
+		return
+	}
 	if len(ss.queue) >= ss.srv.maxQueue {
 		ss.mu.Unlock()
 		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
@@ -536,6 +555,7 @@ func (ss *session) abort(id string) {
 		if q.msg.ID == id {
 			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
 			ss.mu.Unlock()
+			ss.srv.notePromptEnded()
 			ss.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
 			return
 		}
@@ -604,6 +624,7 @@ func (ss *session) runLoop() {
 			ss.mu.Unlock()
 		})
 		cancel(nil)
+		ss.srv.notePromptEnded()
 	}
 }
 
@@ -650,7 +671,11 @@ func (ss *session) end(cause error) {
 				}
 			}
 		}
+		if ss.made {
+			ss.srv.forgetSession(ss.id)
+		}
 		ss.srv.removeSession(ss)
+		ss.srv.notePromptEnded()
 		ss.logger().Debug("session ended", "cause", cause)
 	})
 }

@@ -70,6 +70,7 @@ func (s *Server) openLocal(ls *localStore, files, db string) {
 		PublicURL: s.opts.PublicURL,
 		Now:       s.opts.Now,
 		Logger:    s.log,
+		Inline:    s.man.Files != nil && s.man.Files.Inline,
 	})
 	if ls.err != nil {
 		ls.err = fmt.Errorf("file store: %w", ls.err)
@@ -125,6 +126,19 @@ func (ls *localStore) Open(ctx context.Context, ref protocol.FileRef, max int64)
 	}
 	ref.ID = ls.localID(ref.ID)
 	return l.Open(ctx, ref, max)
+}
+
+// Owner returns the owner recorded for a file of this machine.
+func (ls *localStore) Owner(ctx context.Context, id string) (string, error) {
+	l, err := ls.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	local := ls.localID(id)
+	if local == "" {
+		return "", storage.ErrNotFound
+	}
+	return l.Owner(ctx, local)
 }
 
 // ServeHTTP serves GET /files/{id}.

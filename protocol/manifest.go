@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Manifest is glovebox.json: the v1 shape, in v1 key order, plus the
@@ -35,6 +36,18 @@ type Manifest struct {
 	// Sandbox chooses the isolation layers of the box's agent processes.
 	// Additive; absent means every layer the platform allows.
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+	// Files tunes how GET /files/{id} serves parked files. Additive.
+	Files *FilesSpec `json:"files,omitempty"`
+}
+
+// FilesSpec tunes GET /files/{id}.
+type FilesSpec struct {
+	// Inline serves parked files inline (v1's Content-Disposition) with no
+	// Content-Security-Policy, so that a browser renders an agent's HTML
+	// or SVG from the box's origin. Off by default: files are downloads
+	// under "default-src 'none'; sandbox". Turn it on only for agents
+	// whose output you trust as much as your own pages.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // SandboxSpec chooses the isolation layers of a box's sessions. Every
@@ -182,6 +195,26 @@ type SessionsSpec struct {
 	Max int `json:"max,omitempty"`
 	// MaxQueue caps prompts queued on one session (default 16).
 	MaxQueue int `json:"max_queue,omitempty"`
+	// Drain is how long, after SIGTERM, running prompts may go on before
+	// the kit cuts them and exits (default DefaultDrain). Deploy files
+	// give the platform's kill timeout a few seconds more. Additive.
+	Drain string `json:"drain,omitempty"`
+}
+
+// DefaultDrain is a box's drain time when sessions.drain is not set.
+const DefaultDrain = "30s"
+
+// DrainTime returns sessions.drain, else DefaultDrain, as a duration.
+func (m *Manifest) DrainTime() time.Duration {
+	v := DefaultDrain
+	if m.Sessions != nil && m.Sessions.Drain != "" {
+		v = m.Sessions.Drain
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		d, _ = ParseDuration(DefaultDrain)
+	}
+	return d
 }
 
 // Environment is the body of GET /environment: v1's fields plus the
@@ -222,6 +255,9 @@ type Health struct {
 	Version string `json:"version"`
 	// Isolation lists the sandbox layers in force. Additive.
 	Isolation []string `json:"isolation,omitempty"`
+	// Draining is true while the box shuts down (GET /health then answers
+	// 503, so that load balancers send new sessions elsewhere). Additive.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Environment returns the /environment view of the manifest.
@@ -393,6 +429,11 @@ func (m *Manifest) Check() error {
 		if s.ResumeGrace != "" {
 			if _, err := ParseDuration(s.ResumeGrace); err != nil {
 				add("manifest: sessions.resume_grace: %v", err)
+			}
+		}
+		if s.Drain != "" {
+			if _, err := ParseDuration(s.Drain); err != nil {
+				add("manifest: sessions.drain: %v", err)
 			}
 		}
 		if s.Max < 0 || s.MaxQueue < 0 {

@@ -12,7 +12,7 @@ import (
 // file exposes, and `gbx dev`'s.
 const DefaultPort = 8080
 
-// Message types. The first ten are v1; hello is additive.
+// Message types. The first eleven are v1; hello and draining are additive.
 const (
 	TypePrompt         = "prompt"
 	TypeAbort          = "abort"
@@ -25,7 +25,8 @@ const (
 	TypeComplete       = "complete"
 	TypeError          = "error"
 	TypePong           = "pong"
-	TypeHello          = "hello" // both directions; additive
+	TypeHello          = "hello"    // both directions; additive
+	TypeDraining       = "draining" // server to client; additive
 )
 
 // Capabilities announced in the server's hello frame and in /environment.
@@ -37,6 +38,7 @@ const (
 	CapCancelQueued = "cancel_queued" // abort removes a queued prompt; closing the socket cancels the queue
 	CapSessions     = "sessions"      // each connection has its own agent state and directories
 	CapSubprotocol  = "bearer_subprotocol"
+	CapDrain        = "drain" // the box announces a shutdown with a draining frame
 )
 
 // Error codes. v1 used the name of the JavaScript error that was thrown, so
@@ -53,6 +55,7 @@ const (
 	CodeDuplicateID  = "DuplicateID"  // a prompt id already queued or running on the session
 	CodeResumeFailed = "ResumeFailed" // a resume request named an unknown or expired session
 	CodeLimit        = "LimitError"   // the session hit a sandbox limit (memory, processes, disk)
+	CodeDraining     = "Draining"     // the box is shutting down and takes no new prompts: reconnect elsewhere
 )
 
 // ClientMessage is a message a client sends to a box.
@@ -169,6 +172,17 @@ type ServerHello struct {
 	Version         string   `json:"version,omitempty"`
 }
 
+// Draining is the additive frame a box sends to every connected client
+// when it starts shutting down (SIGTERM on a deploy). The box takes no new
+// sessions or prompts; the prompts already running go on until Deadline
+// (Unix milliseconds), and their complete frames still arrive. A client
+// should open new sessions elsewhere (another replica, or this address
+// again once the new instance is up). v1 clients ignore it.
+type Draining struct {
+	Deadline int64  `json:"deadline"`
+	Message  string `json:"message,omitempty"`
+}
+
 func (*Prompt) clientMessage()         {}
 func (*Abort) clientMessage()          {}
 func (*DisplayResolve) clientMessage() {}
@@ -183,6 +197,7 @@ func (*Complete) serverMessage()     {}
 func (*Error) serverMessage()        {}
 func (*Pong) serverMessage()         {}
 func (*ServerHello) serverMessage()  {}
+func (*Draining) serverMessage()     {}
 
 // TypeOf returns the wire type of a message.
 func TypeOf(m any) string {
@@ -211,6 +226,8 @@ func TypeOf(m any) string {
 		return TypeError
 	case *Pong:
 		return TypePong
+	case *Draining:
+		return TypeDraining
 	}
 	return ""
 }
@@ -517,6 +534,12 @@ func DecodeServer(data []byte) (ServerMessage, error) {
 			return nil, err
 		}
 		return h, nil
+	case TypeDraining:
+		d := new(Draining)
+		if err := decodeInto(data, d, t); err != nil {
+			return nil, err
+		}
+		return d, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }

@@ -380,6 +380,7 @@ var schemaTypes = map[string]reflect.Type{
 	"error":              reflect.TypeFor[Error](),
 	"pong":               reflect.TypeFor[Pong](),
 	"server_hello":       reflect.TypeFor[ServerHello](),
+	"draining":           reflect.TypeFor[Draining](),
 	"inline_ref":         reflect.TypeFor[inlineWire](),
 	"url_ref":            reflect.TypeFor[urlWire](),
 	"server_ref":         reflect.TypeFor[serverWire](),
@@ -397,7 +398,7 @@ var schemaTypes = map[string]reflect.Type{
 // writes outside the struct.
 var messageDefs = []string{
 	"prompt", "abort", "display_resolve", "display_reject", "ping", "client_hello",
-	"event", "display_push", "display_clear", "complete", "error", "pong", "server_hello",
+	"event", "display_push", "display_clear", "complete", "error", "pong", "server_hello", "draining",
 }
 
 // TestSchemaGoTypes checks every mapped Go struct against its definition:

@@ -155,8 +155,15 @@ func TestServeExec(t *testing.T) {
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)
-	// The kit says goodbye with a close frame 1001.
-	_, err = c.ReadMessage()
+	// The kit says it drains, then, with nothing running, goodbye with a
+	// close frame 1001.
+	b, err := c.ReadMessage()
+	if err == nil && !strings.Contains(string(b), `"type":"draining"`) {
+		t.Errorf("after SIGTERM: %s, want a draining frame", b)
+	}
+	if err == nil {
+		_, err = c.ReadMessage()
+	}
 	if code := wsconn.CloseCode(err); code != wsconn.CloseGoingAway {
 		t.Errorf("after SIGTERM: %v, want close 1001", err)
 	}

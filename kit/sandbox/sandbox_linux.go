@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -807,4 +808,31 @@ func Plain() *Session {
 	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
 	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
+}
+
+// Reclaim removes what a session of an earlier kit process left in the
+// sandbox (the kit was killed before it closed the session): its cgroup,
+// after killing whatever still runs in it. It reports whether there was
+// one. Call it at boot, for the ids of sessions the kit knows were open,
+// never for a live session. Other kits' cgroups share the parent, so
+// reclaiming goes by id only.
+func (sb *Sandbox) Reclaim(id string) bool {
+	if sb.cg == nil || id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
+		return false
+	}
+	c := &cgroup{cg: sb.cg, dirs: map[string]string{}}
+	for ctl, parent := range sb.cg.parents {
+		dir := filepath.Join(parent, id)
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			c.dirs[ctl] = dir
+		}
+	}
+	if len(c.dirs) == 0 {
+		return false
+	}
+	if c.dirs[""] != "" || c.dirs["pids"] != "" {
+		c.kill(2 * time.Second)
+	}
+	c.remove()
+	return true
 }

@@ -41,14 +41,22 @@ func SafeFilename(name string) string {
 	return string(b)
 }
 
+// FilesCSP is the Content-Security-Policy of a file served as a download:
+// nothing loads, nothing runs, and the document is a sandboxed unique
+// origin, so an agent-written .html or .svg opened from the box's origin
+// reaches neither that origin nor the token in its link.
+const FilesCSP = "default-src 'none'; sandbox"
+
 // ServeFile answers GET /files/{id} for a request the kit has already
 // authenticated; the kit passes the {id} path segment.
 //
 // GET and HEAD are served, other methods get 405. An id outside
 // ^[A-Za-z0-9_-]+$ or with no row is 404; a file whose ttl_at < now (in
-// seconds) is 410. 200 carries v1's headers: Content-Type, Content-Length,
-// Content-Disposition: inline; filename="<SafeFilename>", Cache-Control:
-// private, no-store and X-Content-Type-Options: nosniff. The body is
+// seconds) is 410. 200 carries Content-Type, Content-Length,
+// Content-Disposition: attachment; filename="<SafeFilename>",
+// Content-Security-Policy: FilesCSP, Cache-Control: private, no-store and
+// X-Content-Type-Options: nosniff; with LocalOptions.Inline, v1's
+// "inline" disposition and no CSP. The body is
 // streamed from the file (sendfile where the platform has it).
 //
 // With ?consume=1 (exactly "1"), the file and its row are deleted only
@@ -108,7 +116,12 @@ func (l *Local) ServeFile(w http.ResponseWriter, r *http.Request, id string) {
 	h := w.Header()
 	h.Set("Content-Type", row.Mime)
 	h.Set("Content-Length", strconv.FormatInt(row.Size, 10))
-	h.Set("Content-Disposition", `inline; filename="`+SafeFilename(row.Name)+`"`)
+	if l.inline {
+		h.Set("Content-Disposition", `inline; filename="`+SafeFilename(row.Name)+`"`)
+	} else {
+		h.Set("Content-Disposition", `attachment; filename="`+SafeFilename(row.Name)+`"`)
+		h.Set("Content-Security-Policy", FilesCSP)
+	}
 	h.Set("Cache-Control", "private, no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)

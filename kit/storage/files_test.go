@@ -38,21 +38,22 @@ func TestServeFile(t *testing.T) {
 		wantBody   string
 	}{
 		{name: "ok", method: "GET", path: "/files/" + id, wantStatus: 200, wantBody: string(data), wantHeader: http.Header{
-			"Content-Type":           {"application/json"},
-			"Content-Length":         {"11"},
-			"Content-Disposition":    {`inline; filename="a_b_c.json"`},
-			"Cache-Control":          {"private, no-store"},
-			"X-Content-Type-Options": {"nosniff"},
+			"Content-Type":            {"application/json"},
+			"Content-Length":          {"11"},
+			"Content-Disposition":     {`attachment; filename="a_b_c.json"`},
+			"Content-Security-Policy": {"default-src 'none'; sandbox"},
+			"Cache-Control":           {"private, no-store"},
+			"X-Content-Type-Options":  {"nosniff"},
 		}},
 		{name: "head", method: "HEAD", path: "/files/" + id, wantStatus: 200, wantHeader: http.Header{
 			"Content-Type":   {"application/json"},
 			"Content-Length": {"11"},
 		}},
 		{name: "non-ascii name", method: "GET", path: "/files/" + unsafe, wantStatus: 200, wantBody: "u", wantHeader: http.Header{
-			"Content-Disposition": {`inline; filename="r__pertoire___.txt"`},
+			"Content-Disposition": {`attachment; filename="r__pertoire___.txt"`},
 		}},
 		{name: "empty name", method: "GET", path: "/files/" + empty, wantStatus: 200, wantBody: "e", wantHeader: http.Header{
-			"Content-Disposition": {`inline; filename="file"`},
+			"Content-Disposition": {`attachment; filename="file"`},
 		}},
 		{name: "query other than consume", method: "GET", path: "/files/" + id + "?x=1", wantStatus: 200, wantBody: string(data)},
 		{name: "expired", method: "GET", path: "/files/" + short, wantStatus: 410},
@@ -331,4 +332,26 @@ func FuzzValidID(f *testing.F) {
 			t.Fatalf("ValidID(%q) accepts a path character", s)
 		}
 	})
+}
+
+// TestServeFileInline checks the opt-in to v1's headers: inline, no CSP,
+// nosniff still.
+func TestServeFileInline(t *testing.T) {
+	l, _ := newLocal(t, LocalOptions{Inline: true})
+	srv, _ := serve(t, l)
+	id := put(t, l, "page.html", []byte("<p>hi</p>"), nil)
+	resp, err := srv.Client().Get(srv.URL + "/files/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Content-Disposition"); got != `inline; filename="page.html"` {
+		t.Errorf("Content-Disposition = %q, want inline", got)
+	}
+	if got := resp.Header.Get("Content-Security-Policy"); got != "" {
+		t.Errorf("Content-Security-Policy = %q, want none when the box opts in to inline files", got)
+	}
+	if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("X-Content-Type-Options = %q, want nosniff", got)
+	}
 }

@@ -53,6 +53,12 @@ type LocalOptions struct {
 	Now func() time.Time
 	// Logger receives sweep results and serving errors. Default: discard.
 	Logger *slog.Logger
+	// Inline serves files with Content-Disposition inline and no
+	// Content-Security-Policy, as v1 did. By default ServeFile serves every
+	// file as a download (attachment) under a CSP that forbids everything
+	// and sandboxes it: the files are written by agents, and a browser
+	// link to one carries a token.
+	Inline bool
 }
 
 // Local is the localServer adapter: files parked on the box under a
@@ -71,6 +77,7 @@ type Local struct {
 	db        *sql.DB
 	lookupSQL *sql.Stmt // the /files hot path, prepared once
 	publicURL string
+	inline    bool
 	ttl       time.Duration
 	interval  time.Duration
 	now       func() time.Time
@@ -155,6 +162,7 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		db:        db,
 		lookupSQL: lookupSQL,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"),
+		inline:    opts.Inline,
 		ttl:       opts.DefaultTTL,
 		interval:  opts.SweepInterval,
 		now:       opts.Now,
@@ -199,6 +207,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if !slices.Contains(columns, "session_id") {
 		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN session_id TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("add session_id column: %w", err)
+		}
+	}
+	if !slices.Contains(columns, "owner") {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("add owner column: %w", err)
 		}
 	}
 	return nil
@@ -277,8 +290,8 @@ func (l *Local) Put(ctx context.Context, meta Meta, r io.Reader) (protocol.FileR
 	}
 	now := l.now()
 	_, err = l.db.ExecContext(ctx,
-		`INSERT INTO files (id, request_id, name, mime, size, created_at, ttl_at, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, meta.PromptID, meta.Name, mime, meta.Size, now.Unix(), now.Add(ttl).Unix(), meta.SessionID)
+		`INSERT INTO files (id, request_id, name, mime, size, created_at, ttl_at, session_id, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, meta.PromptID, meta.Name, mime, meta.Size, now.Unix(), now.Add(ttl).Unix(), meta.SessionID, meta.Owner)
 	if err != nil {
 		os.Remove(final)
 		return protocol.FileRef{}, fmt.Errorf("park %s: index: %w", meta.Name, err)
@@ -433,6 +446,23 @@ func (l *Local) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.R
 	return f, nil
 }
 
+// Owner returns the owner recorded for a stored file ("" for files stored
+// without one, or by a v1 kit), or ErrNotFound.
+func (l *Local) Owner(ctx context.Context, id string) (string, error) {
+	if !ValidID(id) {
+		return "", ErrNotFound
+	}
+	var owner string
+	err := l.db.QueryRowContext(ctx, `SELECT owner FROM files WHERE id = ?`, id).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up file %s: %w", id, err)
+	}
+	return owner, nil
+}
+
 // remove deletes id's row and then its file. A crash in between leaves an
 // orphan file, which the next sweep removes.
 func (l *Local) remove(ctx context.Context, id string) error {
@@ -451,31 +481,49 @@ func (l *Local) remove(ctx context.Context, id string) error {
 // older than an hour that no Put of this process is writing. It returns
 // how many files it removed. Other names in the directory are left alone.
 func (l *Local) Sweep(ctx context.Context, now time.Time) (int, error) {
+	n, _, err := l.sweep(ctx, now, false)
+	return n, err
+}
+
+// sweep is Sweep; at boot (boot true) it removes every temporary file,
+// whatever its age: one directory serves one process at a time, so none is
+// being written. It also returns the bytes removed.
+func (l *Local) sweep(ctx context.Context, now time.Time, boot bool) (int, int64, error) {
 	expired, err := queryStrings(ctx, l.db, `DELETE FROM files WHERE ttl_at < ? RETURNING id`, now.Unix())
 	if err != nil {
-		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
-	removed := 0
+	removed, bytes := 0, int64(0)
 	for _, id := range expired {
-		err := os.Remove(filepath.Join(l.dir, id))
+		p := filepath.Join(l.dir, id)
+		size := fileSize(p)
+		err := os.Remove(p)
 		if err == nil {
 			removed++
+			bytes += size
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			l.log.Error("sweep expired file", "id", id, "err", err)
 		}
 	}
 
-	n, err := l.sweepOrphans(ctx, now)
-	return removed + n, err
+	n, b, err := l.sweepOrphans(ctx, now, boot)
+	return removed + n, bytes + b, err
 }
 
-func (l *Local) sweepOrphans(ctx context.Context, now time.Time) (int, error) {
+func fileSize(p string) int64 {
+	if info, err := os.Lstat(p); err == nil {
+		return info.Size()
+	}
+	return 0
+}
+
+func (l *Local) sweepOrphans(ctx context.Context, now time.Time, boot bool) (int, int64, error) {
 	// Order matters: list the directory, then snapshot the in-flight puts,
 	// then read the index. A file renamed to its id before the listing is
 	// either still in flight at the snapshot or already indexed.
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
-		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
 	l.mu.Lock()
 	busy := make(map[string]bool, len(l.inflight))
@@ -485,14 +533,14 @@ func (l *Local) sweepOrphans(ctx context.Context, now time.Time) (int, error) {
 	l.mu.Unlock()
 	ids, err := queryStrings(ctx, l.db, `SELECT id FROM files`)
 	if err != nil {
-		return 0, fmt.Errorf("sweep %s: %w", l.dir, err)
+		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
 	}
 	known := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		known[id] = true
 	}
 
-	removed := 0
+	removed, bytes := 0, int64(0)
 	for _, e := range entries {
 		name := e.Name()
 		if !e.Type().IsRegular() {
@@ -508,24 +556,26 @@ func (l *Local) sweepOrphans(ctx context.Context, now time.Time) (int, error) {
 				continue
 			}
 			info, err := e.Info()
-			if err != nil || now.Sub(info.ModTime()) < tempGrace {
+			if err != nil || (!boot && now.Sub(info.ModTime()) < tempGrace) {
 				continue
 			}
 		default:
 			continue
 		}
+		size := fileSize(filepath.Join(l.dir, name))
 		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
 			removed++
+			bytes += size
 			l.log.Debug("swept orphan file", "name", name)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			l.log.Error("sweep orphan file", "name", name, "err", err)
 		}
 	}
-	return removed, nil
+	return removed, bytes, nil
 }
 
-// Start sweeps once (the boot sweep: expired files, and orphans left by a
-// crash) and, if that succeeds, starts a loop that sweeps every
+// Start sweeps once (the boot sweep: expired files, and orphans and
+// temporary files of any age left by a crash) and, if that succeeds, starts a loop that sweeps every
 // SweepInterval until ctx is done or Close is called. Sweep errors in the
 // loop are logged. Start may be called once.
 func (l *Local) Start(ctx context.Context) error {
@@ -537,11 +587,11 @@ func (l *Local) Start(ctx context.Context) error {
 	l.started = true
 	l.mu.Unlock()
 
-	n, err := l.Sweep(ctx, l.now())
+	n, bytes, err := l.sweep(ctx, l.now(), true)
 	if err != nil {
 		return fmt.Errorf("boot sweep: %w", err)
 	}
-	l.log.Info("file store swept at boot", "dir", l.dir, "removed", n)
+	l.log.Info("file store swept at boot", "dir", l.dir, "removed", n, "bytes", bytes)
 
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

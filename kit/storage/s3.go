@@ -127,6 +127,37 @@ func NewS3(opts S3Options) (*S3, error) {
 	return a, nil
 }
 
+// Defaults returns the bucket, prefix and region the adapter uses when a
+// rule names none.
+func (a *S3) Defaults() (bucket, prefix, region string) {
+	return a.opts.Bucket, a.opts.Prefix, a.opts.Region
+}
+
+// ValidPrefix reports whether p may start an object key: slash-separated
+// segments of letters, digits, '.', '_' and '-', none of them "." or
+// "..", at most 512 bytes; leading and trailing slashes are ignored.
+func ValidPrefix(p string) bool {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return true
+	}
+	if len(p) > 512 {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // CloseIdleConnections closes the adapter's idle keep-alive connections.
 func (a *S3) CloseIdleConnections() { a.client.CloseIdleConnections() }
 
@@ -159,6 +190,19 @@ func (a *S3) Put(ctx context.Context, meta Meta, r io.Reader) (protocol.FileRef,
 	}
 	if meta.Size < 0 || meta.Size > MaxS3Put {
 		return protocol.FileRef{}, fmt.Errorf("s3 put %s: size %d is outside 0..%d: %w", meta.Name, meta.Size, MaxS3Put, ErrTooLarge)
+	}
+	// Ids and the prefix become key segments: they are checked, never
+	// cleaned (path.Join would resolve a "../" in them).
+	if !ValidPrefix(prefix) {
+		return protocol.FileRef{}, fmt.Errorf("s3 put %s: prefix %q is not a key prefix (segments of letters, digits, '.', '_' and '-', no \".\" or \"..\")", meta.Name, prefix)
+	}
+	if meta.PromptID != "" && !ValidID(meta.PromptID) {
+		return protocol.FileRef{}, fmt.Errorf("s3 put %s: prompt id %q cannot be a key segment: use letters, digits, '_' and '-' (at most 128)", meta.Name, meta.PromptID)
+	}
+	for _, seg := range strings.Split(meta.Name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return protocol.FileRef{}, fmt.Errorf("s3 put %q: the name is not a clean relative path", meta.Name)
+		}
 	}
 	parts := []string{}
 	if p := strings.Trim(prefix, "/"); p != "" {

@@ -38,6 +38,11 @@ type Meta struct {
 	Size      int64 // exact byte length of the content
 	PromptID  string
 	SessionID string
+	// Owner names the credential of the session that stored the file (the
+	// kit's identity: "key", "sub:<subject>" or "token:<hash>"); the local
+	// store keeps it so that only the same owner, or a credential that may
+	// read the file, reads it back through a server ref.
+	Owner string
 	// Options are the picked rule's use.options (e.g. "ttl" for
 	// localServer, "bucket" for s3).
 	Options map[string]any

@@ -50,6 +50,7 @@ export interface BoxSettings {
   maxMessageBytes: number;
   execExitAsError: boolean;
   log: (msg: string, fields?: Record<string, unknown>) => void;
+  onDraining?: ((box: string, deadline: number) => void) | undefined;
 }
 
 interface Conn {
@@ -78,6 +79,7 @@ export class Box {
   #ws: URL;
   #base: URL;
   #s: BoxSettings;
+  #drainUntil: number | undefined;
   #life = new AbortController(); // aborted by close
   #conn: Conn | undefined;
   #connecting: Promise<Conn> | undefined;
@@ -109,6 +111,11 @@ export class Box {
   /** Capabilities from the box's hello; undefined until connected, empty for a v1 box. */
   get capabilities(): ReadonlySet<string> | undefined {
     return this.#caps;
+  }
+
+  /** When the box this session is on cuts what still runs, in ms since the epoch, once it said it is shutting down (a draining frame); undefined otherwise. A new session clears it. */
+  get draining(): number | undefined {
+    return this.#drainUntil;
   }
 
   /** The box's session id, from its hello ("" from a v1 box). */
@@ -456,10 +463,24 @@ export class Box {
     switch (m.type) {
       case "hello": {
         if (typeof m.session_id !== "string") return;
-        if (!m.resumed || m.session_id !== this.#session) this.#lastSeq = 0;
+        if (!m.resumed || m.session_id !== this.#session) {
+          this.#lastSeq = 0;
+          this.#drainUntil = undefined; // a new session: perhaps another instance
+        }
         this.#session = m.session_id;
         this.#caps = new Set(Array.isArray(m.capabilities) ? m.capabilities.filter((x: unknown) => typeof x === "string") : []);
         c.hello?.(m as ServerHelloFrame);
+        break;
+      }
+      case "draining": {
+        if (typeof m.deadline !== "number") return;
+        this.#drainUntil = m.deadline;
+        this.#s.log("box is shutting down", { box: this.name, deadline: m.deadline });
+        try {
+          this.#s.onDraining?.(this.name, m.deadline);
+        } catch (e) {
+          this.#s.log("onDraining threw", { box: this.name, err: String(e) });
+        }
         break;
       }
       case "event": {

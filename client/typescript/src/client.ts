@@ -30,6 +30,14 @@ export interface ClientOptions {
   execExitAsError?: boolean;
   /** Where connection changes are logged. Default: nowhere. */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Called when a box says it is shutting down (a deploy sent it SIGTERM;
+   * capability "drain"): it takes no new sessions or prompts (a prompt
+   * sent now fails with code "Draining"), and prompts in flight go on
+   * until deadline (ms since the epoch) and complete as usual. Send new
+   * prompts elsewhere. Box.draining reports the same.
+   */
+  onDraining?: (box: string, deadline: number) => void;
 }
 
 /** One client per app, with one named entry per box. Boxes connect lazily, on first prompt. */
@@ -83,6 +91,7 @@ export class GloveboxClient {
       maxMessageBytes: pos(opts.maxMessageBytes, 100 << 20),
       execExitAsError: opts.execExitAsError ?? false,
       log: opts.log ?? (() => {}),
+      onDraining: opts.onDraining,
     };
     if (opts.WebSocket) this.#settings.WebSocket = opts.WebSocket;
   }

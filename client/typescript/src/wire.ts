@@ -7,7 +7,7 @@ export interface AbortFrame {
 }
 
 /** Capabilities a box announces in its hello and in /environment. A peer uses a feature only when the other side announced it; unknown ones are ignored. */
-export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens"] as const;
+export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens","drain"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
 /** Additive first frame of a capable client. With "resume" the box keeps the session through a dropped socket. */
@@ -67,6 +67,14 @@ export interface DisplayResolveFrame {
   value: unknown;
 }
 
+/** Additive frame a box sends to every connected client when it starts shutting down: no new sessions or prompts; running prompts go on until deadline (Unix milliseconds) and still complete. Open new sessions elsewhere. A v1 client ignores it. */
+export interface DrainingFrame {
+  type: "draining";
+  /** When the box cuts what still runs, in Unix milliseconds. */
+  deadline: number;
+  message?: string;
+}
+
 /** The egress proxy as /environment shows it: enforced (a session's only way out) or advisory (agents are told to use it), the policy, and the env vars agents see only as placeholders. */
 export interface EgressEnvironment {
   mode: "enforced" | "advisory";
@@ -114,7 +122,7 @@ export interface ErrorBody {
 }
 
 /** Error codes this box sends. AbortError, TypeError and Error keep their v1 meaning. */
-export const ERROR_CODES = ["AbortError","TimeoutError","TypeError","Error","InputError","OutputError","LimitError","AgentError","QueueFull","DuplicateID","ResumeFailed"] as const;
+export const ERROR_CODES = ["AbortError","TimeoutError","TypeError","Error","InputError","OutputError","LimitError","AgentError","QueueFull","DuplicateID","ResumeFailed","Draining"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** One agent event of a prompt. */
@@ -153,6 +161,8 @@ export interface Health {
   version: string;
   /** The sandbox layers in force. */
   isolation?: string[];
+  /** True while the box shuts down; /health then answers 503. */
+  draining?: boolean;
   [field: string]: unknown;
 }
 
@@ -240,7 +250,7 @@ export interface ServerHelloFrame {
 }
 
 /** A frame a box sends to a client, told apart by "type". */
-export type ServerMessage = EventFrame | DisplayPushFrame | DisplayClearFrame | CompleteFrame | ErrorFrame | PongFrame | ServerHelloFrame;
+export type ServerMessage = EventFrame | DisplayPushFrame | DisplayClearFrame | CompleteFrame | ErrorFrame | PongFrame | ServerHelloFrame | DrainingFrame;
 
 /** A file parked on the box, read through GET /files/{id} with the bearer (or a files token in ?token=). */
 export interface ServerRef {

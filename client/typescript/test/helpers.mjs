@@ -75,6 +75,12 @@ export async function startKit({ binary = "glovebox-kit", manifest = {}, env = {
     url: `ws://127.0.0.1:${port}/`,
     http: `http://127.0.0.1:${port}`,
     log: () => log,
+    /** The directory the kit's fs paths live under. */
+    boxRoot: path.join(root, "box"),
+    /** Sends the kit a signal. */
+    signal: (sig) => child.kill(sig),
+    /** Resolves with the kit's exit {code, sig}. */
+    exited,
     async stop() {
       child.kill("SIGTERM");
       const t = setTimeout(() => child.kill("SIGKILL"), 10000);
