@@ -60,6 +60,8 @@ type Config struct {
 	Sandbox *protocol.SandboxSpec
 	// Network is the egress policy ([network]); nil when the file has none.
 	Network *protocol.NetworkSpec
+	// Inspect turns on the kit's inspector ([inspect] enabled = true).
+	Inspect *protocol.InspectSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -104,6 +106,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Sessions:        c.Sessions,
 		Network:         c.Network,
 		Sandbox:         c.Sandbox,
+		Inspect:         c.Inspect,
 	}
 }
 
@@ -162,7 +165,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "inspect")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -210,6 +213,13 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.deploy(k, v, c)
 		case "sandbox":
 			d.sandbox(k, v, c)
+		case "inspect":
+			if m, ok := d.table(k, v, "enabled"); ok {
+				c.Inspect = &protocol.InspectSpec{}
+				if x, ok := m["enabled"]; ok {
+					c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
+				}
+			}
 		}
 	}
 	if len(d.probs) == 0 {

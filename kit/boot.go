@@ -180,6 +180,7 @@ func (b *boot) run(opts Options) *Server {
 	s.baseEnv = s.agentBaseEnv()
 	s.openSandbox(b)
 	s.bootEgress(b)
+	s.bootInspect()
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}

@@ -146,6 +146,9 @@ type Options struct {
 	PingInterval time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
+	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
+	// the manifest says; gbx dev sets it.
+	Inspect bool
 }
 
 // Server is a running box. It is an http.Handler factory plus the sessions
@@ -183,6 +186,7 @@ type Server struct {
 	envBody    []byte
 	caps       []string
 	egress     *kitEgress // nil: no proxy
+	inspect    *inspector // nil: no inspector (inspect.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

@@ -74,6 +74,8 @@ type session struct {
 
 	endOnce sync.Once
 
+	obs observers // the inspector's view (observe.go); empty when it is off
+
 	// Owned by the runner goroutine (and end, after the runner is gone).
 	conv    agent.Conversation
 	info    *agent.Session
@@ -103,6 +105,7 @@ func newSessionID() string {
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID())}
 	ss.replay.total = &s.replayBytes
+	ss.obs.started = time.Now()
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
@@ -435,6 +438,9 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	}
 	ss.seq = seq
 	ss.lastSeq.Store(seq)
+	if ss.observed() {
+		ss.obs.publish(body)
+	}
 	if ss.canResume.Load() {
 		ss.replay.push(seq, body)
 	}
@@ -486,6 +492,9 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 		return
 	}
 	ss.queue = append(ss.queue, &promptRun{msg: m})
+	if ss.observed() {
+		ss.obs.queued(m.ID, m.Text, sortedKeys(m.Inputs))
+	}
 	start := !ss.runner
 	if start {
 		ss.runner = true
@@ -584,6 +593,9 @@ func (ss *session) runLoop() {
 		p.cancel = cancel
 		ss.running = p
 		ss.mu.Unlock()
+		if ss.observed() {
+			ss.obs.running(p.msg.ID)
+		}
 
 		ss.runPrompt(ctx, p, func() {
 			ss.mu.Lock()
@@ -644,6 +656,7 @@ func (ss *session) end(cause error) {
 			}
 		}
 		ss.srv.removeSession(ss)
+		ss.obs.close()
 		ss.logger().Debug("session ended", "cause", cause)
 	})
 }

@@ -35,6 +35,8 @@ type Manifest struct {
 	// Sandbox chooses the isolation layers of the box's agent processes.
 	// Additive; absent means every layer the platform allows.
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+	// Inspect turns on the inspector at /inspect. Additive; absent means off.
+	Inspect *InspectSpec `json:"inspect,omitempty"`
 }
 
 // SandboxSpec chooses the isolation layers of a box's sessions. Every
