@@ -168,7 +168,7 @@ function frame(f) {
       line(`[${f.id}] ${f.event_type}`, JSON.stringify(f.data));
       break;
     case "display_push":
-      line(`[${f.prompt_id || ""}] display_push`, `${f.slot.renderer} ${JSON.stringify(f.slot.input)}`);
+      line(`[${f.id || ""}] display_push`, `${f.slot.renderer} ${JSON.stringify(f.slot.input)}`);
       showSlot(f.slot);
       break;
     case "display_clear":
