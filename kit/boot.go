@@ -214,7 +214,7 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && slices.Contains(passedEnv, k) {
+		if ok && (s.opts.HostEnv || slices.Contains(passedEnv, k)) {
 			put(k, v)
 		}
 	}

@@ -146,6 +146,10 @@ type Options struct {
 	PingInterval time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
+	// HostEnv passes all of Environ to agents (but GLOVEBOX_KEY and the
+	// session's own GLOVEBOX_* variables), not only PATH, locale and CA
+	// variables: gbx dev --host-env, for an author's own machine.
+	HostEnv bool
 	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
 	// the manifest says; gbx dev sets it.
 	Inspect bool
