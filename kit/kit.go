@@ -9,6 +9,8 @@
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
+//	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
+//	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
