@@ -19,6 +19,9 @@ type UploadOptions struct {
 	// Progress, when set, is called from the uploading goroutine as bytes
 	// are read from the reader: sent so far, of size.
 	Progress func(sent, size int64)
+	// Retries bounds how often UploadAt resumes an interrupted upload
+	// (default 5).
+	Retries int
 }
 
 // Upload streams size bytes from r to the box's file store (PUT

@@ -10,6 +10,7 @@
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
+//	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
 //	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
@@ -191,8 +192,9 @@ type Server struct {
 	healthBody []byte
 	envBody    []byte
 	caps       []string
-	egress     *kitEgress // nil: no proxy
-	inspect    *inspector // nil: no inspector (inspect.go)
+	egress     *kitEgress  // nil: no proxy
+	inspect    *inspector  // nil: no inspector (inspect.go)
+	resume     *resumables // partial uploads, made on first use (upload_resume.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

@@ -20,12 +20,18 @@ import (
 // which a prompt then names as an input; the file lives for the store's
 // TTL. Auth: the key or a token with the "upload" scope.
 func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, name string) {
-	if r.Method != http.MethodPut {
-		methodNotAllowed(w, "PUT")
+	switch r.Method {
+	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodHead, http.MethodDelete:
+	default:
+		methodNotAllowed(w, "PUT, POST, PATCH, HEAD, DELETE")
 		return
 	}
 	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeUpload, "") {
 		unauthorized(w)
+		return
+	}
+	if r.Method != http.MethodPut {
+		s.serveResumable(w, r, name) // upload_resume.go
 		return
 	}
 	if err := checkInputName(name); err != nil {

@@ -158,3 +158,104 @@ func TestUploadCutShortLeavesNothing(t *testing.T) {
 		t.Fatalf("the retried upload = %d %s, want 201", resp.StatusCode, body)
 	}
 }
+
+func (b *box) do(method, path string, header http.Header, body []byte) (*http.Response, []byte) {
+	b.t.Helper()
+	req, _ := http.NewRequest(method, b.url+path, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+// TestResumableUpload starts an upload, loses a PATCH half way (the
+// connection hangs up), asks where it stands and sends the rest.
+func TestResumableUpload(t *testing.T) {
+	b := newBox(t, scripted(nil), func(m *protocol.Manifest, _ *Options) { m.Limits.MaxInput = "1MB" })
+	data := bytes.Repeat([]byte("resumable "), 60000) // 600,000 bytes
+	h := b.auth()
+	h.Set("Upload-Length", fmt.Sprint(len(data)))
+	h.Set("Content-Type", "text/plain")
+	resp, body := b.do(http.MethodPost, "/uploads/r.txt", h, nil)
+	var started struct {
+		ID     string `json:"id"`
+		Offset int64  `json:"offset"`
+	}
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &started) != nil || !strings.HasPrefix(started.ID, "up_") {
+		t.Fatalf("POST /uploads/r.txt = %d %s, want 201 with an id", resp.StatusCode, body)
+	}
+	at := func(off int) http.Header {
+		h := b.auth()
+		h.Set("Upload-Offset", fmt.Sprint(off))
+		return h
+	}
+	resp, body = b.do(http.MethodPatch, "/uploads/"+started.ID, at(0), data[:100000])
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Upload-Offset") != "100000" {
+		t.Fatalf("first PATCH = %d %s offset %q, want 204 at 100000", resp.StatusCode, body, resp.Header.Get("Upload-Offset"))
+	}
+	if resp, _ := b.do(http.MethodPatch, "/uploads/"+started.ID, at(5), data[5:10]); resp.StatusCode != http.StatusConflict || resp.Header.Get("Upload-Offset") != "100000" {
+		t.Errorf("PATCH at a wrong offset = %d offset %q, want 409 naming 100000", resp.StatusCode, resp.Header.Get("Upload-Offset"))
+	}
+
+	// A PATCH cut off after 50,000 of its 200,000 bytes.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PATCH /uploads/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nUpload-Offset: 100000\r\nContent-Length: 200000\r\n\r\n", started.ID, b.key)
+	conn.Write(data[100000:150000])
+	conn.(*net.TCPConn).CloseWrite()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+		resp.Body.Close()
+	}
+	conn.Close()
+
+	var off int
+	waitFor(t, "HEAD to report the bytes of the cut PATCH", func() bool {
+		resp, _ := b.do(http.MethodHead, "/uploads/"+started.ID, b.auth(), nil)
+		fmt.Sscan(resp.Header.Get("Upload-Offset"), &off)
+		return resp.StatusCode == http.StatusNoContent && off == 150000 && resp.Header.Get("Upload-Length") == fmt.Sprint(len(data))
+	})
+	resp, body = b.do(http.MethodPatch, "/uploads/"+started.ID, at(off), data[off:])
+	var ref protocol.FileRef
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &ref) != nil || ref.Size != int64(len(data)) || ref.Mime != "text/plain" {
+		t.Fatalf("last PATCH = %d %s, want 201 with the FileRef", resp.StatusCode, body)
+	}
+	if resp, got := b.get("/files/"+ref.ID, b.auth()); resp.StatusCode != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("GET /files/%s = %d, %d bytes; want the whole upload", ref.ID, resp.StatusCode, len(got))
+	}
+	if resp, _ := b.do(http.MethodHead, "/uploads/"+started.ID, b.auth(), nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("HEAD of a finished upload = %d, want 404", resp.StatusCode)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(b.root, "var", "glovebox", "uploads")); len(entries) != 0 {
+		t.Errorf("partial files left: %v", entries)
+	}
+
+	// Refusals: no length, over the cap, another scope, DELETE.
+	if resp, _ := b.do(http.MethodPost, "/uploads/x", b.auth(), nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST without Upload-Length = %d, want 400", resp.StatusCode)
+	}
+	h.Set("Upload-Length", fmt.Sprint(2<<20))
+	if resp, _ := b.do(http.MethodPost, "/uploads/x", h, nil); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST over the cap = %d, want 413", resp.StatusCode)
+	}
+	h.Set("Upload-Length", "10")
+	_, body = b.do(http.MethodPost, "/uploads/x", h, nil)
+	json.Unmarshal(body, &started)
+	if resp, _ := b.do(http.MethodHead, "/uploads/"+started.ID, bearer(b.token(protocol.ScopeConnect)), nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("HEAD with a connect token = %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := b.do(http.MethodDelete, "/uploads/"+started.ID, b.auth(), nil); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("DELETE = %d, want 204", resp.StatusCode)
+	}
+	if resp, _ := b.do(http.MethodPatch, "/uploads/"+started.ID, at(0), []byte("0123456789")); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("PATCH after DELETE = %d, want 404", resp.StatusCode)
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // uploadAbove is the size over which gbx prompt --file streams a file to
-// the box's store (PUT /uploads/NAME) and sends a server ref, instead of
+// the box's store (resumably: POST and PATCH /uploads/) and sends a server ref, instead of
 // inlining it in the prompt frame (base64, held in memory on both sides).
 const uploadAbove = 8 << 20
 
@@ -44,7 +44,7 @@ func uploadFile(ctx context.Context, stdio IO, b *client.Box, in bigInput) (prot
 	}
 	defer f.Close()
 	bar := newProgress(stdio, "upload "+in.name, in.size)
-	ref, err := b.Upload(ctx, in.name, f, in.size, client.UploadOptions{
+	ref, err := b.UploadAt(ctx, in.name, f, in.size, client.UploadOptions{
 		Mime:     protocol.GuessMime(in.name),
 		Progress: func(sent, _ int64) { bar.set(sent) },
 	})
