@@ -110,9 +110,11 @@ func (s *Server) newSession() *session {
 	return ss
 }
 
-// reserve registers a new session unless the box is closed or full.
-func (s *Server) reserve() *session {
+// reserve registers a new session for the credential who unless the box
+// is closed or full.
+func (s *Server) reserve(who string) *session {
 	ss := s.newSession()
+	ss.owner = who // before the session is visible to the inspector
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || len(s.sessions) >= s.maxSessions {
@@ -150,7 +152,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w)
 		return
 	}
-	fresh := s.reserve()
+	fresh := s.reserve(who)
 	if fresh == nil {
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Content-Length", "0")
@@ -175,7 +177,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
-	fresh.owner = who
 	ss := fresh
 	resumeFailed := ""
 	if rid := r.URL.Query().Get("resume"); rid != "" {
