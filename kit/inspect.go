@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/inspect"
@@ -61,7 +62,8 @@ const (
 
 // inspector holds the cookies handed out; the sessions hold the rest.
 type inspector struct {
-	static fs.FS
+	static    fs.FS
+	histBytes atomic.Int64 // every session's observer history (observe.go)
 
 	mu      sync.Mutex
 	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry

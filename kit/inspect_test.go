@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,5 +328,26 @@ func TestObserversBoundTheirHistory(t *testing.T) {
 	o.close()
 	if _, _, ok := o.subscribe(); ok {
 		t.Errorf("subscribe after close accepted")
+	}
+}
+
+func TestObserversShareABoxBudget(t *testing.T) {
+	var total atomic.Int64
+	frame := []byte(`{"type":"event","data":"` + strings.Repeat("y", 64<<10) + `"}`)
+	sessions := make([]*observers, 2*observeTotalBytes/observeHistoryBytes)
+	for i := range sessions {
+		sessions[i] = &observers{total: &total}
+		for range observeHistoryBytes / len(frame) {
+			sessions[i].publish(frame)
+		}
+	}
+	if got := total.Load(); got > observeTotalBytes+int64(len(sessions)*len(frame)) {
+		t.Errorf("histories hold %d bytes, want about %d at most", got, observeTotalBytes)
+	}
+	for _, o := range sessions {
+		o.close()
+	}
+	if got := total.Load(); got != 0 {
+		t.Errorf("after every session closed the histories count %d bytes, want 0", got)
 	}
 }

@@ -4,18 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Bounds of what a session keeps for the inspector. Nothing is kept when
 // the inspector is off.
 const (
-	observeHistoryFrames = 512     // recent frames replayed to a new observer
-	observeHistoryBytes  = 1 << 20 // and at most this many bytes of them
-	observeQueue         = 256     // frames an observer may lag behind before it is dropped
-	observeMaxPerSession = 8       // observers of one session
-	observeMaxPrompts    = 64      // prompts a session remembers
-	observePromptText    = 4096    // bytes of a prompt's text remembered
+	observeHistoryFrames = 512      // recent frames replayed to a new observer
+	observeHistoryBytes  = 1 << 20  // and at most this many bytes of them
+	observeTotalBytes    = 64 << 20 // all sessions' histories together
+	observeQueue         = 256      // frames an observer may lag behind before it is dropped
+	observeMaxPerSession = 8        // observers of one session
+	observeMaxPrompts    = 64       // prompts a session remembers
+	observePromptText    = 4096     // bytes of a prompt's text remembered
 )
 
 // observers fans a session's numbered frames out to read-only observers
@@ -30,6 +32,9 @@ type observers struct {
 	prompts   []*promptInfo
 	started   time.Time
 	closed    bool
+	// total counts every session's history bytes (the inspector's);
+	// nil keeps no count (tests).
+	total *atomic.Int64
 }
 
 // promptInfo is what the inspector shows of one prompt.
@@ -59,13 +64,19 @@ func (o *observers) publish(frame []byte) {
 	o.noteOutcome(frame)
 	o.history = append(o.history, frame)
 	o.histBytes += len(frame)
+	o.add(len(frame))
+	// Over the box's budget, a session keeps only its latest frame.
+	overBox := o.total != nil && o.total.Load() > observeTotalBytes
 	drop := 0
-	for drop < len(o.history)-1 && (len(o.history)-drop > observeHistoryFrames || o.histBytes > observeHistoryBytes) {
+	for drop < len(o.history)-1 && (overBox || len(o.history)-drop > observeHistoryFrames || o.histBytes > observeHistoryBytes) {
 		o.histBytes -= len(o.history[drop])
+		o.add(-len(o.history[drop]))
 		drop++
 	}
 	if drop > 0 {
+		n := len(o.history)
 		o.history = append(o.history[:0], o.history[drop:]...)
+		clear(o.history[len(o.history):n]) // no reference to dropped frames
 	}
 	for ch := range o.subs {
 		select {
@@ -74,6 +85,12 @@ func (o *observers) publish(frame []byte) {
 			delete(o.subs, ch)
 			close(ch)
 		}
+	}
+}
+
+func (o *observers) add(n int) {
+	if o.total != nil {
+		o.total.Add(int64(n))
 	}
 }
 
@@ -163,6 +180,8 @@ func (o *observers) close() {
 		close(ch)
 	}
 	o.subs = nil
+	o.add(-o.histBytes)
+	o.histBytes = 0
 	o.history = nil
 }
 

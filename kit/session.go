@@ -106,6 +106,9 @@ func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID())}
 	ss.replay.total = &s.replayBytes
 	ss.obs.started = time.Now()
+	if s.inspect != nil {
+		ss.obs.total = &s.inspect.histBytes
+	}
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
