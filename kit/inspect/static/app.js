@@ -3,6 +3,7 @@
 "use strict";
 
 const api = "api/";
+const maxEvents = 2000; // lines kept on the page; older ones scroll away
 const state = { selected: null, stream: null, sessions: [], slots: new Map(), outputs: new Map() };
 
 function el(tag, attrs, ...children) {
@@ -161,7 +162,9 @@ function frame(f) {
   const line = (kind, text) => {
     const li = el("li", {}, el("span", { class: "kind" }, kind), " ", text);
     if (typeof f.seq === "number") li.dataset.seq = String(f.seq);
-    document.getElementById("events").append(li);
+    const list = document.getElementById("events");
+    list.append(li);
+    while (list.childElementCount > maxEvents) list.firstElementChild.remove();
   };
   switch (f.type) {
     case "event":
@@ -186,7 +189,18 @@ function frame(f) {
     default:
       line(f.type, JSON.stringify(f));
   }
-  refresh();
+  soon();
+}
+
+// soon refreshes the session list once after a burst of frames, not once
+// per frame.
+let refreshTimer = null;
+function soon() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(() => {
+    refreshTimer = null;
+    refresh();
+  }, 300);
 }
 
 function showSlot(slot) {
