@@ -28,7 +28,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	fs.StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:$GLOVEBOX_PORT, else 127.0.0.1:8080)")
 	fs.StringVar(&state, "state", "", "state directory (default DIR/.glovebox)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "log every session and prompt")
-	fs.BoolVar(&cleanEnv, "clean-env", true, "agents get only PATH, locale and CA variables and the box's [env] (on by default)")
+	fs.BoolVar(&cleanEnv, "clean-env", true, "agents get only PATH, locale and CA variables and the box's [env]")
 	fs.BoolVar(&hostEnv, "host-env", false, "agents get this shell's whole environment (but GLOVEBOX_KEY); the same as --clean-env=false")
 	fs.BoolVar(&noNix, "no-nix", false, "do not build the box's packages with nix: prompts run with this machine's tools")
 	if err := parseFlags(fs, args); err != nil {

@@ -144,8 +144,7 @@ func buildDevEnv(ctx context.Context, stdio IO, nix, name string, env generator.
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-		return "", fmt.Errorf("nix build: %v: %s", err, clip(lines[len(lines)-1], 200))
+		return "", fmt.Errorf("nix build: %v: %s", err, clip(nixError(stderr.String()), 200))
 	}
 	var built []struct {
 		Outputs map[string]string `json:"outputs"`
@@ -154,6 +153,18 @@ func buildDevEnv(ctx context.Context, stdio IO, nix, name string, env generator.
 		return "", fmt.Errorf("nix build --json printed %q, not one store path", clip(string(out), 200))
 	}
 	return built[0].Outputs["out"], nil
+}
+
+// nixError picks the line of nix's stderr that says what went wrong: the
+// last one starting with "error:", else the last line.
+func nixError(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "error:") {
+			return l
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 // lookPathIn finds an executable named name in the directories of path.

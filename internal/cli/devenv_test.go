@@ -306,3 +306,13 @@ func TestDevRunsPromptsInsideTheBoxsPackages(t *testing.T) {
 }
 
 func generatorLoad(dir string) (*generator.Config, error) { return generator.Load(dir) }
+
+func TestNixError(t *testing.T) {
+	in := "warning: unable to download 'x'; retrying\nerror: unable to download 'https://api.github.com/...': Couldn't resolve host name (6)\n(use '--show-trace' to show detailed location information)\n"
+	if got := nixError(in); got != "error: unable to download 'https://api.github.com/...': Couldn't resolve host name (6)" {
+		t.Errorf("nixError = %q, want the error line", got)
+	}
+	if got := nixError("just this\n"); got != "just this" {
+		t.Errorf("nixError without an error line = %q, want the last line", got)
+	}
+}
