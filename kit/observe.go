@@ -49,7 +49,7 @@ type promptInfo struct {
 	Ended   time.Time `json:"ended,omitzero"`
 }
 
-// on reports whether the session keeps anything for observers.
+// observed reports whether the session keeps anything for observers.
 func (ss *session) observed() bool { return ss.srv.inspect != nil }
 
 // publish hands a numbered frame to the history and every observer. The
