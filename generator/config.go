@@ -62,6 +62,8 @@ type Config struct {
 	Sandbox *protocol.SandboxSpec
 	// Network is the egress policy ([network]); nil when the file has none.
 	Network *protocol.NetworkSpec
+	// Inspect turns on the kit's inspector ([inspect] enabled = true).
+	Inspect *protocol.InspectSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -107,6 +109,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Network:         c.Network,
 		Sandbox:         c.Sandbox,
 		Files:           c.Files,
+		Inspect:         c.Inspect,
 	}
 }
 
@@ -165,7 +168,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -218,6 +221,13 @@ func Parse(file string, data []byte) (*Config, error) {
 				c.Files = &protocol.FilesSpec{}
 				if x, ok := m["inline"]; ok {
 					c.Files.Inline, _ = d.boolean(k+".inline", x)
+				}
+			}
+		case "inspect":
+			if m, ok := d.table(k, v, "enabled"); ok {
+				c.Inspect = &protocol.InspectSpec{}
+				if x, ok := m["enabled"]; ok {
+					c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
 				}
 			}
 		}

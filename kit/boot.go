@@ -184,6 +184,7 @@ func (b *boot) run(opts Options) *Server {
 		s.reclaim() // reclaim.go: what a killed kit left
 	}
 	s.bootEgress(b)
+	s.bootInspect()
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
@@ -218,7 +219,7 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && slices.Contains(passedEnv, k) {
+		if ok && (s.opts.HostEnv || slices.Contains(passedEnv, k)) {
 			put(k, v)
 		}
 	}

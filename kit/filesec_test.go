@@ -26,7 +26,6 @@ func mint(t *testing.T, key, sub string, files []string, scopes ...string) strin
 	return tok
 }
 
-func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
 
 // TestServerRefScope checks that a server input ref follows GET
 // /files/{id}'s rules: the credential may read the file, or the file was

@@ -122,7 +122,10 @@ func (b *box) get(path string, header http.Header) (*http.Response, []byte) {
 	return resp, body
 }
 
-func (b *box) auth() http.Header { return http.Header{"Authorization": {"Bearer " + b.key}} }
+func (b *box) auth() http.Header { return bearer(b.key) }
+
+// bearer is the Authorization header for a key or token.
+func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
 
 // v1client speaks protocol v1 as the spec describes it: JSON frames decoded
 // by field name, without package protocol.

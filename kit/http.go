@@ -37,6 +37,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEgress(w, r)
 	case strings.HasPrefix(p, "/files/"):
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
+	case strings.HasPrefix(p, protocol.UploadPath):
+		s.serveUpload(w, r, strings.TrimPrefix(p, protocol.UploadPath))
+	case p == inspectPrefix || strings.HasPrefix(p, inspectPrefix+"/"):
+		s.serveInspect(w, r)
 	case wsconn.IsUpgrade(r):
 		s.serveWS(w, r)
 	default:

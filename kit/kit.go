@@ -9,6 +9,9 @@
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
+//	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
+//	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
+//	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
@@ -176,6 +179,13 @@ type Options struct {
 	PingInterval time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
+	// HostEnv passes all of Environ to agents (but GLOVEBOX_KEY and the
+	// session's own GLOVEBOX_* variables), not only PATH, locale and CA
+	// variables: gbx dev --host-env, for an author's own machine.
+	HostEnv bool
+	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
+	// the manifest says; gbx dev sets it.
+	Inspect bool
 }
 
 // Server is a running box. It is an http.Handler factory plus the sessions
@@ -217,7 +227,9 @@ type Server struct {
 	healthBody []byte
 	envBody    []byte
 	caps       []string
-	egress     *kitEgress // nil: no proxy
+	egress     *kitEgress  // nil: no proxy
+	inspect    *inspector  // nil: no inspector (inspect.go)
+	resume     *resumables // partial uploads, made on first use (upload_resume.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

@@ -78,6 +78,8 @@ type session struct {
 
 	endOnce sync.Once
 
+	obs observers // the inspector's view (observe.go); empty when it is off
+
 	// Owned by the runner goroutine (and end, after the runner is gone).
 	conv    agent.Conversation
 	info    *agent.Session
@@ -107,13 +109,19 @@ func newSessionID() string {
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID())}
 	ss.replay.total = &s.replayBytes
+	ss.obs.started = time.Now()
+	if s.inspect != nil {
+		ss.obs.total = &s.inspect.histBytes
+	}
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
 
-// reserve registers a new session unless the box is closed or full.
-func (s *Server) reserve() *session {
+// reserve registers a new session for the credential who unless the box
+// is closed or full.
+func (s *Server) reserve(who string) *session {
 	ss := s.newSession()
+	ss.owner = who // before the session is visible to the inspector
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || len(s.sessions) >= s.maxSessions {
@@ -155,7 +163,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		refuseDraining(w)
 		return
 	}
-	fresh := s.reserve()
+	fresh := s.reserve(who)
 	if fresh == nil {
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Content-Length", "0")
@@ -180,7 +188,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
-	fresh.owner = who
 	fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
 	ss := fresh
 	resumeFailed := ""
@@ -455,6 +462,9 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 		}
 	}
 	ss.seq = seq
+	if ss.observed() {
+		ss.obs.publish(body)
+	}
 	if ss.canResume.Load() {
 		ss.replay.push(seq, body)
 	}
@@ -512,6 +522,9 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 		return
 	}
 	ss.queue = append(ss.queue, &promptRun{msg: m})
+	if ss.observed() {
+		ss.obs.queued(m.ID, m.Text, sortedKeys(m.Inputs))
+	}
 	start := !ss.runner
 	if start {
 		ss.runner = true
@@ -611,6 +624,9 @@ func (ss *session) runLoop() {
 		p.cancel = cancel
 		ss.running = p
 		ss.mu.Unlock()
+		if ss.observed() {
+			ss.obs.running(p.msg.ID)
+		}
 
 		ss.runPrompt(ctx, p, func() {
 			ss.mu.Lock()
@@ -676,6 +692,7 @@ func (ss *session) end(cause error) {
 		}
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
+		ss.obs.close()
 		ss.logger().Debug("session ended", "cause", cause)
 	})
 }

@@ -38,6 +38,8 @@ type Manifest struct {
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
 	// Files tunes how GET /files/{id} serves parked files. Additive.
 	Files *FilesSpec `json:"files,omitempty"`
+	// Inspect turns on the inspector at /inspect. Additive; absent means off.
+	Inspect *InspectSpec `json:"inspect,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.

@@ -54,10 +54,12 @@ const (
 	ScopeFiles       = "files"       // GET /files/{id}, limited to TokenClaims.Files when set
 	ScopeEnvironment = "environment" // GET /environment
 	ScopeAdmin       = "admin"       // runtime administration (the egress policy)
+	ScopeInspect     = "inspect"     // the inspector at /inspect: sessions, their frames, display answers
+	ScopeUpload      = "upload"      // PUT /uploads/{name}: files into the box's store
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload}
 
 // Errors VerifyToken returns, wrapped.
 var (

@@ -49,7 +49,7 @@ func TestBinaries(t *testing.T) {
 	boxDir := filepath.Join(work, "box")
 	os.MkdirAll(boxDir, 0o755)
 	os.WriteFile(filepath.Join(boxDir, "glovebox.json"), []byte(`{"name":"binbox","agent":{"type":"exec"}}`), 0o644)
-	dev := exec.Command(bin, "dev", boxDir, "--addr", "127.0.0.1:0")
+	dev := exec.Command(bin, "dev", boxDir, "--addr", "127.0.0.1:0", "--no-nix")
 	dev.Env = append(os.Environ(), "GLOVEBOX_KEY=binary-test-key")
 	stdout, err := dev.StdoutPipe()
 	if err != nil {

@@ -316,7 +316,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 	done := make(chan error, 1)
 	go func() {
 		err := Run(ctx, IO{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &out), Stderr: &errb,
-			Getenv: func(k string) string { return env[k] }, Dir: dir}, []string{"dev", "--addr", "127.0.0.1:0"})
+			Getenv: func(k string) string { return env[k] }, Dir: dir}, []string{"dev", "--addr", "127.0.0.1:0", "--no-nix"})
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()

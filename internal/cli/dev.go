@@ -23,11 +23,15 @@ var devCommand = command{
 
 func runDev(ctx context.Context, stdio IO, args []string) error {
 	var addr, state string
-	var verbose bool
-	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. A Go agent (agent.main) is\nbuilt with go build and run as the image runs it. Ctrl-C stops it.")
+	var verbose, hostEnv, noNix bool
+	cleanEnv := true
+	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR] [--host-env] [--no-nix]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. A Go agent (agent.main) is\nbuilt with go build and run as the image runs it. Ctrl-C stops it.\n\nWith nix on PATH, the box's packages (its base image's and [packages]) are\nbuilt from the pinned nixpkgs and put first on the agents' PATH; without it,\nprompts run with this machine's tools and one warning names the packages\nmissing from PATH. Agents get a clean environment (PATH, locale, CA\nvariables and the box's [env]) unless --host-env. The inspector is on at\n/inspect; the banner prints its link and an export line for the other gbx\ncommands.")
 	fs.StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:$GLOVEBOX_PORT, else 127.0.0.1:8080)")
 	fs.StringVar(&state, "state", "", "state directory (default DIR/.glovebox)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "log every session and prompt")
+	fs.BoolVar(&cleanEnv, "clean-env", true, "agents get only PATH, locale and CA variables and the box's [env]")
+	fs.BoolVar(&hostEnv, "host-env", false, "agents get this shell's whole environment (but GLOVEBOX_KEY); the same as --clean-env=false")
+	fs.BoolVar(&noNix, "no-nix", false, "do not build the box's packages with nix: prompts run with this machine's tools")
 	if err := parseFlags(fs, args); err != nil {
 		return helpOK(err)
 	}
@@ -72,21 +76,24 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if goMain != "" {
 		return runGoAgentDev(ctx, stdio, dir, goMain, state, addr, key, source, m)
 	}
+	if hostEnv {
+		cleanEnv = false
+	}
+	hostPath := stdio.Getenv("PATH")
+	if hostPath == "" {
+		hostPath = os.Getenv("PATH")
+	}
+	tools := findDevTools(ctx, stdio, m, hostPath, !noNix)
+	if tools.warning != "" {
+		fmt.Fprintln(stdio.Stderr, tools.warning)
+	}
 	box, err := startLocalBox(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
-		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log})
+		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log,
+		Environ: devEnviron(tools.path), HostEnv: !cleanEnv, Inspect: true})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdio.Stdout, `box %s %s (%s agent, from %s) is running on this machine
-  url    %s
-  key    %s
-  state  %s
-
-Try it:
-  gbx prompt --url %s --key %s 'echo hello from the box'
-
-Ctrl-C stops it.
-`, m.Name, m.Version, m.AgentType(), source, box.URL, key, state, box.URL, key)
+	fmt.Fprint(stdio.Stdout, devBanner(m, source, box.URL, key, state, tools, cleanEnv))
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -141,8 +148,11 @@ func runGoAgentDev(ctx context.Context, stdio IO, dir, main, state, addr, key, s
   key    %s
   state  %s
 
+For the other gbx commands in this shell:
+  export GLOVEBOX_URL=%s GLOVEBOX_KEY=%s
+
 Ctrl-C stops it.
-`, m.Name, m.Version, main, source, box.URL, key, state)
+`, m.Name, m.Version, main, source, box.URL, key, state, shellQuote(box.URL), shellQuote(key))
 	var exitErr error
 	select {
 	case <-ctx.Done():

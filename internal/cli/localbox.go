@@ -39,6 +39,11 @@ type localBoxOptions struct {
 	PublicURL string
 	Getenv    func(string) string
 	Logger    *slog.Logger
+	// Environ is what agents' variables come from (nil: this process's);
+	// HostEnv passes all of it; Inspect serves the inspector.
+	Environ []string
+	HostEnv bool
+	Inspect bool
 }
 
 // startLocalBox boots a box with the agent its manifest names and serves
@@ -81,6 +86,9 @@ func startLocalBoxWith(ctx context.Context, o localBoxOptions, ag agent.Agent) (
 		Agent:     ag,
 		Logger:    o.Logger,
 		Getenv:    o.Getenv,
+		Environ:   o.Environ,
+		HostEnv:   o.HostEnv,
+		Inspect:   o.Inspect,
 	})
 	if err != nil {
 		ln.Close()

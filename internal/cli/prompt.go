@@ -74,7 +74,8 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	opts := client.PromptOptions{}
-	if opts.Files, err = readInputFiles(stdio, f.files); err != nil {
+	var big []bigInput
+	if opts.Files, big, err = readInputFiles(stdio, f.files); err != nil {
 		return err
 	}
 	if f.inlineBelow != "" || f.serverTTL != "" {
@@ -92,6 +93,9 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("prompt timed out after %s", f.timeout))
 		defer cancel()
+	}
+	if opts.Inputs, err = uploadInputs(ctx, stdio, b, big); err != nil {
+		return err
 	}
 	p := &promptRun{stdio: stdio, asJSON: f.asJSON, answers: answers, rejectAll: f.rejectAll,
 		interactive: isTerminal(stdio.Stdin)}
@@ -403,29 +407,41 @@ func answerValue(s string) json.RawMessage {
 	return b
 }
 
-func readInputFiles(stdio IO, specs []string) (map[string]client.File, error) {
+func readInputFiles(stdio IO, specs []string) (map[string]client.File, []bigInput, error) {
 	if len(specs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	files := map[string]client.File{}
+	var big []bigInput
+	taken := map[string]bool{}
 	for _, s := range specs {
 		name, p, ok := strings.Cut(s, "=")
 		if !ok {
 			p, name = s, filepath.Base(s)
 		}
 		if name == "" || p == "" {
-			return nil, fmt.Errorf("%w: --file %q: want PATH or NAME=PATH", ErrUsage, s)
+			return nil, nil, fmt.Errorf("%w: --file %q: want PATH or NAME=PATH", ErrUsage, s)
 		}
-		data, err := os.ReadFile(absPath(stdio, p))
+		if taken[name] {
+			return nil, nil, fmt.Errorf("%w: two --file inputs named %q: use NAME=PATH", ErrUsage, name)
+		}
+		taken[name] = true
+		path := absPath(stdio, p)
+		st, err := os.Stat(path)
 		if err != nil {
-			return nil, fmt.Errorf("--file %s: %w", s, err)
+			return nil, nil, fmt.Errorf("--file %s: %w", s, err)
 		}
-		if _, dup := files[name]; dup {
-			return nil, fmt.Errorf("%w: two --file inputs named %q: use NAME=PATH", ErrUsage, name)
+		if st.Mode().IsRegular() && st.Size() > uploadAbove {
+			big = append(big, bigInput{name: name, path: path, size: st.Size()})
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--file %s: %w", s, err)
 		}
 		files[name] = client.File{Data: data}
 	}
-	return files, nil
+	return files, big, nil
 }
 
 // outputs lists the outputs and, with dir, saves them there.
@@ -442,7 +458,7 @@ func (p *promptRun) outputs(ctx context.Context, r *client.Result, outs map[stri
 		if dir != "" {
 			dest, err := outputPath(absPath(p.stdio, dir), name)
 			if err == nil {
-				err = p.save(ctx, r, name, dest, consume)
+				err = p.save(ctx, r, name, dest, size, consume)
 			}
 			if err != nil {
 				errs = append(errs, err)
@@ -466,7 +482,7 @@ func (p *promptRun) outputs(ctx context.Context, r *client.Result, outs map[stri
 	return errors.Join(errs...)
 }
 
-func (p *promptRun) save(ctx context.Context, r *client.Result, name, dest string, consume bool) error {
+func (p *promptRun) save(ctx context.Context, r *client.Result, name, dest string, size int64, consume bool) error {
 	var opts []client.ReadOption
 	if consume {
 		opts = append(opts, client.Consume())
@@ -476,7 +492,9 @@ func (p *promptRun) save(ctx context.Context, r *client.Result, name, dest strin
 		return err
 	}
 	defer rc.Close()
-	_, err = saveFile(dest, rc)
+	bar := newProgress(p.stdio, "download "+name, size)
+	_, err = saveFile(dest, bar.reader(rc))
+	bar.done()
 	return err
 }
 

@@ -1,0 +1,420 @@
+package kit
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/inspect"
+	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// The inspector: a small page at /inspect (kit/inspect holds it) and the
+// JSON and event-stream routes under /inspect/api/ it reads. It is off
+// unless the manifest's inspect.enabled or Options.Inspect turns it on;
+// when off, every /inspect path is 404.
+//
+// Auth. The page itself is static and holds no secret. Its API takes the
+// key or a token with the "inspect" scope, in an Authorization header, or
+// a cookie that POST /inspect/api/login sets in exchange for one: the page
+// reads a token from its URL fragment (never sent to a server, so never in
+// a log), drops the fragment from the address bar and history, and logs
+// in. The cookie is random, HttpOnly, SameSite=Strict, scoped to /inspect,
+// Secure over https, and lives no longer than the token (at most
+// inspectCookieTTL). Requests that change something (login, slot answers)
+// must also carry the header X-Glovebox-Inspect, which a cross-site form
+// cannot send.
+//
+//	GET  /inspect/                          the page (index.html, app.js, app.css)
+//	POST /inspect/api/login                 bearer -> cookie
+//	POST /inspect/api/logout                forget the cookie
+//	GET  /inspect/api/sessions              live sessions and their prompts (JSON)
+//	GET  /inspect/api/sessions/{id}/events  the session's frames (text/event-stream)
+//	POST /inspect/api/sessions/{id}/slots/{slot}  {"value":...} or {"reject":"why"}
+//	GET  /inspect/api/files/{id}            an output from the box's store
+//	GET  /inspect/api/environment           what GET /environment says
+const inspectPrefix = "/inspect"
+
+const (
+	inspectCookie     = "glovebox_inspect"
+	inspectCookieTTL  = 8 * time.Hour
+	inspectMaxCookies = 256
+	inspectHeader     = "X-Glovebox-Inspect"
+	// inspectCSP allows the page its own scripts, styles and API, and
+	// nothing else: no inline script, no other origin, no framing.
+	inspectCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	// inspectHeartbeat keeps an idle event stream open through proxies.
+	inspectHeartbeat = 15 * time.Second
+)
+
+// inspector holds the cookies handed out; the sessions hold the rest.
+type inspector struct {
+	static    fs.FS
+	histBytes atomic.Int64 // every session's observer history (observe.go)
+
+	mu      sync.Mutex
+	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry
+}
+
+func (s *Server) bootInspect() {
+	if !s.opts.Inspect && (s.man.Inspect == nil || !s.man.Inspect.Enabled) {
+		return
+	}
+	s.inspect = &inspector{static: inspect.Static(), cookies: map[[sha256.Size]byte]time.Time{}}
+}
+
+func (s *Server) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
+	if s.inspect == nil {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", inspectCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	rest := strings.TrimPrefix(r.URL.Path, inspectPrefix)
+	if api, ok := strings.CutPrefix(rest, "/api/"); ok {
+		s.serveInspectAPI(w, r, api)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if rest == "" {
+		http.Redirect(w, r, inspectPrefix+"/", http.StatusFound)
+		return
+	}
+	name := strings.TrimPrefix(rest, "/")
+	if name == "" {
+		name = "index.html"
+	}
+	data, err := fs.ReadFile(s.inspect.static, name)
+	if err != nil || strings.Contains(name, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	switch path.Ext(name) {
+	case ".html":
+		h.Set("Content-Type", "text/html; charset=utf-8")
+	case ".js":
+		h.Set("Content-Type", "text/javascript; charset=utf-8")
+	case ".css":
+		h.Set("Content-Type", "text/css; charset=utf-8")
+	default:
+		h.Set("Content-Type", "application/octet-stream")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	if r.Method == http.MethodGet {
+		w.Write(data)
+	}
+}
+
+// inspectBearer checks a bearer for the inspect scope and returns when
+// its grant ends.
+func (s *Server) inspectBearer(bearer string) (time.Time, bool) {
+	sum := sha256.Sum256([]byte(bearer))
+	if subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1 {
+		return s.now().Add(inspectCookieTTL), true
+	}
+	c, ok := s.tokenClaims(bearer)
+	if !ok || !c.Allows(protocol.ScopeInspect) {
+		return time.Time{}, false
+	}
+	return c.Expires, true
+}
+
+// inspectAuthorized accepts a bearer (key or inspect token) or a live
+// inspector cookie.
+func (s *Server) inspectAuthorized(r *http.Request) bool {
+	if bearer, ok := bearerHeader(r); ok {
+		_, ok := s.inspectBearer(bearer)
+		return ok
+	}
+	ck, err := r.Cookie(inspectCookie)
+	if err != nil || ck.Value == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(ck.Value))
+	in := s.inspect
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	exp, ok := in.cookies[sum]
+	if ok && !s.now().Before(exp) {
+		delete(in.cookies, sum)
+		return false
+	}
+	return ok
+}
+
+func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api string) {
+	if r.Method == http.MethodPost && r.Header.Get(inspectHeader) == "" {
+		http.Error(w, "inspect: POST requests need the "+inspectHeader+" header", http.StatusForbidden)
+		return
+	}
+	if api == "login" {
+		s.inspectLogin(w, r)
+		return
+	}
+	if api == "logout" {
+		s.inspectLogout(w, r)
+		return
+	}
+	if !s.inspectAuthorized(r) {
+		unauthorized(w)
+		return
+	}
+	parts := strings.Split(api, "/")
+	switch {
+	case api == "sessions" && r.Method == http.MethodGet:
+		s.inspectSessions(w)
+	case api == "environment" && r.Method == http.MethodGet:
+		body := s.environmentBody()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	case len(parts) == 2 && parts[0] == "files" && r.Method == http.MethodGet:
+		if !storage.ValidID(parts[1]) {
+			http.NotFound(w, r)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/files/" + parts[1]
+		r2.URL.RawQuery = "" // never ?consume: the inspector only looks
+		w.Header().Set("Content-Disposition", "attachment")
+		s.local.ServeHTTP(w, r2)
+	case len(parts) == 3 && parts[0] == "sessions" && parts[2] == "events" && r.Method == http.MethodGet:
+		s.inspectEvents(w, r, parts[1])
+	case len(parts) == 4 && parts[0] == "sessions" && parts[2] == "slots" && r.Method == http.MethodPost:
+		s.inspectAnswer(w, r, parts[1], parts[3])
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	bearer, ok := bearerHeader(r)
+	if !ok {
+		unauthorized(w)
+		return
+	}
+	exp, ok := s.inspectBearer(bearer)
+	if !ok {
+		unauthorized(w)
+		return
+	}
+	now := s.now()
+	if limit := now.Add(inspectCookieTTL); exp.After(limit) {
+		exp = limit
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	val := base64.RawURLEncoding.EncodeToString(b[:])
+	in := s.inspect
+	in.mu.Lock()
+	for k, e := range in.cookies {
+		if !now.Before(e) {
+			delete(in.cookies, k)
+		}
+	}
+	for len(in.cookies) >= inspectMaxCookies {
+		var oldest [sha256.Size]byte
+		var first time.Time
+		for k, e := range in.cookies {
+			if first.IsZero() || e.Before(first) {
+				oldest, first = k, e
+			}
+		}
+		delete(in.cookies, oldest)
+	}
+	in.cookies[sha256.Sum256([]byte(val))] = exp
+	in.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{
+		Name: inspectCookie, Value: val, Path: inspectPrefix,
+		MaxAge:   int(exp.Sub(now) / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+	})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"expires": exp.UTC().Format(time.RFC3339)})
+}
+
+func (s *Server) inspectLogout(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	if ck, err := r.Cookie(inspectCookie); err == nil {
+		s.inspect.mu.Lock()
+		delete(s.inspect.cookies, sha256.Sum256([]byte(ck.Value)))
+		s.inspect.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: inspectCookie, Value: "", Path: inspectPrefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// inspectSession is one row of GET /inspect/api/sessions.
+type inspectSession struct {
+	ID        string       `json:"id"`
+	Owner     string       `json:"owner"` // key, subject NAME, or token
+	Started   time.Time    `json:"started"`
+	Connected bool         `json:"connected"`
+	LastSeq   uint64       `json:"last_seq"`
+	Prompts   []promptInfo `json:"prompts"`
+}
+
+func (s *Server) inspectSessions(w http.ResponseWriter) {
+	s.mu.Lock()
+	list := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		list = append(list, ss)
+	}
+	s.mu.Unlock()
+	out := make([]inspectSession, 0, len(list))
+	for _, ss := range list {
+		owner := ss.owner
+		switch {
+		case strings.HasPrefix(owner, "sub:"):
+			owner = "subject " + strings.TrimPrefix(owner, "sub:")
+		case strings.HasPrefix(owner, "token:"):
+			owner = "token"
+		}
+		out = append(out, inspectSession{
+			ID: ss.id, Owner: owner, Started: ss.obs.started.UTC(),
+			Connected: ss.conn.Load() != nil, LastSeq: ss.lastSeq.Load(),
+			Prompts: ss.obs.promptList(),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Started.Equal(out[j].Started) {
+			return out[i].Started.After(out[j].Started)
+		}
+		return out[i].ID < out[j].ID
+	})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"sessions": out})
+}
+
+// inspectEvents streams a session's frames as server-sent events: the
+// recent ones kept, then each as it is sent, until the session ends, the
+// observer falls too far behind (event "end" with data "dropped": the
+// page reconnects) or the request ends.
+func (s *Server) inspectEvents(w http.ResponseWriter, r *http.Request, id string) {
+	ss := s.lookup(id)
+	if ss == nil {
+		http.NotFound(w, r)
+		return
+	}
+	past, ch, ok := ss.obs.subscribe()
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "inspect: the session has ended or has too many observers", http.StatusServiceUnavailable)
+		return
+	}
+	defer ss.obs.unsubscribe(ch)
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	for _, f := range past {
+		writeEvent(w, "frame", f)
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	beat := time.NewTicker(inspectHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case f, ok := <-ch:
+			if !ok {
+				why := "ended"
+				if ss.ctx.Err() == nil {
+					why = "dropped"
+				}
+				writeEvent(w, "end", []byte(why))
+				rc.Flush()
+				return
+			}
+			writeEvent(w, "frame", f)
+		case <-beat.C:
+			io.WriteString(w, ": beat\n\n")
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// writeEvent writes one server-sent event; data is one line of JSON.
+func writeEvent(w io.Writer, event string, data []byte) {
+	io.WriteString(w, "event: "+event+"\ndata: ")
+	w.Write(data)
+	io.WriteString(w, "\n\n")
+}
+
+// inspectAnswer resolves or rejects a display slot from the page, as the
+// session's client would.
+func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotID string) {
+	ss := s.lookup(id)
+	if ss == nil {
+		http.NotFound(w, r)
+		return
+	}
+	var body struct {
+		Value  json.RawMessage `json:"value"`
+		Reject *string         `json:"reject"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	if err := dec.Decode(&body); err != nil {
+		http.Error(w, "inspect: want {\"value\": JSON} or {\"reject\": \"reason\"}: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	ss.mu.Lock()
+	sl := ss.slots[slotID]
+	ss.mu.Unlock()
+	if sl == nil || sl.wait == nil {
+		http.Error(w, "inspect: no display slot "+slotID+" waits for an answer on this session", http.StatusNotFound)
+		return
+	}
+	if body.Reject != nil {
+		reason, _ := json.Marshal(*body.Reject)
+		ss.settle(slotID, slotResult{rejected: true, value: reason})
+	} else {
+		if len(body.Value) == 0 {
+			body.Value = json.RawMessage("null")
+		}
+		ss.settle(slotID, slotResult{value: body.Value})
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
