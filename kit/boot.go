@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -52,6 +53,8 @@ func (b *boot) run(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ring := newLogRing(time.Now)
+	log = withRing(log, ring)
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -72,6 +75,8 @@ func (b *boot) run(opts Options) *Server {
 		resumeGrace:  DefaultResumeGrace,
 		pingInterval: opts.PingInterval,
 		caps:         capabilities,
+		obs:          newObserver(),
+		logs:         ring,
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval

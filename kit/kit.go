@@ -9,6 +9,10 @@
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
+//	GET /sessions          the live sessions (key or admin token; kit/sessions_route.go)
+//	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
+//	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
+//	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
@@ -183,6 +187,8 @@ type Server struct {
 	envBody    []byte
 	caps       []string
 	egress     *kitEgress // nil: no proxy
+	obs        *observer  // counters for /metrics and the log lines
+	logs       *logRing   // recent log records, for /logs
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

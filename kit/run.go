@@ -2,11 +2,14 @@ package kit
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -32,6 +35,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errTimeout)
 		defer cancel()
 	}
+	ss.exitCode.Store(noExit)
 	msg, outputs, err := ss.execute(ctx, p.msg)
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
@@ -43,11 +47,45 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.sendError(bg, p.msg.ID, code, text)
+		ss.promptEnded(p, code, nil)
 		return
 	}
 	if err := ss.sendComplete(bg, p.msg.ID, msg, outputs); err != nil {
 		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
+	ss.promptEnded(p, "complete", outputs)
+}
+
+// promptEnded logs a prompt's one Info line and counts it: its id, how
+// long it ran, its outcome (complete or the error code sent), the exit
+// status its agent reported, and its outputs. Never its text.
+func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]protocol.FileRef) {
+	d := time.Since(p.started)
+	ss.promptsRun.Add(1)
+	if o := ss.srv.obs; o != nil {
+		o.prompt(outcome, d)
+	}
+	var size int64
+	for _, ref := range outputs {
+		size += refSize(ref)
+	}
+	attrs := []any{"prompt", p.msg.ID, "duration_ms", d.Milliseconds(), "outcome", outcome,
+		"outputs", len(outputs), "output_bytes", size}
+	if code := ss.exitCode.Load(); code != noExit {
+		attrs = append(attrs, "exit_code", code)
+	}
+	ss.logger().Info("prompt", attrs...)
+}
+
+// refSize is the size of an output: its bytes for an inline one, the size
+// the ref gives otherwise.
+func refSize(ref protocol.FileRef) int64 {
+	if ref.Kind == protocol.KindInline {
+		// The kit's own refs are standard, padded base64.
+		d := ref.Data
+		return int64(base64.StdEncoding.DecodedLen(len(d)) - strings.Count(d[len(d)-min(2, len(d)):], "="))
+	}
+	return ref.Size
 }
 
 // sendComplete encodes a complete frame by hand (the common case has no

@@ -53,11 +53,13 @@ const (
 	ScopeConnect     = "connect"     // the WebSocket: prompts and everything on it
 	ScopeFiles       = "files"       // GET /files/{id}, limited to TokenClaims.Files when set
 	ScopeEnvironment = "environment" // GET /environment
-	ScopeAdmin       = "admin"       // runtime administration (the egress policy)
+	ScopeAdmin       = "admin"       // runtime administration (the egress policy, GET /sessions, /logs, listing and deleting /files)
+	ScopeMetrics     = "metrics"     // GET /metrics
+	ScopeLogs        = "logs"        // GET /logs
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeMetrics, ScopeLogs}
 
 // Errors VerifyToken returns, wrapped.
 var (
