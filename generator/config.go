@@ -60,6 +60,9 @@ type Config struct {
 	Sandbox *protocol.SandboxSpec
 	// Network is the egress policy ([network]); nil when the file has none.
 	Network *protocol.NetworkSpec
+	// Inputs holds the operator's switches for url inputs ([inputs]); nil
+	// when the file has none.
+	Inputs *protocol.InputsSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -104,6 +107,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Sessions:        c.Sessions,
 		Network:         c.Network,
 		Sandbox:         c.Sandbox,
+		Inputs:          c.Inputs,
 	}
 }
 
@@ -162,7 +166,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "inputs")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -210,6 +214,8 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.deploy(k, v, c)
 		case "sandbox":
 			d.sandbox(k, v, c)
+		case "inputs":
+			d.inputs(k, v, c)
 		}
 	}
 	if len(d.probs) == 0 {
@@ -628,6 +634,27 @@ func (d *doc) sessions(path string, v any, c *Config) {
 		s.MaxQueue, _ = d.integer(path+".max_queue", x)
 	}
 	c.Sessions = s
+}
+
+// inputs decodes [inputs]: whether url inputs may reach private and
+// loopback addresses.
+func (d *doc) inputs(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "allow_private_urls", "allow_loopback_urls")
+	if !ok {
+		return
+	}
+	in := &protocol.InputsSpec{}
+	for _, f := range []struct {
+		k   string
+		dst *bool
+	}{{"allow_private_urls", &in.AllowPrivateURLs}, {"allow_loopback_urls", &in.AllowLoopbackURLs}} {
+		if x, ok := m[f.k]; ok {
+			if b, ok := d.boolean(path+"."+f.k, x); ok {
+				*f.dst = b
+			}
+		}
+	}
+	c.Inputs = in
 }
 
 // sandbox decodes [sandbox]: layers to turn off, layers to require, the

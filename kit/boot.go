@@ -168,7 +168,11 @@ func (b *boot) run(opts Options) *Server {
 
 	// Storage. The built-in adapters need a writable state dir.
 	s.registry = storage.NewRegistry()
-	s.registry.Register(protocol.AdapterURL, storage.NewURL(storage.URLOptions{Timeout: s.inputTimeout, Logger: log}))
+	uo := storage.URLOptions{Timeout: s.inputTimeout, Logger: log}
+	if in := m.Inputs; in != nil {
+		uo.AllowPrivate, uo.AllowLoopback = in.AllowPrivateURLs, in.AllowLoopbackURLs
+	}
+	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
 	s.openStorage(dirOK(s.stateDir))
 	for k, a := range opts.Adapters {
 		if a == nil {

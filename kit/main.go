@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	buildversion "github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -69,7 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		return err
 	}
 	if *version {
-		fmt.Fprintf(stdout, "glovebox-kit %s\n", Version)
+		fmt.Fprintf(stdout, "glovebox-kit %s\n", buildversion.String(Version))
 		return nil
 	}
 	if fl.NArg() > 0 {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 
 	open, queued, running := s.sessionGauges()
 	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
-	m.sample("glovebox_build_info", labels("kit_version", Version, "box", s.man.Name, "box_version", s.man.Version), "1")
+	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", s.man.Name, "box_version", s.man.Version), "1")
 	m.family("glovebox_sessions_open", "gauge", "Sessions alive now, connected or waiting for a resume.")
 	m.sample("glovebox_sessions_open", "", itoa(int64(open)))
 	m.family("glovebox_sessions_total", "counter", "Sessions opened since the kit started.")

@@ -35,6 +35,20 @@ type Manifest struct {
 	// Sandbox chooses the isolation layers of the box's agent processes.
 	// Additive; absent means every layer the platform allows.
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+	// Inputs holds the operator's switches for url inputs. Additive.
+	Inputs *InputsSpec `json:"inputs,omitempty"`
+}
+
+// InputsSpec are the operator's switches for url inputs. By default the
+// kit refuses to fetch a url input from a private (RFC 1918, fc00::/7,
+// 100.64/10) or loopback address; link-local and metadata addresses are
+// refused always.
+type InputsSpec struct {
+	// AllowPrivateURLs lets url inputs reach private addresses, such as a
+	// MinIO on the box's private network.
+	AllowPrivateURLs bool `json:"allow_private_urls,omitempty"`
+	// AllowLoopbackURLs lets url inputs reach loopback addresses.
+	AllowLoopbackURLs bool `json:"allow_loopback_urls,omitempty"`
 }
 
 // SandboxSpec chooses the isolation layers of a box's sessions. Every
