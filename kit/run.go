@@ -46,14 +46,16 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 	if err != nil {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
-		ss.sendError(bg, p.msg.ID, code, text)
 		ss.promptEnded(p, code, nil)
+		ss.sendError(bg, p.msg.ID, code, text)
 		return
 	}
+	// Logged and counted before the client hears of it, so that whoever
+	// reads the logs or /metrics after a prompt's end finds it there.
+	ss.promptEnded(p, "complete", outputs)
 	if err := ss.sendComplete(bg, p.msg.ID, msg, outputs); err != nil {
 		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
-	ss.promptEnded(p, "complete", outputs)
 }
 
 // promptEnded logs a prompt's one Info line and counts it: its id, how
