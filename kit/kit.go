@@ -70,6 +70,15 @@
 // the box's own store and are always accepted. The default inputs policy
 // names url and inline. Every input is capped by limits.max_input.
 //
+// Logs and metrics. The kit logs one Info line when a session opens,
+// resumes and closes, and one when a prompt ends (its id, duration,
+// outcome, exit status, outputs), never a prompt's text or a credential;
+// it keeps its latest records for GET /logs. GET /metrics counts sessions,
+// prompts by outcome and their durations, frames and bytes sent, queue
+// depth, parked files, sandbox limits hit, egress decisions and memory.
+// GET /sessions and GET /files answer protocol.SessionList and
+// protocol.FileList.
+//
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.
 package kit
