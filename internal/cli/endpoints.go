@@ -58,7 +58,7 @@ func runEndpoints(ctx context.Context, stdio IO, args []string) error {
 	case verb == "ls" && flags.NArg() == 1:
 	case verb == "rm" && flags.NArg() >= 2:
 	default:
-		return fmt.Errorf("%w: want gbx endpoints add NAME URL, gbx endpoints ls or gbx endpoints rm NAME...", ErrUsage)
+		return fmt.Errorf("%w: want gbx endpoints add NAME URL, gbx endpoints ls or gbx endpoints rm NAME [NAME]", ErrUsage)
 	}
 	eps, err := readEndpoints(path)
 	if err != nil {

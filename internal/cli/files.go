@@ -46,7 +46,7 @@ func runFiles(ctx context.Context, stdio IO, args []string) error {
 	case verb == "get" && fs.NArg() == 2:
 	case verb == "rm" && fs.NArg() >= 2:
 	default:
-		return fmt.Errorf("%w: want gbx files ls, gbx files get ID or gbx files rm ID...", ErrUsage)
+		return fmt.Errorf("%w: want gbx files ls, gbx files get ID or gbx files rm ID [ID]", ErrUsage)
 	}
 	c, b, err := bf.open(stdio)
 	if err != nil {
