@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -239,4 +241,55 @@ func TestURLInputSwitch(t *testing.T) {
 			t.Errorf("loopback url input with allow_loopback_urls = %v, want complete", m)
 		}
 	})
+}
+
+// TestMetricsCounts drives outcomes the metrics count: a complete, an
+// agent error, a sandbox limit, a prompt queued behind a running one.
+func TestMetricsCounts(t *testing.T) {
+	started := make(chan string, 8)
+	inner := scripted(started)
+	b := newBox(t, agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
+		if turn.Text() == "limit" {
+			return "", &agent.Error{Code: protocol.CodeLimit, Err: errors.New("the session's memory limit was hit")}
+		}
+		return inner.(agent.Func)(ctx, turn)
+	}))
+	metrics := func() string {
+		resp, body := b.get("/metrics", bearer(b.token(protocol.ScopeMetrics)))
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" {
+			t.Fatalf("GET /metrics = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		return string(body)
+	}
+	c := b.dial("/", nil)
+	for id, text := range map[string]string{"ok": "echo x", "bad": "fail", "lim": "limit"} {
+		c.prompt(id, text)
+		c.finish(id)
+		if id != "lim" {
+			waittest.Recv(t, started, "prompt "+id+"'s start signal")
+		}
+	}
+	c.prompt("slow", "block")
+	waittest.Recv(t, started, "the blocking prompt to start")
+	c.prompt("queued", "echo y")
+	waittest.Until(t, "the queued prompt in the queue depth", func() bool { return strings.Contains(metrics(), "\nglovebox_queue_depth 1\n") })
+	m := metrics()
+	for _, want := range []string{
+		"\nglovebox_prompts_running 1\n",
+		"\nglovebox_sessions_open 1\n",
+		"\nglovebox_sessions_total 1\n",
+		"\nglovebox_prompts_total{outcome=\"complete\"} 1\n",
+		"\nglovebox_prompts_total{outcome=\"AgentError\"} 1\n",
+		"\nglovebox_prompts_total{outcome=\"LimitError\"} 1\n",
+		"\nglovebox_sandbox_limit_errors_total 1\n",
+		"\nglovebox_prompt_duration_seconds_bucket{le=\"+Inf\"} 3\n",
+		"\nglovebox_prompt_duration_seconds_count 3\n",
+		"\nglovebox_build_info{kit_version=\"",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", strings.TrimSpace(want), m)
+		}
+	}
+	c.send(map[string]any{"type": "abort", "id": "slow"})
+	c.finish("queued")
 }
