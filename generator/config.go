@@ -64,6 +64,9 @@ type Config struct {
 	Network *protocol.NetworkSpec
 	// Inspect turns on the kit's inspector ([inspect] enabled = true).
 	Inspect *protocol.InspectSpec
+	// Inputs holds the operator's switches for url inputs ([inputs]); nil
+	// when the file has none.
+	Inputs *protocol.InputsSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -110,6 +113,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Sandbox:         c.Sandbox,
 		Files:           c.Files,
 		Inspect:         c.Inspect,
+		Inputs:          c.Inputs,
 	}
 }
 
@@ -168,7 +172,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -230,6 +234,8 @@ func Parse(file string, data []byte) (*Config, error) {
 					c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
 				}
 			}
+		case "inputs":
+			d.inputs(k, v, c)
 		}
 	}
 	if len(d.probs) == 0 {
@@ -656,6 +662,27 @@ func (d *doc) sessions(path string, v any, c *Config) {
 		s.MaxQueue, _ = d.integer(path+".max_queue", x)
 	}
 	c.Sessions = s
+}
+
+// inputs decodes [inputs]: whether url inputs may reach private and
+// loopback addresses.
+func (d *doc) inputs(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "allow_private_urls", "allow_loopback_urls")
+	if !ok {
+		return
+	}
+	in := &protocol.InputsSpec{}
+	for _, f := range []struct {
+		k   string
+		dst *bool
+	}{{"allow_private_urls", &in.AllowPrivateURLs}, {"allow_loopback_urls", &in.AllowLoopbackURLs}} {
+		if x, ok := m[f.k]; ok {
+			if b, ok := d.boolean(path+"."+f.k, x); ok {
+				*f.dst = b
+			}
+		}
+	}
+	c.Inputs = in
 }
 
 // sandbox decodes [sandbox]: layers to turn off, layers to require, the

@@ -132,6 +132,9 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:4: sandbox.uid_base: 10 is too small: use 1000 or more`,
 			`glovebox.toml:5: sandbox.pid: want true or false, got the string "no"`}},
 		{"limits disk", "[limits]\ndisk = \"lots\"\n", []string{`glovebox.toml:2: limits.disk: size "lots"`}},
+		{"inputs", "[inputs]\nallow_private_url = true\nallow_loopback_urls = 1\n", []string{
+			`glovebox.toml:2: inputs.allow_private_url: unknown key "allow_private_url" (did you mean "allow_private_urls"?)`,
+			`glovebox.toml:3: inputs.allow_loopback_urls: want true or false`}},
 		{"env required type", "[env.A]\nrequired = \"yes\"\n", []string{`glovebox.toml:2: env.A.required: want true or false, got the string "yes"`}},
 		{"env multi-line default", "[env.A]\ndefault = \"a\\nb\"\n", []string{`glovebox.toml:2: env.A.default: a default must be one line`}},
 		{"bad size", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MiB\"\n[[storage.outputs]]\nuse = \"localServer\"\n", []string{`glovebox.toml:3: storage.outputs[0].below: size "1MiB" has unit "MiB": want B, KB, MB or GB`}},
@@ -225,6 +228,19 @@ func TestParseSandbox(t *testing.T) {
 	}
 	if err := m.Check(); err != nil {
 		t.Errorf("the manifest does not check: %v", err)
+	}
+}
+
+func TestParseInputs(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte("[inputs]\nallow_private_urls = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := c.Manifest("fp").Inputs; in == nil || !in.AllowPrivateURLs || in.AllowLoopbackURLs {
+		t.Errorf("Manifest().Inputs = %+v, want private urls allowed, loopback not", in)
+	}
+	if c, err := Parse("glovebox.toml", []byte("name = \"x\"\n")); err != nil || c.Manifest("fp").Inputs != nil {
+		t.Errorf("no [inputs]: Inputs = %+v, %v; want nil", c.Manifest("fp").Inputs, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -52,6 +53,8 @@ func (b *boot) run(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ring := newLogRing(time.Now)
+	log = withRing(log, ring)
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -73,6 +76,8 @@ func (b *boot) run(opts Options) *Server {
 		pingInterval: opts.PingInterval,
 		caps:         capabilities,
 		promptEnded:  make(chan struct{}, 1),
+		obs:          newObserver(),
+		logs:         ring,
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
@@ -164,7 +169,11 @@ func (b *boot) run(opts Options) *Server {
 
 	// Storage. The built-in adapters need a writable state dir.
 	s.registry = storage.NewRegistry()
-	s.registry.Register(protocol.AdapterURL, storage.NewURL(storage.URLOptions{Timeout: s.inputTimeout, Logger: log}))
+	uo := storage.URLOptions{Timeout: s.inputTimeout, Logger: log}
+	if in := m.Inputs; in != nil {
+		uo.AllowPrivate, uo.AllowLoopback = in.AllowPrivateURLs, in.AllowLoopbackURLs
+	}
+	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
 	s.openStorage(dirOK(s.stateDir))
 	for k, a := range opts.Adapters {
 		if a == nil {

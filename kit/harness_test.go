@@ -124,6 +124,17 @@ func (b *box) get(path string, header http.Header) (*http.Response, []byte) {
 
 func (b *box) auth() http.Header { return bearer(b.key) }
 
+// token mints a token of the box's key with the given scopes, valid for an
+// hour.
+func (b *box) token(scopes ...string) string {
+	b.t.Helper()
+	tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return tok
+}
+
 // bearer is the Authorization header for a key or token.
 func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
 

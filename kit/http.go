@@ -35,6 +35,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEnvironment(w, r)
 	case p == "/egress":
 		s.serveEgress(w, r)
+	case p == "/metrics":
+		s.serveMetrics(w, r)
+	case p == "/sessions":
+		s.serveSessions(w, r)
+	case p == "/logs":
+		s.serveLogs(w, r)
+	case p == "/files":
+		s.serveFileList(w, r)
+	case strings.HasPrefix(p, "/files/") && r.Method == http.MethodDelete:
+		s.serveFileDelete(w, r, strings.TrimPrefix(p, "/files/"))
 	case strings.HasPrefix(p, "/files/"):
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
 	case strings.HasPrefix(p, protocol.UploadPath):

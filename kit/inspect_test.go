@@ -17,16 +17,6 @@ import (
 
 func withInspector(_ *protocol.Manifest, o *Options) { o.Inspect = true }
 
-func (b *box) token(scopes ...string) string {
-	b.t.Helper()
-	tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Expires: time.Now().Add(time.Hour)})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return tok
-}
-
-
 func (b *box) post(path string, header http.Header, body string) (*http.Response, []byte) {
 	b.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(body))

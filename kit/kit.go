@@ -12,6 +12,10 @@
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
 //	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
+//	GET /sessions          the live sessions (key or admin token; kit/sessions_route.go)
+//	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
+//	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
+//	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
@@ -98,6 +102,15 @@
 // code Draining, and running prompts finish within sessions.drain (default
 // 30s) with their outputs stored; then the box closes and exits 0. A second
 // signal cuts at once.
+//
+// Logs and metrics. The kit logs one Info line when a session opens,
+// resumes and closes, and one when a prompt ends (its id, duration,
+// outcome, exit status, outputs), never a prompt's text or a credential;
+// it keeps its latest records for GET /logs. GET /metrics counts sessions,
+// prompts by outcome and their durations, frames and bytes sent, queue
+// depth, parked files, sandbox limits hit, egress decisions and memory.
+// GET /sessions and GET /files answer protocol.SessionList and
+// protocol.FileList.
 //
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.
@@ -230,6 +243,8 @@ type Server struct {
 	egress     *kitEgress  // nil: no proxy
 	inspect    *inspector  // nil: no inspector (inspect.go)
 	resume     *resumables // partial uploads, made on first use (upload_resume.go)
+	obs        *observer   // counters for /metrics and the log lines
+	logs       *logRing    // recent log records, for /logs
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

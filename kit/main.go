@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	buildversion "github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -36,7 +37,9 @@ const shutdownGrace = 10 * time.Second
 // the manifest's fs paths and the state directory. The key is GLOVEBOX_KEY,
 // the public URL GLOVEBOX_PUBLIC_URL (default http://localhost:<port>; set
 // but empty gives relative file URLs, as v1), the port GLOVEBOX_PORT, else
-// PORT, else 8080. GLOVEBOX_LOG=debug turns on debug logs.
+// PORT, else 8080. GLOVEBOX_LOG sets the log level (debug, info, warn,
+// error; default info) and GLOVEBOX_LOG_FORMAT the format of the logs on
+// stderr (text or json; default text): see NewLogHandler.
 //
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents
@@ -73,7 +76,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		return err
 	}
 	if *version {
-		fmt.Fprintf(stdout, "glovebox-kit %s\n", Version)
+		fmt.Fprintf(stdout, "glovebox-kit %s\n", buildversion.String(Version))
 		return nil
 	}
 	if fl.NArg() > 0 {
@@ -84,13 +87,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		*manifestPath = "glovebox.json"
 	}
 
-	level := slog.LevelInfo
-	if strings.EqualFold(os.Getenv("GLOVEBOX_LOG"), "debug") {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
 	var problems []string
+	handler, err := NewLogHandler(stderr, os.Getenv("GLOVEBOX_LOG"), os.Getenv("GLOVEBOX_LOG_FORMAT"))
+	if err != nil {
+		problems = append(problems, err.Error())
+		handler = slog.NewTextHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
 	report := func() error {
 		for _, p := range problems {
 			fmt.Fprintf(stderr, "glovebox-kit: %s\n", p)

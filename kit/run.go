@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -35,6 +37,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		ctx, cancel = context.WithTimeoutCause(ctx, d, errTimeout)
 		defer cancel()
 	}
+	ss.exitCode.Store(noExit)
 	msg, outputs, err := ss.execute(ctx, p.msg)
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
@@ -45,12 +48,48 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 	if err != nil {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
+		ss.promptEnded(p, code, nil)
 		ss.sendError(bg, p.msg.ID, code, text)
 		return
 	}
+	// Logged and counted before the client hears of it, so that whoever
+	// reads the logs or /metrics after a prompt's end finds it there.
+	ss.promptEnded(p, "complete", outputs)
 	if err := ss.sendComplete(bg, p.msg.ID, msg, outputs); err != nil {
 		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
+}
+
+// promptEnded logs a prompt's one Info line and counts it: its id, how
+// long it ran, its outcome (complete or the error code sent), the exit
+// status its agent reported, and its outputs. Never its text.
+func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]protocol.FileRef) {
+	d := time.Since(p.started)
+	ss.promptsRun.Add(1)
+	if o := ss.srv.obs; o != nil {
+		o.prompt(outcome, d)
+	}
+	var size int64
+	for _, ref := range outputs {
+		size += refSize(ref)
+	}
+	attrs := []any{"prompt", p.msg.ID, "duration_ms", d.Milliseconds(), "outcome", outcome,
+		"outputs", len(outputs), "output_bytes", size}
+	if code := ss.exitCode.Load(); code != noExit {
+		attrs = append(attrs, "exit_code", code)
+	}
+	ss.logger().Info("prompt", attrs...)
+}
+
+// refSize is the size of an output: its bytes for an inline one, the size
+// the ref gives otherwise.
+func refSize(ref protocol.FileRef) int64 {
+	if ref.Kind == protocol.KindInline {
+		// The kit's own refs are standard, padded base64.
+		d := ref.Data
+		return int64(base64.StdEncoding.DecodedLen(len(d)) - strings.Count(d[len(d)-min(2, len(d)):], "="))
+	}
+	return ref.Size
 }
 
 // sendComplete encodes a complete frame by hand (the common case has no

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,16 @@ type session struct {
 	// may read a parked file by GET /files/{id} (the key, or a files-scope
 	// token that names the id or no ids).
 	mayReadFile func(id string) bool
+
+	// What the operator routes, /metrics and the log lines report.
+	created    time.Time
+	opened     atomic.Bool  // attached to its first connection
+	lastActive atomic.Int64 // unix nanoseconds of the last frame either way
+	promptsRun atomic.Int64 // prompts that ended
+	framesSent atomic.Int64
+	eventsSent atomic.Int64
+	bytesSent  atomic.Int64
+	exitCode   atomic.Int64 // the running prompt's exit event's code, noExit when none
 
 	logOnce sync.Once
 	log     *slog.Logger
@@ -89,8 +100,9 @@ type session struct {
 
 // promptRun is a prompt in the queue or running.
 type promptRun struct {
-	msg    *protocol.Prompt
-	cancel context.CancelCauseFunc // set when it starts
+	msg     *protocol.Prompt
+	cancel  context.CancelCauseFunc // set when it starts
+	started time.Time               // set when it starts
 }
 
 // logger returns the session's logger, made on first use: most idle
@@ -107,7 +119,8 @@ func newSessionID() string {
 }
 
 func (s *Server) newSession() *session {
-	ss := &session{srv: s, id: s.machineID(newSessionID())}
+	ss := &session{srv: s, id: s.machineID(newSessionID()), created: time.Now()}
+	ss.lastActive.Store(ss.created.UnixNano())
 	ss.replay.total = &s.replayBytes
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
@@ -220,13 +233,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if ss == fresh {
+		ss.opened.Store(true)
+		s.obs.sessionsTotal.Add(1)
 		ss.attach(c)
 		if resumeFailed != "" {
 			ss.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
 		}
-		s.log.Debug("session started", "session", ss.id)
+		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
 	} else {
-		s.log.Debug("session resumed", "session", ss.id)
+		s.obs.resumesTotal.Add(1)
+		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.lastSeq.Load())
 	}
 
 	if ss.ctx.Err() != nil {
@@ -269,7 +285,9 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 			ss.logger().Debug("connection ended", "err", err, "close_code", code)
 			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil
 		}
-		c.ws.SetReadDeadline(time.Now().Add(wait))
+		now := time.Now()
+		c.ws.SetReadDeadline(now.Add(wait))
+		ss.lastActive.Store(now.UnixNano())
 		ss.handle(c, data)
 	}
 }
@@ -462,6 +480,13 @@ func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 		}
 	}
 	ss.seq = seq
+	ss.framesSent.Add(1)
+	ss.bytesSent.Add(int64(len(body)))
+	ss.lastActive.Store(time.Now().UnixNano())
+	if o := ss.srv.obs; o != nil {
+		o.framesSent.Add(1)
+		o.bytesSent.Add(int64(len(body)))
+	}
 	if ss.observed() {
 		ss.obs.publish(body)
 	}
@@ -622,6 +647,7 @@ func (ss *session) runLoop() {
 		ss.queue = ss.queue[1:]
 		ctx, cancel := context.WithCancelCause(ss.ctx)
 		p.cancel = cancel
+		p.started = time.Now()
 		ss.running = p
 		ss.mu.Unlock()
 		if ss.observed() {
@@ -693,6 +719,31 @@ func (ss *session) end(cause error) {
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
 		ss.obs.close()
-		ss.logger().Debug("session ended", "cause", cause)
+		ss.logger().Info("session closed", "duration_ms", time.Since(ss.created).Milliseconds(),
+			"prompts", ss.promptsRun.Load(), "frames", ss.framesSent.Load(), "events", ss.eventsSent.Load(),
+			"bytes", ss.bytesSent.Load(), "cause", closeCause(cause))
 	})
+}
+
+// ownerKind is what the logs say of a session's owner: "key", "sub:NAME",
+// or "token" (a token's hash identifies it to the kit, not to a reader of
+// logs).
+func ownerKind(who string) string {
+	if strings.HasPrefix(who, "token:") {
+		return "token"
+	}
+	return who
+}
+
+// closeCause names why a session ended, for its log line.
+func closeCause(cause error) string {
+	switch {
+	case errors.Is(cause, errShutdown):
+		return "shutdown"
+	case errors.Is(cause, errClosed):
+		return "connection closed"
+	case cause == nil:
+		return "ended"
+	}
+	return strings.TrimPrefix(cause.Error(), "kit: ")
 }

@@ -17,6 +17,13 @@ import (
 
 var errInvalidRaw = errors.New("kit: event data is not valid JSON")
 
+// eventExit is the event an agent reports a command's exit status with
+// ({"code": N}); the prompt's log line carries the code.
+const eventExit = "exit"
+
+// noExit marks a prompt whose agent sent no exit event.
+const noExit = -1 << 62
+
 // turn is one prompt as its agent sees it.
 type turn struct {
 	ss     *session
@@ -85,12 +92,25 @@ func (t *turn) emitLocked(eventType string, data any) error {
 	b = append(b, t.prefix...)
 	b = appendString(b, eventType)
 	b = append(b, `,"data":`...)
+	start := len(b)
 	b, err := appendData(b, data)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", eventType, err)
 	}
+	if eventType == eventExit {
+		var x struct {
+			Code *int64 `json:"code"`
+		}
+		if json.Unmarshal(b[start:], &x) == nil && x.Code != nil {
+			t.ss.exitCode.Store(*x.Code)
+		}
+	}
 	if err := t.ss.sendSeq(t.ctx, b); err != nil {
 		return fmt.Errorf("%w: %w", agent.ErrTurnDone, err)
+	}
+	t.ss.eventsSent.Add(1)
+	if o := t.ss.srv.obs; o != nil {
+		o.eventsSent.Add(1)
 	}
 	return nil
 }

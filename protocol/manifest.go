@@ -40,6 +40,8 @@ type Manifest struct {
 	Files *FilesSpec `json:"files,omitempty"`
 	// Inspect turns on the inspector at /inspect. Additive; absent means off.
 	Inspect *InspectSpec `json:"inspect,omitempty"`
+	// Inputs holds the operator's switches for url inputs. Additive.
+	Inputs *InputsSpec `json:"inputs,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -50,6 +52,18 @@ type FilesSpec struct {
 	// under "default-src 'none'; sandbox". Turn it on only for agents
 	// whose output you trust as much as your own pages.
 	Inline bool `json:"inline,omitempty"`
+}
+
+// InputsSpec are the operator's switches for url inputs. By default the
+// kit refuses to fetch a url input from a private (RFC 1918, fc00::/7,
+// 100.64/10) or loopback address; link-local and metadata addresses are
+// refused always.
+type InputsSpec struct {
+	// AllowPrivateURLs lets url inputs reach private addresses, such as a
+	// MinIO on the box's private network.
+	AllowPrivateURLs bool `json:"allow_private_urls,omitempty"`
+	// AllowLoopbackURLs lets url inputs reach loopback addresses.
+	AllowLoopbackURLs bool `json:"allow_loopback_urls,omitempty"`
 }
 
 // SandboxSpec chooses the isolation layers of a box's sessions. Every

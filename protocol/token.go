@@ -53,13 +53,15 @@ const (
 	ScopeConnect     = "connect"     // the WebSocket: prompts and everything on it
 	ScopeFiles       = "files"       // GET /files/{id}, limited to TokenClaims.Files when set
 	ScopeEnvironment = "environment" // GET /environment
-	ScopeAdmin       = "admin"       // runtime administration (the egress policy)
+	ScopeAdmin       = "admin"       // runtime administration (the egress policy, GET /sessions, /logs, listing and deleting /files)
 	ScopeInspect     = "inspect"     // the inspector at /inspect: sessions, their frames, display answers
 	ScopeUpload      = "upload"      // PUT /uploads/{name}: files into the box's store
+	ScopeMetrics     = "metrics"     // GET /metrics
+	ScopeLogs        = "logs"        // GET /logs
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs}
 
 // Errors VerifyToken returns, wrapped.
 var (

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/glovebox-dev/glovebox/internal/version"
 )
 
 // IO is what a command may touch of the outside world. Tests fill it with
@@ -45,6 +47,10 @@ var commands = []command{
 	tokenCommand,
 	devCommand,
 	demoCommand,
+	psCommand,
+	logsCommand,
+	endpointsCommand,
+	versionCommand,
 }
 
 // ErrUsage marks an error caused by how gbx was called; main exits 2 on it.
@@ -68,7 +74,11 @@ func Run(ctx context.Context, stdio IO, args []string) error {
 		}
 		stdio.Dir = wd
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stdio.Stderr)
+		return fmt.Errorf("%w: no command given", ErrUsage)
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if c, ok := lookup(args[1]); ok {
 				return c.run(ctx, stdio, []string{"--help"})
@@ -77,9 +87,8 @@ func Run(ctx context.Context, stdio IO, args []string) error {
 		usage(stdio.Stdout)
 		return nil
 	}
-	if args[0] == "version" || args[0] == "--version" {
-		fmt.Fprintf(stdio.Stdout, "gbx %s\n", Version)
-		return nil
+	if args[0] == "--version" {
+		args[0] = "version"
 	}
 	c, ok := lookup(args[0])
 	if !ok {
@@ -90,7 +99,24 @@ func Run(ctx context.Context, stdio IO, args []string) error {
 }
 
 // Version is stamped at build time with -ldflags "-X ...cli.Version=v1.2.3".
+// Unstamped, gbx version reports what Go recorded in the binary.
 var Version = "dev"
+
+var versionCommand = command{
+	name:    "version",
+	summary: "print gbx's version",
+	run: func(ctx context.Context, stdio IO, args []string) error {
+		fs := newFlags(stdio, "version", "version\n\nPrints gbx's version: the stamped release, else the module version and VCS\nrevision Go recorded when it built gbx.")
+		if err := parseFlags(fs, args); err != nil {
+			return helpOK(err)
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("%w: version takes no arguments", ErrUsage)
+		}
+		fmt.Fprintf(stdio.Stdout, "gbx %s\n", version.String(Version))
+		return nil
+	},
+}
 
 func lookup(name string) (command, bool) {
 	for _, c := range commands {

@@ -32,7 +32,8 @@ const EndpointsFile = "glovebox/endpoints.json"
 // endpointsHelp explains how commands find a box, for their --help.
 const endpointsHelp = `
 Which box: --url and --key; or --box NAME, looked up in the endpoints file
-($XDG_CONFIG_HOME/glovebox/endpoints.json, else ~/.config/glovebox/endpoints.json):
+($XDG_CONFIG_HOME/glovebox/endpoints.json, else ~/.config/glovebox/endpoints.json),
+which gbx endpoints add NAME URL --key-env VAR writes:
   {"media": {"url": "wss://media.example.com/", "key_env": "MEDIA_KEY"},
    "local": {"url": "ws://127.0.0.1:8080/", "key": "..."}}
 or else $GLOVEBOX_URL and $GLOVEBOX_KEY.`
@@ -93,15 +94,15 @@ func (f *boxFlags) endpointsPath(stdio IO) string {
 
 type endpointEntry struct {
 	URL    string `json:"url"`
-	Key    string `json:"key"`
-	KeyEnv string `json:"key_env"`
+	Key    string `json:"key,omitempty"`
+	KeyEnv string `json:"key_env,omitempty"`
 }
 
 func (f *boxFlags) named(stdio IO) (client.Endpoint, error) {
 	path := f.endpointsPath(stdio)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return client.Endpoint{}, fmt.Errorf("--box %s: no endpoints file at %s: create it with {%q: {\"url\": \"wss://...\", \"key_env\": \"VAR\"}}", f.box, path, f.box)
+		return client.Endpoint{}, fmt.Errorf("--box %s: no endpoints file at %s: add the box with gbx endpoints add %s URL --key-env VAR", f.box, path, f.box)
 	}
 	if err != nil {
 		return client.Endpoint{}, fmt.Errorf("read endpoints: %w", err)

@@ -2,39 +2,94 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
 )
 
 var filesCommand = command{
 	name:    "files",
-	summary: "fetch a file a box stored for a prompt: gbx files get ID [-o FILE]",
+	summary: "files parked on a box: gbx files ls | get ID [-o FILE] | rm ID...",
 	run:     runFiles,
 }
+
+const filesUsage = `files ls [--json] | get ID [-o FILE] [--consume] | rm ID... [--url URL --key KEY | --box NAME]
+
+The files a box parks for prompts (outputs its localServer storage keeps):
+  ls      list them (GET /files): id, size, when it expires, name
+  get ID  download one (GET /files/ID), to stdout or -o FILE; --consume deletes it once read
+  rm ID   delete them (DELETE /files/ID)
+ls and rm need the key, an admin token or a files token without --file ids.`
 
 func runFiles(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var out string
-	var consume bool
-	fs := newFlags(stdio, "files", "files get ID [-o FILE] [--consume] [--url URL --key KEY | --box NAME]"+"\n"+endpointsHelp)
+	var consume, asJSON bool
+	fs := newFlags(stdio, "files", filesUsage+"\n"+endpointsHelp)
 	bf.register(fs)
-	fs.StringVarP(&out, "out", "o", "-", "where to write the file (- is stdout)")
-	fs.BoolVar(&consume, "consume", false, "ask the box to delete the file once read")
+	fs.StringVarP(&out, "out", "o", "-", "get: where to write the file (- is stdout)")
+	fs.BoolVar(&consume, "consume", false, "get: ask the box to delete the file once read")
+	fs.BoolVar(&asJSON, "json", false, "ls: print the raw JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return helpOK(err)
 	}
-	if fs.NArg() != 2 || fs.Arg(0) != "get" {
-		return fmt.Errorf("%w: want gbx files get ID", ErrUsage)
+	verb := fs.Arg(0)
+	switch {
+	case verb == "ls" && fs.NArg() == 1:
+	case verb == "get" && fs.NArg() == 2:
+	case verb == "rm" && fs.NArg() >= 2:
+	default:
+		return fmt.Errorf("%w: want gbx files ls, gbx files get ID or gbx files rm ID [ID]", ErrUsage)
 	}
 	c, b, err := bf.open(stdio)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	switch verb {
+	case "ls":
+		l, err := b.Files(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			enc := json.NewEncoder(stdio.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(l)
+		}
+		if len(l.Files) == 0 {
+			fmt.Fprintln(stdio.Stdout, "no files")
+			return nil
+		}
+		now := time.Now()
+		tw := tabwriter.NewWriter(stdio.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSIZE\tEXPIRES\tNAME")
+		for _, f := range l.Files {
+			exp := "in " + ago(f.Expires.Sub(now))
+			if !now.Before(f.Expires) {
+				exp = "expired"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.ID, humanSize(f.Size), exp, f.Name)
+		}
+		return tw.Flush()
+	case "rm":
+		var errs []error
+		for _, id := range fs.Args()[1:] {
+			if err := b.RemoveFile(ctx, id); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintf(stdio.Stderr, "removed %s\n", id)
+		}
+		return errors.Join(errs...)
+	}
 	var opts []client.ReadOption
 	if consume {
 		opts = append(opts, client.Consume())

@@ -122,6 +122,15 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	default:
 		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", key.Fingerprint)
 	}
+	d, keyFile := show(outDir), show(filepath.Join(outDir, generator.KeyFile))
+	fmt.Fprintf(stdio.Stdout, `
+Next steps:
+  run it here:      gbx dev %s
+  build the image:  (cd %s && nix build) && ./result | docker load
+  run the image:    GLOVEBOX_KEY=$(cat %s) docker run -p 8080:8080 -e GLOVEBOX_KEY %s:%s
+  deploy:           push %s: Railway builds its Dockerfile (railway.json), Fly reads
+                    fly.toml, Kubernetes kubernetes.json; keep %s out of git
+`, show(dir), d, keyFile, cfg.Name, cfg.Version, d, keyFile)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,6 +30,7 @@ var promptCommand = command{
 type promptFlags struct {
 	box         boxFlags
 	files       []string
+	inputURLs   []string
 	asJSON      bool
 	resolve     []string
 	rejectAll   bool
@@ -44,6 +46,7 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 	fs := newFlags(stdio, "prompt", "prompt [flags] TEXT...\n\nSends TEXT (or stdin, when no TEXT is given and stdin is not a terminal) to a box,\nstreams its events, answers its display slots and saves its outputs.\nExits 1 when the prompt fails, and with the remote command's status when the\nagent reports a non-zero one."+"\n"+endpointsHelp)
 	f.box.register(fs)
 	fs.StringArrayVarP(&f.files, "file", "f", nil, "attach a file as an input: PATH or NAME=PATH (repeatable)")
+	fs.StringArrayVar(&f.inputURLs, "input-url", nil, "an input the box fetches itself: NAME=URL (http or https; for files too big to send; repeatable)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per line (wire frames) instead of text")
 	fs.StringArrayVar(&f.resolve, "resolve", nil, "answer display slots of RENDERER with VALUE (JSON, or else a string): RENDERER=VALUE, * for any (repeatable)")
 	fs.BoolVar(&f.rejectAll, "reject-all", false, "reject every display slot that --resolve does not answer")
@@ -76,6 +79,9 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 	opts := client.PromptOptions{}
 	var big []bigInput
 	if opts.Files, big, err = readInputFiles(stdio, f.files); err != nil {
+		return err
+	}
+	if opts.Inputs, err = inputURLs(f.inputURLs, opts.Files); err != nil {
 		return err
 	}
 	if f.inlineBelow != "" || f.serverTTL != "" {
@@ -442,6 +448,34 @@ func readInputFiles(stdio IO, specs []string) (map[string]client.File, []bigInpu
 		files[name] = client.File{Data: data}
 	}
 	return files, big, nil
+}
+
+// inputURLs turns --input-url NAME=URL flags into url refs.
+func inputURLs(specs []string, files map[string]client.File) (map[string]protocol.FileRef, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	refs := map[string]protocol.FileRef{}
+	for _, s := range specs {
+		name, raw, ok := strings.Cut(s, "=")
+		if !ok || name == "" || raw == "" {
+			return nil, fmt.Errorf("%w: --input-url %q: want NAME=URL", ErrUsage, s)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: --input-url %s: %q is not an http or https URL", ErrUsage, name, raw)
+		}
+		_, dupFile := files[name]
+		if _, dup := refs[name]; dup || dupFile {
+			return nil, fmt.Errorf("%w: two inputs named %q", ErrUsage, name)
+		}
+		ref := protocol.FileRef{Kind: protocol.KindURL, Name: name, Mime: protocol.GuessMime(name), URL: raw}
+		if err := ref.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: --input-url %s: %v", ErrUsage, name, err)
+		}
+		refs[name] = ref
+	}
+	return refs, nil
 }
 
 // outputs lists the outputs and, with dir, saves them there.

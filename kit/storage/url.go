@@ -263,8 +263,8 @@ var (
 	broadcast4    = netip.MustParseAddr("255.255.255.255")
 	metadataIPv4  = netip.MustParseAddr("169.254.169.254")
 	metadataIPv6  = netip.MustParseAddr("fd00:ec2::254")
-	loopbackHint  = "set URLOptions.AllowLoopback to permit"
-	privateHint   = "set URLOptions.AllowPrivate to permit"
+	loopbackHint  = "refused unless the box's operator sets [inputs] allow_loopback_urls = true in glovebox.toml (URLOptions.AllowLoopback)"
+	privateHint   = "refused unless the box's operator sets [inputs] allow_private_urls = true in glovebox.toml (URLOptions.AllowPrivate)"
 	forbiddenHint = "never permitted"
 )
 

@@ -183,7 +183,7 @@ func TestURLRefusesLoopbackByDefault(t *testing.T) {
 			rc.Close()
 			t.Fatalf("Open(%s) with default options succeeded", u)
 		}
-		if !errors.Is(err, ErrForbiddenAddress) || !strings.Contains(err.Error(), "loopback address, set URLOptions.AllowLoopback to permit") {
+		if !errors.Is(err, ErrForbiddenAddress) || !strings.Contains(err.Error(), "loopback address, refused unless the box's operator sets [inputs] allow_loopback_urls = true in glovebox.toml") {
 			t.Errorf("Open(%s) error = %q, want a loopback refusal", u, err)
 		}
 	}

@@ -271,7 +271,7 @@ export interface Slot {
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */
-export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload"] as const;
+export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** A URL the receiver fetches, with optional request headers (inputs only, in this box). */

@@ -1,0 +1,113 @@
+package kit
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// GET /logs streams the kit's recent log records, one slog JSON object a
+// line (application/x-ndjson), to the key or a token with the logs or
+// admin scope. ?since= keeps the records logged at or after a time
+// (RFC 3339) or a duration back from now ("5m"); ?follow=1 keeps the
+// response open and sends each new record as it is logged, until the
+// client leaves or the box closes. The kit keeps the latest 2000 records
+// (at most 2 MiB); a follower that reads too slowly to keep up with 512
+// waiting records loses some and gets a line saying how many.
+
+func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	if !s.allows(r, func(c protocol.TokenClaims) bool {
+		return c.Allows(protocol.ScopeLogs) || c.Allows(protocol.ScopeAdmin)
+	}) {
+		unauthorized(w)
+		return
+	}
+	q := r.URL.Query()
+	since, err := parseSince(q.Get("since"), time.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	follow := false
+	switch q.Get("follow") {
+	case "", "0", "false":
+	case "1", "true":
+		follow = true
+	default:
+		http.Error(w, "follow must be 1 or 0", http.StatusBadRequest)
+		return
+	}
+	recs, f := s.logs.since(since, follow)
+	if f != nil {
+		defer s.logs.unsubscribe(f)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for _, line := range recs {
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+	}
+	if f == nil {
+		return
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case line := <-f.ch:
+			if n := f.takeDropped(); n > 0 {
+				fmt.Fprintf(w, `{"time":%q,"level":"WARN","msg":"log records dropped: this reader fell behind","dropped":%d}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
+			}
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			// Send what is waiting in one go.
+			for more := true; more; {
+				select {
+				case line := <-f.ch:
+					if _, err := w.Write(line); err != nil {
+						return
+					}
+				default:
+					more = false
+				}
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// parseSince reads ?since=: empty (everything kept), an RFC 3339 time, or
+// a duration back from now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("since %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration back from now (10m)", v)
+}

@@ -1,0 +1,270 @@
+package kit
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/version"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// GET /metrics serves the box's counters in the Prometheus text exposition
+// format (version 0.0.4), to the key or a token with the metrics scope.
+// The exposition is written by hand: the kit binary's dependency budget
+// (stdlib, websocket, sqlite, x/sync, x/sys) has no room for the Prometheus
+// client library, and a few counters need none.
+
+// promptBuckets are the upper bounds, in seconds, of the prompt duration
+// histogram.
+var promptBuckets = []float64{0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
+
+// observer counts what a Server does, for /metrics and the log lines.
+type observer struct {
+	sessionsTotal atomic.Int64
+	resumesTotal  atomic.Int64
+	framesSent    atomic.Int64
+	eventsSent    atomic.Int64
+	bytesSent     atomic.Int64
+	limitErrors   atomic.Int64
+
+	mu       sync.Mutex
+	outcomes map[string]int64 // prompts by outcome: complete or an error code
+	buckets  []int64          // prompt durations, per bucket (not cumulative)
+	count    int64
+	sum      float64
+}
+
+func newObserver() *observer {
+	return &observer{outcomes: map[string]int64{}, buckets: make([]int64, len(promptBuckets)+1)}
+}
+
+// prompt records a prompt that ended with outcome after d.
+func (o *observer) prompt(outcome string, d time.Duration) {
+	if outcome == protocol.CodeLimit {
+		o.limitErrors.Add(1)
+	}
+	sec := d.Seconds()
+	i, _ := slices.BinarySearch(promptBuckets, sec)
+	o.mu.Lock()
+	o.outcomes[outcome]++
+	o.buckets[i]++
+	o.count++
+	o.sum += sec
+	o.mu.Unlock()
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeMetrics, "") {
+		unauthorized(w)
+		return
+	}
+	body := s.metricsText(r.Context())
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(body)
+}
+
+// metricsText renders every metric.
+func (s *Server) metricsText(ctx context.Context) []byte {
+	var b strings.Builder
+	m := metricWriter{&b}
+	o := s.obs
+
+	open, queued, running := s.sessionGauges()
+	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
+	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", s.man.Name, "box_version", s.man.Version), "1")
+	m.family("glovebox_sessions_open", "gauge", "Sessions alive now, connected or waiting for a resume.")
+	m.sample("glovebox_sessions_open", "", itoa(int64(open)))
+	m.family("glovebox_sessions_total", "counter", "Sessions opened since the kit started.")
+	m.sample("glovebox_sessions_total", "", itoa(o.sessionsTotal.Load()))
+	m.family("glovebox_session_resumes_total", "counter", "Sessions resumed after a dropped socket.")
+	m.sample("glovebox_session_resumes_total", "", itoa(o.resumesTotal.Load()))
+	m.family("glovebox_prompts_running", "gauge", "Prompts running now.")
+	m.sample("glovebox_prompts_running", "", itoa(int64(running)))
+	m.family("glovebox_queue_depth", "gauge", "Prompts queued behind a running one, over all sessions.")
+	m.sample("glovebox_queue_depth", "", itoa(int64(queued)))
+
+	o.mu.Lock()
+	outcomes := maps.Clone(o.outcomes)
+	buckets := slices.Clone(o.buckets)
+	count, sum := o.count, o.sum
+	o.mu.Unlock()
+	m.family("glovebox_prompts_total", "counter", "Prompts that ended, by outcome: complete, or the error code sent.")
+	if len(outcomes) == 0 {
+		m.sample("glovebox_prompts_total", labels("outcome", "complete"), "0")
+	}
+	for _, k := range slices.Sorted(maps.Keys(outcomes)) {
+		m.sample("glovebox_prompts_total", labels("outcome", k), itoa(outcomes[k]))
+	}
+	m.family("glovebox_prompt_duration_seconds", "histogram", "How long prompts ran, from leaving the queue to their complete or error frame.")
+	var cum int64
+	for i, le := range promptBuckets {
+		cum += buckets[i]
+		m.sample("glovebox_prompt_duration_seconds_bucket", labels("le", strconv.FormatFloat(le, 'g', -1, 64)), itoa(cum))
+	}
+	cum += buckets[len(promptBuckets)]
+	m.sample("glovebox_prompt_duration_seconds_bucket", labels("le", "+Inf"), itoa(cum))
+	m.sample("glovebox_prompt_duration_seconds_sum", "", strconv.FormatFloat(sum, 'g', -1, 64))
+	m.sample("glovebox_prompt_duration_seconds_count", "", itoa(count))
+
+	m.family("glovebox_frames_sent_total", "counter", "Numbered frames sent to clients (events, display, complete, error).")
+	m.sample("glovebox_frames_sent_total", "", itoa(o.framesSent.Load()))
+	m.family("glovebox_events_sent_total", "counter", "Event frames sent to clients.")
+	m.sample("glovebox_events_sent_total", "", itoa(o.eventsSent.Load()))
+	m.family("glovebox_bytes_sent_total", "counter", "Bytes of numbered frames sent to clients.")
+	m.sample("glovebox_bytes_sent_total", "", itoa(o.bytesSent.Load()))
+	m.family("glovebox_sandbox_limit_errors_total", "counter", "Prompts ended by a sandbox limit (LimitError: memory, processes, disk).")
+	m.sample("glovebox_sandbox_limit_errors_total", "", itoa(o.limitErrors.Load()))
+
+	files, fileBytes := s.parkedUsage(ctx)
+	m.family("glovebox_parked_files", "gauge", "Files parked in the box's own store (localServer).")
+	m.sample("glovebox_parked_files", "", itoa(files))
+	m.family("glovebox_parked_bytes", "gauge", "Bytes of the files parked in the box's own store.")
+	m.sample("glovebox_parked_bytes", "", itoa(fileBytes))
+
+	es := s.EgressStats()
+	m.family("glovebox_egress_decisions_total", "counter", "Connections the egress proxy decided on, by decision.")
+	m.sample("glovebox_egress_decisions_total", labels("decision", "allow"), itoa(es.Allowed))
+	m.sample("glovebox_egress_decisions_total", labels("decision", "deny"), itoa(es.Denied))
+	m.sample("glovebox_egress_decisions_total", labels("decision", "fail"), itoa(es.Failed))
+	m.family("glovebox_egress_bytes_total", "counter", "Bytes the egress proxy carried, by direction.")
+	m.sample("glovebox_egress_bytes_total", labels("direction", "out"), itoa(es.BytesOut))
+	m.sample("glovebox_egress_bytes_total", labels("direction", "in"), itoa(es.BytesIn))
+
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.family("process_resident_memory_bytes", "gauge", "Resident memory of the kit's process.")
+	m.sample("process_resident_memory_bytes", "", itoa(residentMemory()))
+	m.family("go_memstats_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects.")
+	m.sample("go_memstats_heap_alloc_bytes", "", strconv.FormatUint(ms.HeapAlloc, 10))
+	m.family("go_memstats_sys_bytes", "gauge", "Bytes the Go runtime obtained from the system.")
+	m.sample("go_memstats_sys_bytes", "", strconv.FormatUint(ms.Sys, 10))
+	m.family("go_goroutines", "gauge", "Goroutines that exist now.")
+	m.sample("go_goroutines", "", itoa(int64(runtime.NumGoroutine())))
+	return []byte(b.String())
+}
+
+// sessionGauges counts the live sessions, their queued prompts and their
+// running ones.
+func (s *Server) sessionGauges() (open, queued, running int) {
+	s.mu.Lock()
+	sessions := slices.Collect(maps.Values(s.sessions))
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		if !ss.opened.Load() {
+			continue // reserved for a connection still upgrading
+		}
+		open++
+		ss.mu.Lock()
+		queued += len(ss.queue)
+		if ss.running != nil {
+			running++
+		}
+		ss.mu.Unlock()
+	}
+	return open, queued, running
+}
+
+// parkedUsage reads the file store's totals; a store not yet opened (no
+// database on disk until the first parked file) holds none.
+func (s *Server) parkedUsage(ctx context.Context) (files, bytes int64) {
+	ls := s.local
+	select {
+	case <-ls.ready:
+	default:
+		return 0, 0
+	}
+	if ls.l == nil {
+		return 0, 0
+	}
+	files, bytes, err := ls.l.Usage(ctx)
+	if err != nil {
+		s.log.Debug("metrics: file store usage", "err", err)
+	}
+	return files, bytes
+}
+
+// residentMemory reads the process's resident set size from
+// /proc/self/statm; 0 where there is none.
+func residentMemory() int64 {
+	f, err := os.Open("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return 0
+	}
+	fields := strings.Fields(sc.Text())
+	if len(fields) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// metricWriter writes the text exposition format.
+type metricWriter struct{ b *strings.Builder }
+
+func (m metricWriter) family(name, typ, help string) {
+	fmt.Fprintf(m.b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
+}
+
+func (m metricWriter) sample(name, labels, value string) {
+	m.b.WriteString(name)
+	m.b.WriteString(labels)
+	m.b.WriteByte(' ')
+	m.b.WriteString(value)
+	m.b.WriteByte('\n')
+}
+
+// labels renders {k="v",...} from pairs, with the values escaped.
+func labels(kv ...string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(kv[i])
+		b.WriteString(`="`)
+		b.WriteString(escapeLabel(kv[i+1]))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+var (
+	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,102 @@
+package kit
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// GET /sessions lists the box's live sessions as a protocol.SessionList,
+// oldest first, to the key or an admin token: id, owner, created, last
+// activity, state, the running prompt's id and how long it has run, and
+// the queue depth. Nothing of a prompt's text or of a session's files.
+
+func (s *Server) serveSessions(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !s.allows(r, func(c protocol.TokenClaims) bool { return c.Allows(protocol.ScopeAdmin) }) {
+		unauthorized(w)
+		return
+	}
+	body, _ := json.Marshal(protocol.SessionList{Sessions: s.sessionInfos(time.Now())})
+	writeJSON(w, r, body)
+}
+
+// sessionInfos describes every opened session at now.
+func (s *Server) sessionInfos(now time.Time) []protocol.SessionInfo {
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	out := make([]protocol.SessionInfo, 0, len(sessions))
+	for _, ss := range sessions {
+		if !ss.opened.Load() {
+			continue
+		}
+		out = append(out, ss.describeSession(now))
+	}
+	slices.SortFunc(out, func(a, b protocol.SessionInfo) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
+	info := protocol.SessionInfo{
+		ID:           ss.id,
+		Owner:        ss.owner,
+		Created:      ss.created.UTC(),
+		LastActivity: time.Unix(0, ss.lastActive.Load()).UTC(),
+		State:        protocol.SessionIdle,
+		Prompts:      ss.promptsRun.Load(),
+	}
+	ss.mu.Lock()
+	info.Queued = len(ss.queue)
+	if p := ss.running; p != nil {
+		info.State = protocol.SessionRunning
+		info.Running = &protocol.RunningPrompt{ID: p.msg.ID, Started: p.started.UTC(), DurationMS: now.Sub(p.started).Milliseconds()}
+	}
+	ss.mu.Unlock()
+	if ss.conn.Load() == nil {
+		info.State = protocol.SessionDetached
+	}
+	return info
+}
+
+// allows checks a request's bearer header: the key, or a live token whose
+// claims ok accepts.
+func (s *Server) allows(r *http.Request, ok func(protocol.TokenClaims) bool) bool {
+	bearer, present := bearerHeader(r)
+	if !present {
+		return false
+	}
+	if s.authorized(bearer, present, "", "") {
+		return true // the key ("" is no scope: no token passes)
+	}
+	c, valid := s.tokenClaims(bearer)
+	return valid && ok(c)
+}
+
+// writeJSON answers a GET or HEAD with a JSON body.
+func writeJSON(w http.ResponseWriter, r *http.Request, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(body)
+}
