@@ -26,7 +26,6 @@ func mint(t *testing.T, key, sub string, files []string, scopes ...string) strin
 	return tok
 }
 
-
 // TestServerRefScope checks that a server input ref follows GET
 // /files/{id}'s rules: the credential may read the file, or the file was
 // parked by a session of the same credential.
