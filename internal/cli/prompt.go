@@ -84,6 +84,11 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 	if opts.Inputs, err = inputURLs(f.inputURLs, opts.Files); err != nil {
 		return err
 	}
+	for _, in := range big {
+		if _, dup := opts.Inputs[in.name]; dup {
+			return fmt.Errorf("%w: input %s is given twice (--file and --input-url)", ErrUsage, in.name)
+		}
+	}
 	if f.inlineBelow != "" || f.serverTTL != "" {
 		opts.OutputsPolicy = &protocol.OutputsOverride{InlineBelow: f.inlineBelow, ServerTTL: f.serverTTL}
 		if err := opts.OutputsPolicy.Check(); err != nil {
@@ -100,8 +105,15 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("prompt timed out after %s", f.timeout))
 		defer cancel()
 	}
-	if opts.Inputs, err = uploadInputs(ctx, stdio, b, big); err != nil {
+	uploaded, err := uploadInputs(ctx, stdio, b, big)
+	if err != nil {
 		return err
+	}
+	for name, ref := range uploaded {
+		if opts.Inputs == nil {
+			opts.Inputs = make(map[string]protocol.FileRef, len(uploaded))
+		}
+		opts.Inputs[name] = ref
 	}
 	p := &promptRun{stdio: stdio, asJSON: f.asJSON, answers: answers, rejectAll: f.rejectAll,
 		interactive: isTerminal(stdio.Stdin)}
