@@ -102,7 +102,7 @@ func newSessionID() string {
 
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID())}
-	ss.replay.total = &s.replayBytes
+	ss.replay.total, ss.replay.limit = &s.replayBytes, s.replayCap
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
 }
@@ -243,7 +243,12 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 	c.ws.SetReadDeadline(time.Now().Add(wait))
 	c.ws.SetPongHandler(func() { c.ws.SetReadDeadline(time.Now().Add(wait)) })
 	for {
-		data, err := c.ws.ReadMessage()
+		data, release, err := s.readFrame(c.ws, wait)
+		if errors.Is(err, errBudget) {
+			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
+			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
+			return false
+		}
 		if err != nil {
 			code := wsconn.CloseCode(err)
 			ss.logger().Debug("connection ended", "err", err, "close_code", code)
@@ -251,6 +256,7 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 		}
 		c.ws.SetReadDeadline(time.Now().Add(wait))
 		ss.handle(c, data)
+		release()
 	}
 }
 
