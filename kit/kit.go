@@ -179,8 +179,8 @@ type Server struct {
 	sharedDirs   bool
 	pingInterval time.Duration
 
-	replayBytes atomic.Int64 // all sessions' replay buffers
-	replayCap   int64        // their bound; 0: replayTotal
+	replayBytes atomic.Int64        // all sessions' replay buffers
+	replayCap   int64               // their bound; 0: replayTotal
 	maxConns    int                 // limits.max_connections (listen.go)
 	frames      *semaphore.Weighted // limits.frame_budget (budget.go)
 	frameBudget int64

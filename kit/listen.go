@@ -3,8 +3,8 @@ package kit
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,8 +82,8 @@ type gateConn struct {
 	once sync.Once
 
 	// Under g.mu:
-	state     http.ConnState
-	since     time.Time // when it entered state
+	state    http.ConnState
+	since    time.Time // when it entered state
 	hijacked bool
 }
 
