@@ -17,6 +17,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -635,20 +636,24 @@ func (ss *session) end(cause error) {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
-		if ss.info != nil && ss.info.Sandbox != nil {
-			// Whatever the agent left running dies with the session.
-			ss.info.Sandbox.Close()
-		}
-		if ss.made && !ss.srv.sharedDirs {
-			for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
-				if d == "" {
-					continue
-				}
-				if err := os.RemoveAll(d); err != nil {
-					ss.logger().Warn("removing a session directory", "dir", d, "err", err)
+		// Killing and removing block in system calls: on a thread that
+		// goes with them (sandbox.OwnThread).
+		sandbox.OwnThread(func() {
+			if ss.info != nil && ss.info.Sandbox != nil {
+				// Whatever the agent left running dies with the session.
+				ss.info.Sandbox.Close()
+			}
+			if ss.made && !ss.srv.sharedDirs {
+				for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
+					if d == "" {
+						continue
+					}
+					if err := os.RemoveAll(d); err != nil {
+						ss.logger().Warn("removing a session directory", "dir", d, "err", err)
+					}
 				}
 			}
-		}
+		})
 		ss.srv.removeSession(ss)
 		ss.logger().Debug("session ended", "cause", cause)
 	})
