@@ -3,5 +3,5 @@
 package kit
 
 // leakSessions is how many sessions TestSessionsLeaveNothing opens: a
-// quick run here, 1,000 under the load tag.
+// quick run here, 1,000 under the load tag (load_test.go).
 const leakSessions = 60
