@@ -1,9 +1,11 @@
 package kit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -26,7 +28,7 @@ func (s *Server) setBudgets(l protocol.Limits) {
 		}
 	}
 	// A budget below one whole frame would refuse frames the box allows.
-	s.frameBudget = max(s.frameBudget, s.maxMessage+frameChunk)
+	s.frameBudget = max(s.frameBudget, s.maxMessage)
 	s.frames = semaphore.NewWeighted(s.frameBudget)
 }
 
@@ -36,80 +38,54 @@ func (s *Server) setBudgets(l protocol.Limits) {
 // outputs rule.
 func (s *Server) inlineBudget() int64 { return s.maxMessage / 2 }
 
-// frameChunk is the first piece of a frame being read; most frames fit.
+// frameChunk is the first piece of a frame being read, outside the frame
+// budget (each connection reads one frame at a time); most frames fit.
 const frameChunk = 64 << 10
 
 // errBudget ends a connection whose frame waited too long for memory.
 var errBudget = errors.New("kit: the box is short of memory for incoming frames (limits.frame_budget)")
 
-// readFrame reads the next message from c into memory taken from the
-// kit-wide frame budget, a piece at a time: a frame over limits.max_message
-// was refused from its header already, and a large one waits for budget
-// (its sender meanwhile held back by TCP) for up to wait instead of
-// allocating. release gives the memory back once the frame was handled.
+// readFrame reads the next message from c. A frame over
+// limits.max_message was refused from its header already. The first
+// frameChunk bytes are read into a piece of their own, which is all most
+// frames need; a larger frame first takes a slot of max_message bytes
+// from the kit-wide frame budget (limits.frame_budget), waiting for one,
+// its sender meanwhile held back by TCP, for up to wait instead of
+// allocating. A slot is taken whole, so that frames never wait for each
+// other while holding part of the budget. release gives it back once
+// the frame was handled.
 func (s *Server) readFrame(c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
 	r, err := c.NextReader()
 	if err != nil {
 		return nil, nil, err
 	}
-	var held int64
-	release = func() {
-		if held > 0 {
-			s.frames.Release(held)
-			held = 0
-		}
+	first := make([]byte, frameChunk)
+	n, err := io.ReadFull(r, first)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return first[:n], func() {}, nil
 	}
-	take := func(n int64) error {
-		if s.frames.TryAcquire(n) {
-			held += n
-			return nil
-		}
+	if err != nil {
+		return nil, nil, err
+	}
+	slot := s.maxMessage
+	if !s.frames.TryAcquire(slot) {
 		ctx, cancel := context.WithTimeoutCause(s.ctx, wait, errBudget)
-		defer cancel()
-		if err := s.frames.Acquire(ctx, n); err != nil {
-			return context.Cause(ctx)
+		err := s.frames.Acquire(ctx, slot)
+		cancel()
+		if err != nil {
+			return nil, nil, context.Cause(ctx)
 		}
-		held += n
 		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
-		return nil
 	}
-	// The first piece is small; later ones grow with what was read so far,
-	// so that a frame of n bytes takes O(log n) pieces and at most twice
-	// its size of budget.
-	var pieces [][]byte
-	size := int64(frameChunk)
-	for {
-		if err := take(size); err != nil {
-			release()
-			return nil, nil, err
-		}
-		buf := make([]byte, size)
-		n, rerr := io.ReadFull(r, buf)
-		pieces = append(pieces, buf[:n])
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			release()
-			return nil, nil, rerr
-		}
-		size = min(held, s.maxMessage+1-held)
-		if size <= 0 {
-			size = 1 // the read limit fails the frame on its next header
-		}
+	var once sync.Once
+	release = func() { once.Do(func() { s.frames.Release(slot) }) }
+	// The rest goes into a buffer that doubles as it fills: reading a
+	// frame of n bytes takes up to about 3n at its peak, decoding it more;
+	// the slot bounds how many such frames are read at once.
+	buf := bytes.NewBuffer(first)
+	if _, err := buf.ReadFrom(r); err != nil {
+		release()
+		return nil, nil, err
 	}
-	if len(pieces) == 1 {
-		return pieces[0], release, nil
-	}
-	total := 0
-	for _, p := range pieces {
-		total += len(p)
-	}
-	// Joined, the pieces are garbage; the budget that counted them stands
-	// for the copy (held >= total) until the frame is handled.
-	data = make([]byte, 0, total)
-	for _, p := range pieces {
-		data = append(data, p...)
-	}
-	return data, release, nil
+	return buf.Bytes(), release, nil
 }

@@ -142,9 +142,9 @@ type Limits struct {
 	// MaxConnections caps the box's open connections (default: max
 	// sessions + 256, at most half the kit's file descriptors). Additive.
 	MaxConnections int `json:"max_connections,omitempty"`
-	// FrameBudget is the memory all connections together may use for
-	// incoming frames being read (default 2 x max_message, at least
-	// max_message). Additive.
+	// FrameBudget bounds the incoming frames over 64 KiB read at once,
+	// all connections together: each takes max_message of it while read
+	// and handled (default 2 x max_message, so two; at least one). Additive.
 	FrameBudget string `json:"frame_budget,omitempty"`
 }
 
