@@ -2,14 +2,19 @@ package kit
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
 
@@ -53,16 +58,12 @@ func TestSessionsLeaveNothing(t *testing.T) {
 	sessions := leakSessions
 	// Sessions overlap, each holding a running process for a while: a
 	// kit that blocks an OS thread per process would make as many.
-	const parallel = 50
+	parallel := leakParallel
 	b := serveBox(t, exec.New())
 	session := func() error {
-		c := b.dial("/", nil)
-		defer c.close()
-		c.prompt("p", "sleep 0.5; echo hi")
-		if m := last(c.finish("p")); m["type"] != "complete" || m["message"] != "hi\n" {
-			return fmt.Errorf("prompt = %v", m)
-		}
-		return nil
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return loadClient(ctx, b, 1, func(int) (string, string) { return "sleep 0.5; echo hi", "hi\n" })
 	}
 	if err := session(); err != nil { // warm up pools and lazy state
 		t.Fatal(err)
@@ -100,4 +101,60 @@ func TestSessionsLeaveNothing(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%d sessions: idle %v, peak %v, after %v", sessions, idle, peak, now)
+}
+
+// loadClient runs prompts on one session and checks every byte of their
+// output, returning what went wrong instead of failing the test (it runs
+// off the test's goroutine).
+func loadClient(ctx context.Context, b *box, n int, text func(i int) (string, string)) error {
+	url := "ws" + strings.TrimPrefix(b.url, "http") + "/"
+	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + b.key}}})
+	if err != nil {
+		return fmt.Errorf("dial: %w", err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetReadDeadline(dl)
+	}
+	for i := range n {
+		cmd, want := text(i)
+		id := fmt.Sprintf("p%d", i)
+		msg, _ := json.Marshal(map[string]any{"type": "prompt", "id": id, "text": cmd, "inputs": map[string]any{}})
+		if err := c.WriteText(msg); err != nil {
+			return fmt.Errorf("prompt %s: send: %w", id, err)
+		}
+		var events strings.Builder
+		for {
+			data, err := c.ReadMessage()
+			if err != nil {
+				return fmt.Errorf("prompt %s: read: %w (waited for its complete frame)", id, err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				return fmt.Errorf("prompt %s: frame %q: %w", id, data, err)
+			}
+			if m["id"] != id {
+				continue
+			}
+			switch m["type"] {
+			case "event":
+				if m["event_type"] == exec.EventTextDelta {
+					d, _ := m["data"].(map[string]any)
+					if d["stream"] == exec.Stdout {
+						events.WriteString(fmt.Sprint(d["text"]))
+					}
+				}
+				continue
+			case "complete":
+				if m["message"] != want || events.String() != want {
+					return fmt.Errorf("prompt %s: message %q, events %q, want %q", id, m["message"], events.String(), want)
+				}
+			default:
+				return fmt.Errorf("prompt %s: %v", id, m)
+			}
+			break
+		}
+	}
+	c.WriteClose(wsconn.CloseNormal, "done", time.Now().Add(time.Second))
+	return nil
 }

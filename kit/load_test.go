@@ -7,7 +7,6 @@ package kit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -22,8 +21,12 @@ import (
 	execagent "github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
 
-// leakSessions is how many sessions TestSessionsLeaveNothing opens.
-const leakSessions = 1000
+// leakSessions is how many sessions TestSessionsLeaveNothing opens,
+// leakParallel of them at a time.
+const (
+	leakSessions = 1000
+	leakParallel = 50
+)
 
 // Load sizes: loadSessions sessions at once, each sending loadPrompts
 // prompts one after the other.
@@ -45,62 +48,6 @@ func burnCores(t *testing.T) {
 			cmd.Wait()
 		})
 	}
-}
-
-// loadClient runs prompts on one session and checks every byte of their
-// output, returning what went wrong instead of failing the test (it runs
-// off the test's goroutine).
-func loadClient(ctx context.Context, b *box, n int, text func(i int) (string, string)) error {
-	url := "ws" + strings.TrimPrefix(b.url, "http") + "/"
-	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + b.key}}})
-	if err != nil {
-		return fmt.Errorf("dial: %w", err)
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetReadDeadline(dl)
-	}
-	for i := range n {
-		cmd, want := text(i)
-		id := fmt.Sprintf("p%d", i)
-		msg, _ := json.Marshal(map[string]any{"type": "prompt", "id": id, "text": cmd, "inputs": map[string]any{}})
-		if err := c.WriteText(msg); err != nil {
-			return fmt.Errorf("prompt %s: send: %w", id, err)
-		}
-		var events strings.Builder
-		for {
-			data, err := c.ReadMessage()
-			if err != nil {
-				return fmt.Errorf("prompt %s: read: %w (waited for its complete frame)", id, err)
-			}
-			var m map[string]any
-			if err := json.Unmarshal(data, &m); err != nil {
-				return fmt.Errorf("prompt %s: frame %q: %w", id, data, err)
-			}
-			if m["id"] != id {
-				continue
-			}
-			switch m["type"] {
-			case "event":
-				if m["event_type"] == execagent.EventTextDelta {
-					d, _ := m["data"].(map[string]any)
-					if d["stream"] == execagent.Stdout {
-						events.WriteString(fmt.Sprint(d["text"]))
-					}
-				}
-				continue
-			case "complete":
-				if m["message"] != want || events.String() != want {
-					return fmt.Errorf("prompt %s: message %q, events %q, want %q", id, m["message"], events.String(), want)
-				}
-			default:
-				return fmt.Errorf("prompt %s: %v", id, m)
-			}
-			break
-		}
-	}
-	c.WriteClose(wsconn.CloseNormal, "done", time.Now().Add(time.Second))
-	return nil
 }
 
 // TestLoadEveryByteDelivered runs loadSessions sessions at once, each
