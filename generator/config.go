@@ -513,7 +513,7 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 }
 
 func (d *doc) limits(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "cpu", "memory", "timeout", "max_message", "max_input", "input_timeout", "disk")
+	m, ok := d.table(path, v, "cpu", "memory", "timeout", "max_message", "max_input", "input_timeout", "disk", "max_connections", "frame_budget")
 	if !ok {
 		return
 	}
@@ -538,6 +538,13 @@ func (d *doc) limits(path string, v any, c *Config) {
 			d.errorf(path+".cpu", "%q is not a CPU count: want a number from 0.1 to 256 such as \"1\", \"2\" or \"0.5\"", c.Limits.CPU)
 		}
 	}
+	if x, ok := m["max_connections"]; ok {
+		if n, isInt := x.(int64); isInt && n >= 0 && n <= 1<<20 {
+			c.Limits.MaxConnections = int(n)
+		} else {
+			d.errorf(path+".max_connections", "%v is not a connection count: want a whole number such as 4096 (0 or absent: the default)", x)
+		}
+	}
 	c.Limits.Disk = get("disk")
 	if c.Limits.Disk != "" {
 		if _, err := protocol.ParseQuantity(c.Limits.Disk); err != nil {
@@ -554,7 +561,7 @@ func (d *doc) limits(path string, v any, c *Config) {
 		k   string
 		dst *string
 		dur bool
-	}{{"timeout", &c.Limits.Timeout, true}, {"input_timeout", &c.Limits.InputTimeout, true}, {"max_message", &c.Limits.MaxMessage, false}, {"max_input", &c.Limits.MaxInput, false}} {
+	}{{"timeout", &c.Limits.Timeout, true}, {"input_timeout", &c.Limits.InputTimeout, true}, {"max_message", &c.Limits.MaxMessage, false}, {"max_input", &c.Limits.MaxInput, false}, {"frame_budget", &c.Limits.FrameBudget, false}} {
 		s := get(f.k)
 		if s == "" {
 			continue

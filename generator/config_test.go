@@ -244,6 +244,25 @@ func TestParseInputs(t *testing.T) {
 	}
 }
 
+func TestParseConnectionLimits(t *testing.T) {
+	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[limits]\nmax_connections = 512\nframe_budget = \"64MB\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Manifest("fp")
+	if m.Limits.MaxConnections != 512 || m.Limits.FrameBudget != "64MB" {
+		t.Errorf("Manifest().Limits max_connections %d, frame_budget %q; want 512, 64MB", m.Limits.MaxConnections, m.Limits.FrameBudget)
+	}
+	if err := m.Check(); err != nil {
+		t.Errorf("the manifest does not check: %v", err)
+	}
+	for _, in := range []string{"max_connections = -1", `max_connections = "many"`, `frame_budget = "lots"`} {
+		if _, err := Parse("glovebox.toml", []byte("[limits]\n"+in+"\n")); err == nil || !strings.Contains(err.Error(), "glovebox.toml:2: limits.") {
+			t.Errorf("Parse(%q) = %v, want an error at glovebox.toml:2", in, err)
+		}
+	}
+}
+
 func TestParseNumericCPU(t *testing.T) {
 	for in, want := range map[string]string{"cpu = 2": "2", "cpu = 0.5": "0.5", `cpu = "4"`: "4"} {
 		c, err := Parse("glovebox.toml", []byte("[limits]\n"+in+"\n"))

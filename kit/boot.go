@@ -141,6 +141,7 @@ func (b *boot) run(opts Options) *Server {
 		}
 		s.sharedDirs = ss.SharedDirs
 	}
+	s.setBudgets(m.Limits)
 
 	// Directories: every writable mount, and the input mount the kit
 	// writes inputs into, must exist and be writable.

@@ -277,8 +277,9 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 		outs = append(outs, output{name: name, path: real})
 	}
 	refs := make(map[string]protocol.FileRef, len(outs))
+	inlineLeft := ss.srv.inlineBudget()
 	for _, o := range outs {
-		ref, err := ss.store(ctx, promptID, o, policy)
+		ref, err := ss.store(ctx, promptID, o, policy, &inlineLeft)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
@@ -290,8 +291,11 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 	return refs, nil
 }
 
-// store streams one output file to the adapter the policy picks.
-func (ss *session) store(ctx context.Context, promptID string, o output, policy protocol.Policy) (protocol.FileRef, error) {
+// store streams one output file to the adapter the policy picks. An
+// inline rule counts only while the file fits in what is left of the
+// complete frame's inline budget (*inlineLeft, base64 bytes), which it
+// then takes; otherwise the next rule applies.
+func (ss *session) store(ctx context.Context, promptID string, o output, policy protocol.Policy, inlineLeft *int64) (protocol.FileRef, error) {
 	f, err := ss.openOutput(o.path)
 	if err != nil {
 		return protocol.FileRef{}, pathCause(err)
@@ -312,7 +316,52 @@ func (ss *session) store(ctx context.Context, promptID string, o output, policy 
 		SessionID: ss.id,
 		Owner:     ss.owner,
 	}
-	return ss.srv.registry.Store(ctx, policy, meta, io.LimitReader(f, info.Size()))
+	reg := ss.srv.registry
+	cost := inlineCost(meta)
+	registered := func(key string) bool {
+		if isInline(reg, key) && cost > *inlineLeft {
+			return false
+		}
+		return reg.Registered(key)
+	}
+	rule, err := policy.Pick(meta.Size, registered)
+	if errors.Is(err, protocol.ErrNoAdapter) && cost > *inlineLeft {
+		if _, ierr := policy.Pick(meta.Size, reg.Registered); ierr == nil {
+			return protocol.FileRef{}, fmt.Errorf("%d bytes do not fit inline: the prompt's outputs may carry %d bytes inline in their complete frame (half of limits.max_message) and no later outputs rule applies; add one (such as localServer) or write smaller outputs", meta.Size, ss.srv.inlineBudget())
+		}
+	}
+	if err != nil {
+		return protocol.FileRef{}, err
+	}
+	a, ok := reg.Adapter(rule.Use.Adapter)
+	if !ok {
+		return protocol.FileRef{}, fmt.Errorf("storage adapter %s: %w", rule.Use.Adapter, storage.ErrUnregistered)
+	}
+	meta.Options = rule.Use.Options
+	ref, err := a.Put(ctx, meta, io.LimitReader(f, info.Size()))
+	if err != nil {
+		return protocol.FileRef{}, fmt.Errorf("store with %s: %w", rule.Use.Adapter, err)
+	}
+	if ref.Kind == protocol.KindInline {
+		*inlineLeft -= cost
+	}
+	return ref, nil
+}
+
+// inlineCost is what a file takes of a complete frame when inline: its
+// base64 data, plus room for its name and the ref's other fields.
+func inlineCost(meta storage.Meta) int64 {
+	return (meta.Size+2)/3*4 + int64(len(meta.Name))*6 + 256
+}
+
+// isInline reports whether the adapter under key stores files inline.
+func isInline(reg *storage.Registry, key string) bool {
+	if key == protocol.AdapterInline {
+		return true
+	}
+	a, _ := reg.Adapter(key)
+	_, ok := a.(*storage.Inline)
+	return ok
 }
 
 // openOutput opens a file in one of the session's directories for

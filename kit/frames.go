@@ -12,18 +12,21 @@ import (
 const (
 	replayFrames = 4096
 	replayBytes  = 8 << 20
-	// replayTotal bounds the replay buffers of all sessions together; past
-	// it a session keeps only its latest frame.
+	// replayTotal bounds the replay buffers of all sessions together.
 	replayTotal = 256 << 20
 )
 
 // replay is a session's buffer of its latest numbered frames. total, when
-// set, counts the bytes of every session's buffer.
+// set, counts the bytes of every session's buffer, which may hold limit
+// bytes together (default replayTotal). Every frame kept counts, the
+// latest one too: a frame that does not fit empties the buffer, and the
+// session can then resume only from after it.
 type replay struct {
 	frames [][]byte
 	first  uint64 // seq of frames[0]
 	bytes  int
 	total  *atomic.Int64
+	limit  int64
 }
 
 func (r *replay) push(seq uint64, b []byte) {
@@ -32,7 +35,7 @@ func (r *replay) push(seq uint64, b []byte) {
 	}
 	r.frames = append(r.frames, b)
 	r.grow(len(b))
-	for len(r.frames) > 1 && (len(r.frames) > replayFrames || r.bytes > replayBytes || r.overTotal()) {
+	for len(r.frames) > 0 && (len(r.frames) > replayFrames || r.bytes > replayBytes || r.overTotal()) {
 		r.grow(-len(r.frames[0]))
 		r.frames[0] = nil
 		r.frames = r.frames[1:]
@@ -47,12 +50,18 @@ func (r *replay) grow(n int) {
 	}
 }
 
-func (r *replay) overTotal() bool { return r.total != nil && r.total.Load() > replayTotal }
+func (r *replay) overTotal() bool {
+	limit := r.limit
+	if limit <= 0 {
+		limit = replayTotal
+	}
+	return r.total != nil && r.total.Load() > limit
+}
 
 // reset empties the buffer.
 func (r *replay) reset() {
 	r.grow(-r.bytes)
-	*r = replay{total: r.total}
+	*r = replay{total: r.total, limit: r.limit}
 }
 
 // since returns the frames numbered after last, given that cur is the

@@ -96,3 +96,28 @@ func FuzzClientFrames(f *testing.F) {
 		c.until(func(m map[string]any) bool { return m["type"] == "pong" && m["ts"] == "fuzz-check" })
 	})
 }
+
+// TestReplayCapCoversLastFrame checks that a frame larger than what the
+// buffers may hold is not kept, not even as the latest one.
+func TestReplayCapCoversLastFrame(t *testing.T) {
+	var total atomic.Int64
+	r := replay{total: &total, limit: 100}
+	r.push(1, make([]byte, 60))
+	if fs, ok := r.since(0, 1); !ok || len(fs) != 1 {
+		t.Fatalf("since(0) = %d frames, %v; want the one frame", len(fs), ok)
+	}
+	r.push(2, make([]byte, 150))
+	if total.Load() != 0 || r.bytes != 0 {
+		t.Errorf("after a 150-byte frame over a 100-byte cap: total %d, buffer %d bytes; want 0", total.Load(), r.bytes)
+	}
+	if _, ok := r.since(1, 2); ok {
+		t.Error("since(1) succeeded although frame 2 could not be kept")
+	}
+	if fs, ok := r.since(2, 2); !ok || len(fs) != 0 {
+		t.Errorf("since(2) = %d frames, %v; want none, true", len(fs), ok)
+	}
+	r.push(3, make([]byte, 40))
+	if fs, ok := r.since(2, 3); !ok || len(fs) != 1 || total.Load() != 40 {
+		t.Errorf("since(2) = %d frames, %v, total %d; want frame 3, 40 bytes", len(fs), ok, total.Load())
+	}
+}

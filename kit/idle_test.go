@@ -22,7 +22,18 @@ import (
 // connection).
 func TestIdleConnectionsHoldSmallStacks(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	addr := strings.TrimPrefix(b.url, "http://")
+	// Served as the kit binary serves, through its connection gate.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.srv.Serve(t.Context(), ln) }()
+	t.Cleanup(func() {
+		b.srv.Close(t.Context())
+		waittest.Recv(t, served, "Serve to return after Close")
+	})
+	addr := ln.Addr().String()
 	const n = 400
 	stats := func() runtime.MemStats {
 		runtime.GC()

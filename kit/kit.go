@@ -129,6 +129,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -230,7 +232,11 @@ type Server struct {
 	sharedDirs   bool
 	pingInterval time.Duration
 
-	replayBytes atomic.Int64 // all sessions' replay buffers
+	replayBytes atomic.Int64        // all sessions' replay buffers
+	replayCap   int64               // their bound; 0: replayTotal
+	maxConns    int                 // limits.max_connections (listen.go)
+	frames      *semaphore.Weighted // limits.frame_budget (budget.go)
+	frameBudget int64
 
 	draining    atomic.Bool   // Drain has begun (drain.go)
 	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
@@ -253,6 +259,7 @@ type Server struct {
 	sessions map[string]*session
 	conns    map[*conn]struct{}
 	servers  []*http.Server
+	gates    []*gate
 	closed   bool
 	wg       sync.WaitGroup // connections, runners, grace timers
 }
@@ -319,9 +326,13 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 // Serve accepts connections on ln until ctx ends or Close is called. It
 // returns nil after a shutdown it was asked for.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	g := newGate(ln, s.maxConns, s.serveHealth, s.log)
+	ln = g
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         g.connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}
@@ -332,6 +343,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return ErrClosed
 	}
 	s.servers = append(s.servers, hs)
+	s.gates = append(s.gates, g)
 	s.mu.Unlock()
 
 	stop := context.AfterFunc(ctx, func() { hs.Close() })

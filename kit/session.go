@@ -18,6 +18,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -121,7 +122,7 @@ func newSessionID() string {
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID()), created: time.Now()}
 	ss.lastActive.Store(ss.created.UnixNano())
-	ss.replay.total = &s.replayBytes
+	ss.replay.total, ss.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
 		ss.obs.total = &s.inspect.histBytes
@@ -277,8 +278,14 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 	for {
 		err := c.ws.WaitReadable()
 		var data []byte
+		release := func() {}
 		if err == nil {
-			data, err = c.ws.ReadMessage()
+			data, release, err = s.readFrame(c.ws, wait)
+		}
+		if errors.Is(err, errBudget) {
+			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
+			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
+			return false
 		}
 		if err != nil {
 			code := wsconn.CloseCode(err)
@@ -289,6 +296,7 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 		c.ws.SetReadDeadline(now.Add(wait))
 		ss.lastActive.Store(now.UnixNano())
 		ss.handle(c, data)
+		release()
 	}
 }
 
@@ -699,20 +707,24 @@ func (ss *session) end(cause error) {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
-		if ss.info != nil && ss.info.Sandbox != nil {
-			// Whatever the agent left running dies with the session.
-			ss.info.Sandbox.Close()
-		}
-		if ss.made && !ss.srv.sharedDirs {
-			for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
-				if d == "" {
-					continue
-				}
-				if err := os.RemoveAll(d); err != nil {
-					ss.logger().Warn("removing a session directory", "dir", d, "err", err)
+		// Killing and removing block in system calls: on a thread that
+		// goes with them (sandbox.OwnThread).
+		sandbox.OwnThread(func() {
+			if ss.info != nil && ss.info.Sandbox != nil {
+				// Whatever the agent left running dies with the session.
+				ss.info.Sandbox.Close()
+			}
+			if ss.made && !ss.srv.sharedDirs {
+				for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
+					if d == "" {
+						continue
+					}
+					if err := os.RemoveAll(d); err != nil {
+						ss.logger().Warn("removing a session directory", "dir", d, "err", err)
+					}
 				}
 			}
-		}
+		})
 		if ss.made {
 			ss.srv.forgetSession(ss.id)
 		}

@@ -168,6 +168,13 @@ type Limits struct {
 	MaxInput string `json:"max_input,omitempty"`
 	// InputTimeout bounds fetching one url input (default 60s).
 	InputTimeout string `json:"input_timeout,omitempty"`
+	// MaxConnections caps the box's open connections (default: max
+	// sessions + 256, at most half the kit's file descriptors). Additive.
+	MaxConnections int `json:"max_connections,omitempty"`
+	// FrameBudget bounds the incoming frames over 64 KiB read at once,
+	// all connections together: each takes max_message of it while read
+	// and handled (default 2 x max_message, so two; at least one). Additive.
+	FrameBudget string `json:"frame_budget,omitempty"`
 }
 
 // StoragePolicy holds the inputs and outputs policies.
@@ -384,12 +391,15 @@ func (m *Manifest) Check() error {
 			}
 		}
 	}
-	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}} {
+	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}, {"limits.frame_budget", m.Limits.FrameBudget}} {
 		if f.v != "" {
 			if _, err := ParseSize(f.v); err != nil {
 				add("manifest: %s: %v", f.name, err)
 			}
 		}
+	}
+	if m.Limits.MaxConnections < 0 {
+		add("manifest: limits.max_connections: %d is negative: want a count of connections, or 0 for the default", m.Limits.MaxConnections)
 	}
 	for _, f := range []struct{ name, v string }{{"limits.timeout", m.Limits.Timeout}, {"limits.input_timeout", m.Limits.InputTimeout}} {
 		if f.v != "" {

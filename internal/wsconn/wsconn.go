@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -136,6 +137,16 @@ func (c *Conn) SetPongHandler(h func()) {
 func (c *Conn) ReadMessage() ([]byte, error) {
 	_, data, err := c.ws.ReadMessage()
 	return data, err
+}
+
+// NextReader returns a reader of the next data message, text or binary.
+// The message is not buffered: its bytes are read from the connection as
+// the reader is read, and the read limit is checked against each frame's
+// header before its payload is read. The reader is valid until the next
+// call.
+func (c *Conn) NextReader() (io.Reader, error) {
+	_, r, err := c.ws.NextReader()
+	return r, err
 }
 
 // WriteText writes one text message.

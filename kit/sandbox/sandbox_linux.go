@@ -545,7 +545,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
 	}
-	err = cmd.Start()
+	err = startOnOwnThread(cmd)
 	closeFiles(specR, statW)
 	if err != nil {
 		closeFiles(specW, statR, sockKit)
@@ -604,6 +604,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 			l, _ := br.ReadString('\n')
 			exitLine = strings.TrimSpace(l)
 		}
+		awaitExit(cmd.Process.Pid)
 		werr := cmd.Wait()
 		statR.Close()
 		if is.Supervise {
@@ -771,13 +772,14 @@ func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOnOwnThread(cmd); err != nil {
 		return nil, fmt.Errorf("sandbox: start %s: %w", path, err)
 	}
 	p := &Process{cmd: cmd, ss: ss, done: make(chan struct{})}
 	ss.track(p)
 	go func() {
 		defer close(p.done)
+		awaitExit(cmd.Process.Pid)
 		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 			p.status = statusOf(ws)

@@ -27,13 +27,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
@@ -333,9 +333,20 @@ func readStream(wg *sync.WaitGroup, r *os.File, stream string, out chan<- chunk,
 	for {
 		n, err := r.Read(buf[held:])
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The pipe was cut because something still holds its other
-			// end: what it already holds is output too.
-			n, err = drain(r, buf[held:])
+			// The pipe was cut because something outside the sandbox's
+			// reach still holds its other end. What the pipe already
+			// holds is output too: all of it is read, and nothing
+			// written later.
+			rest, derr := pending(r)
+			if derr != nil {
+				rest = nil
+			}
+			data := append(buf[:held:held], rest...)
+			if len(data) > 0 && !send(chunk{stream: stream, data: data}) {
+				return
+			}
+			send(chunk{stream: stream, eof: true})
+			return
 		}
 		n += held
 		held = 0
@@ -355,29 +366,40 @@ func readStream(wg *sync.WaitGroup, r *os.File, stream string, out chan<- chunk,
 	}
 }
 
-// drain reads what the pipe r holds without waiting for more: at most
-// len(buf) bytes, and io.EOF once it is empty. Its read deadline must
-// have passed.
-func drain(r *os.File, buf []byte) (int, error) {
+// pending reads the bytes the pipe r holds now, without waiting for more:
+// as many as it held when pending was called, so that a writer that keeps
+// writing cannot keep the read going. Its read deadline must have passed.
+func pending(r *os.File) ([]byte, error) {
 	rc, err := r.SyscallConn()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	r.SetReadDeadline(time.Time{})
-	defer r.SetReadDeadline(time.Now())
-	n := 0
-	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, rerr = syscall.Read(int(fd), buf)
-		return true // never wait
+	var (
+		out  []byte
+		rerr error
+	)
+	err = rc.Control(func(fd uintptr) {
+		left, err := unix.IoctlGetInt(int(fd), ioctlInq)
+		if err != nil {
+			rerr = fmt.Errorf("exec: bytes left in the pipe: %w", err)
+			return
+		}
+		out = make([]byte, 0, left)
+		for len(out) < left {
+			n, err := unix.Read(int(fd), out[len(out):left])
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
+				return // the fd is non-blocking: EAGAIN means empty
+			}
+			out = out[:len(out)+n]
+		}
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if n <= 0 || rerr != nil {
-		return 0, io.EOF
-	}
-	return n, nil
+	return out, rerr
 }
 
 // utf8Cut returns the length of the longest prefix of p that does not end

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -682,4 +683,130 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Errorf("process %d still runs after the prompt ended", pid)
 	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// TestPromptOutputHeldWhenCut checks that output written before the shell
+// exits, by a process that escaped the group and holds the pipe open, is
+// delivered whole even when the reader is held up past the time the pipes
+// are cut: the first event blocks until well after it.
+func TestPromptOutputHeldWhenCut(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	const size = 50000 // under a pipe's 64 KiB: the writer never blocks
+	s := newSession(t)
+	done := filepath.Join(s.Dirs.Work, "written")
+	pidFile := filepath.Join(s.Dirs.Work, "pid")
+	var once sync.Once
+	tr := &turn{
+		text: fmt.Sprintf(`setsid sh -c 'echo $$ > %s; head -c %d /dev/zero | tr "\0" b; touch %s; exec sleep 1000' & until [ -e %s ]; do sleep 0.01; done`, pidFile, size, done, done),
+		onEmit: func(e event) {
+			if e.Type != exec.EventTextDelta {
+				return
+			}
+			once.Do(func() {
+				waitFile(t, done)
+				time.Sleep(exec.MinDrain + time.Second) // past the cut
+			})
+		},
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				waitGone(t, pid)
+			}
+		}
+	})
+	if _, err := run(t, testContext(t), s, tr, exec.WithGrace(0)); err != nil {
+		t.Fatalf("Prompt() error = %v", err)
+	}
+	if got := tr.output(exec.Stdout); got != strings.Repeat("b", size) {
+		t.Errorf("stdout holds %d bytes (%d of them b), want %d b", len(got), strings.Count(got, "b"), size)
+	}
+}
+
+// TestPromptEndlessEscapedWriter checks that a process that escaped the
+// group and writes without end cannot keep the prompt open: what the pipe
+// holds at the cut is read, nothing after it.
+func TestPromptEndlessEscapedWriter(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	s := newSession(t)
+	pidFile := filepath.Join(s.Dirs.Work, "pid")
+	tr := &turn{text: fmt.Sprintf(`setsid sh -c 'echo $$ > %s; exec yes' & until [ -s %s ]; do :; done`, pidFile, pidFile)}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				waitGone(t, pid)
+			}
+		}
+	})
+	if _, err := run(t, testContext(t), s, tr, exec.WithGrace(0)); err != nil {
+		t.Fatalf("Prompt() error = %v", err)
+	}
+	if got := tr.output(exec.Stdout); !strings.HasPrefix(got, "y\ny\n") {
+		t.Errorf("stdout starts %q, want yes's output", got[:min(len(got), 20)])
+	}
+}
+
+// TestPromptOutputUnderLoad runs many short prompts at once while other
+// processes keep every core busy, and checks that each one delivers all
+// of its output.
+func TestPromptOutputUnderLoad(t *testing.T) {
+	burn(t)
+	const prompts = 200
+	var wg sync.WaitGroup
+	errs := make(chan string, prompts)
+	for i := range prompts {
+		wg.Go(func() {
+			s := newSession(t)
+			want := fmt.Sprintf("hi %d\n", i)
+			tr := &turn{text: "echo hi " + strconv.Itoa(i), s: s}
+			conv, _ := exec.New().Open(t.Context(), s)
+			msg, err := conv.Prompt(testContext(t), tr)
+			conv.Close()
+			switch {
+			case err != nil:
+				errs <- fmt.Sprintf("prompt %d: %v", i, err)
+			case msg != want || tr.output(exec.Stdout) != want:
+				errs <- fmt.Sprintf("prompt %d: message %q, stdout %q, want %q", i, msg, tr.output(exec.Stdout), want)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	checkNoLeaks(t)
+}
+
+// burn keeps every core busy with a shell loop until the test ends.
+func burn(t *testing.T) {
+	t.Helper()
+	for range runtime.NumCPU() {
+		cmd := osexec.Command("/bin/sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start a CPU burner: %v", err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for range 3000 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("%s was not written within 30s", path)
 }

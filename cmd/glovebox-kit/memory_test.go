@@ -1,0 +1,203 @@
+//go:build load
+
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// startKit runs the kit in a process of its own and returns its port.
+func runKit(t *testing.T, key string) (pid int, port string) {
+	t.Helper()
+	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0")
+	cmd.Args = append(cmd.Args, "--manifest", writeManifest(t, key, "exec"), "--root", t.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		waittest.Exit(t, cmd, "the kit after SIGTERM")
+	})
+	addrRE := regexp.MustCompile(`addr=\S*:(\d+)`)
+	sc := bufio.NewScanner(stderr)
+	for port == "" && sc.Scan() {
+		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+		}
+	}
+	if port == "" {
+		t.Fatal("no listen address logged")
+	}
+	go io.Copy(io.Discard, stderr)
+	return cmd.Process.Pid, port
+}
+
+// status reads a field of /proc/PID/status in bytes.
+func status(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read the kit's status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n << 10
+		}
+	}
+	t.Fatalf("no %s in the kit's status", field)
+	return 0
+}
+
+// sendOverLimit opens a WebSocket by hand and sends the header of a
+// frame of n bytes, then payload until the kit closes the connection or
+// max bytes are sent. It returns the close code the kit sent.
+func sendOverLimit(port, key string, n uint64, max int) (int, error) {
+	nc, err := net.DialTimeout("tcp", "127.0.0.1:"+port, waittest.Timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(2 * waittest.Timeout))
+	fmt.Fprintf(nc, "GET / HTTP/1.1\r\nHost: box\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer %s\r\n\r\n", key)
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		return 0, fmt.Errorf("upgrade: %v %v", resp, err)
+	}
+	h := []byte{0x81, 0x80 | 127}
+	h = binary.BigEndian.AppendUint64(h, n)
+	h = append(h, 0, 0, 0, 0)
+	if _, err := nc.Write(h); err != nil {
+		return 0, err
+	}
+	codes := make(chan int, 1)
+	go func() {
+		for {
+			var fh [2]byte
+			if _, err := io.ReadFull(br, fh[:]); err != nil {
+				codes <- 0
+				return
+			}
+			l := int(fh[1] & 0x7f)
+			if l == 126 {
+				var x [2]byte
+				io.ReadFull(br, x[:])
+				l = int(binary.BigEndian.Uint16(x[:]))
+			}
+			p := make([]byte, l)
+			io.ReadFull(br, p)
+			if fh[0]&0x0f == 0x8 && len(p) >= 2 {
+				codes <- int(binary.BigEndian.Uint16(p))
+				return
+			}
+		}
+	}()
+	chunk := make([]byte, 1<<20)
+	for sent := 0; sent < max; sent += len(chunk) {
+		if _, err := nc.Write(chunk); err != nil {
+			break
+		}
+	}
+	return <-codes, nil
+}
+
+// TestMemoryOverLimitFrames sends 16 frames over limits.max_message at
+// once to a real kit process and checks that its peak RSS stays within
+// 64 MiB of idle: the frames are refused from their headers.
+func TestMemoryOverLimitFrames(t *testing.T) {
+	key := protocol.NewKey()
+	pid, port := runKit(t, key)
+	resp, err := http.Get("http://127.0.0.1:" + port + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	idle := status(t, pid, "VmRSS")
+	var wg sync.WaitGroup
+	codes := make([]int, 16)
+	for i := range codes {
+		wg.Go(func() {
+			code, err := sendOverLimit(port, key, 200<<20, 200<<20)
+			if err != nil {
+				t.Errorf("frame %d: %v", i, err)
+			}
+			codes[i] = code
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 1009 {
+			t.Errorf("frame %d: close code %d, want 1009 (too big)", i, c)
+		}
+	}
+	peak := status(t, pid, "VmHWM")
+	t.Logf("16 concurrent 200 MiB frames over a 100 MB max_message: idle RSS %d MiB, peak %d MiB (+%d MiB)", idle>>20, peak>>20, (peak-idle)>>20)
+	if peak-idle > 64<<20 {
+		t.Errorf("peak RSS %d MiB is %d MiB above idle (%d MiB), want under 64 MiB", peak>>20, (peak-idle)>>20, idle>>20)
+	}
+}
+
+// TestMemoryLargeFrames sends 16 frames of 20 MiB, each within
+// limits.max_message, at once to a real kit process: they wait for the
+// kit's frame budget instead of all being buffered together, and each is
+// answered. The peak RSS is logged for BENCHMARKS.md.
+func TestMemoryLargeFrames(t *testing.T) {
+	key := protocol.NewKey()
+	pid, port := runKit(t, key)
+	resp, err := http.Get("http://127.0.0.1:" + port + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	idle := status(t, pid, "VmRSS")
+	frame := []byte(`{"type":"prompt","id":"p","text":"echo ` + strings.Repeat("a", 20<<20) + `","inputs":{}}`)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+			if err != nil {
+				t.Errorf("frame %d: dial: %v", i, err)
+				return
+			}
+			defer c.Close()
+			c.SetWriteDeadline(time.Now().Add(5 * waittest.Timeout))
+			if err := c.WriteText(frame); err != nil {
+				t.Errorf("frame %d: send: %v", i, err)
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(5 * waittest.Timeout))
+			for {
+				b, err := c.ReadMessage()
+				if err != nil {
+					t.Errorf("frame %d: no answer: %v", i, err)
+					return
+				}
+				if strings.Contains(string(b), `"id":"p"`) && (strings.Contains(string(b), `"type":"error"`) || strings.Contains(string(b), `"type":"complete"`)) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	peak := status(t, pid, "VmHWM")
+	t.Logf("16 concurrent 20 MiB frames within a 100 MB max_message (frame budget 200 MiB): idle RSS %d MiB, peak %d MiB (+%d MiB)", idle>>20, peak>>20, (peak-idle)>>20)
+}

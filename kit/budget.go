@@ -1,0 +1,98 @@
+package kit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// setBudgets applies the manifest's connection cap and frame budget (their
+// syntax was checked by the manifest's Check).
+func (s *Server) setBudgets(l protocol.Limits) {
+	s.maxConns = l.MaxConnections
+	if s.maxConns <= 0 {
+		s.maxConns = defaultMaxConns(s.maxSessions)
+	}
+	s.frameBudget = 2 * s.maxMessage
+	if l.FrameBudget != "" {
+		if n, err := protocol.ParseSize(l.FrameBudget); err == nil {
+			s.frameBudget = n
+		}
+	}
+	// A budget below one whole frame would refuse frames the box allows.
+	s.frameBudget = max(s.frameBudget, s.maxMessage)
+	s.frames = semaphore.NewWeighted(s.frameBudget)
+}
+
+// inlineBudget is how many bytes a prompt's inline outputs may take in its
+// complete frame: half of limits.max_message, the rest left for the
+// message and the frame's other fields. Past it, outputs take the next
+// outputs rule.
+func (s *Server) inlineBudget() int64 { return s.maxMessage / 2 }
+
+// frameChunk is the first piece of a frame being read, outside the frame
+// budget (each connection reads one frame at a time); most frames fit.
+const frameChunk = 64 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); return &b }}
+
+// errBudget ends a connection whose frame waited too long for memory.
+var errBudget = errors.New("kit: the box is short of memory for incoming frames (limits.frame_budget)")
+
+// readFrame reads the next message from c. A frame over
+// limits.max_message was refused from its header already. The first
+// frameChunk bytes are read into a piece of their own, which is all most
+// frames need; a larger frame first takes a slot of max_message bytes
+// from the kit-wide frame budget (limits.frame_budget), waiting for one,
+// its sender meanwhile held back by TCP, for up to wait instead of
+// allocating. A slot is taken whole, so that frames never wait for each
+// other while holding part of the budget. release gives it back once
+// the frame was handled.
+func (s *Server) readFrame(c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
+	r, err := c.NextReader()
+	if err != nil {
+		return nil, nil, err
+	}
+	// The first piece is read into a pooled chunk and copied out at its
+	// size: a small frame costs its own bytes, not 64 KiB.
+	chunk := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(chunk)
+	first := *chunk
+	n, err := io.ReadFull(r, first)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return bytes.Clone(first[:n]), func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	slot := s.maxMessage
+	if !s.frames.TryAcquire(slot) {
+		ctx, cancel := context.WithTimeoutCause(s.ctx, wait, errBudget)
+		err := s.frames.Acquire(ctx, slot)
+		cancel()
+		if err != nil {
+			return nil, nil, context.Cause(ctx)
+		}
+		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { s.frames.Release(slot) }) }
+	// The rest goes into a buffer that doubles as it fills: reading a
+	// frame of n bytes takes up to about 3n at its peak, decoding it more;
+	// the slot bounds how many such frames are read at once.
+	buf := bytes.NewBuffer(make([]byte, 0, 2*frameChunk))
+	buf.Write(first)
+	if _, err := buf.ReadFrom(r); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return buf.Bytes(), release, nil
+}
