@@ -471,3 +471,90 @@ func userNSChild(t *testing.T) {
 		t.Errorf("a sandbox without root saw what it must not:\n%s", out)
 	}
 }
+
+func TestOneSupervisorPerSession(t *testing.T) {
+	b := newBox(t, Config{})
+	if !b.sb.Report().Has(LayerPID) || !b.sb.Report().Has(LayerMount) {
+		t.Skip("needs the pid and mount namespaces: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "a")
+	if err := ss.Warm(); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	lost := ss.Lost()
+	if lost == nil {
+		t.Fatal("Lost() = nil after Warm, want the supervisor's end")
+	}
+	// Every command runs under the same pid 1, the session's supervisor,
+	// and shares the session's private /tmp; another session sees neither.
+	out1, _ := run(t, ss, dir, `tr '\0' ' ' </proc/1/cmdline; echo; echo one > /tmp/shared; id -u`)
+	out2, _ := run(t, ss, dir, `tr '\0' ' ' </proc/1/cmdline; echo; cat /tmp/shared; id -u`)
+	if !strings.HasPrefix(out1, InitName) || !strings.HasPrefix(out2, InitName) {
+		t.Errorf("pid 1 of the commands' namespace: %q then %q, want %s both times", out1, out2, InitName)
+	}
+	if !strings.Contains(out2, "one") {
+		t.Errorf("the second command does not see the first's /tmp: %q", out2)
+	}
+	if l1, l2 := strings.Fields(out1), strings.Fields(out2); l1[len(l1)-1] != strconv.Itoa(ss.UID()) || l2[len(l2)-1] != strconv.Itoa(ss.UID()) {
+		t.Errorf("uids %q and %q, want the session's %d", out1, out2, ss.UID())
+	}
+	other, odir := b.session(t, "b")
+	if out, _ := run(t, other, odir, `cat /tmp/shared 2>&1 || echo absent`); !strings.Contains(out, "absent") {
+		t.Errorf("another session sees the first's /tmp: %q", out)
+	}
+	// Pid is the command's pid in the kit's namespace.
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "echo up; exec sleep 100"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
+	if !strings.HasPrefix(string(cmdline), "sleep") && !strings.HasPrefix(string(cmdline), "sh") {
+		t.Errorf("Pid() = %d, whose cmdline is %q, want the command", p.Pid(), cmdline)
+	}
+	p.Kill()
+	if st, _ := p.Wait(); st.Signal != syscall.SIGKILL {
+		t.Errorf("after Kill: %v, want killed by SIGKILL", st)
+	}
+	select {
+	case <-lost:
+		t.Fatal("the supervisor ended with a command")
+	default:
+	}
+	ss.Close()
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor did not end within 10s of Close")
+	}
+}
+
+// A supervisor killed under a session is replaced by the next command's.
+func TestSupervisorKilledIsReplaced(t *testing.T) {
+	b := newBox(t, Config{})
+	if b.sb.cloneMask == 0 {
+		t.Skip("no namespaces: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "a")
+	if err := ss.Warm(); err != nil {
+		t.Fatal(err)
+	}
+	lost := ss.Lost()
+	ss.mu.Lock()
+	pid := ss.sup.cmd.Process.Pid
+	ss.mu.Unlock()
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost() was not closed within 10s of the supervisor's death")
+	}
+	if out, st := run(t, ss, dir, `echo again`); out != "again\n" || st.Code != 0 {
+		t.Errorf("after the supervisor died: %q, %v", out, st)
+	}
+}
