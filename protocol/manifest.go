@@ -168,6 +168,23 @@ type AgentSpec struct {
 	Type    string            `json:"type"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Warm is how many sessions the kit keeps started ahead of time, each
+	// with its sandbox and agent ready for one session. Nil is
+	// DefaultWarm; 0 turns warm sessions off.
+	Warm *int `json:"warm,omitempty"`
+}
+
+// DefaultWarm is the warm pool's size when the manifest names none;
+// MaxWarm bounds it.
+const (
+	DefaultWarm = 1
+	MaxWarm     = 64
+)
+
+// WarmEnvironment is the /environment view of warm sessions.
+type WarmEnvironment struct {
+	// Size is the pool's size per box.
+	Size int `json:"size"`
 }
 
 // SessionsSpec tunes sessions. Zero values mean the defaults.
@@ -200,6 +217,8 @@ type Environment struct {
 	Isolation *Isolation `json:"isolation,omitempty"`
 	// Network is the egress policy in force. Additive.
 	Network *EgressEnvironment `json:"network,omitempty"`
+	// Warm is the warm pool. Additive.
+	Warm *WarmEnvironment `json:"warm,omitempty"`
 }
 
 // EgressEnvironment is the /environment view of the egress proxy.

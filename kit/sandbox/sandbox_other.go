@@ -144,3 +144,9 @@ func (p *Process) Stop(grace time.Duration) {
 	p.Kill()
 	<-p.done
 }
+
+// Warm does nothing: there is no supervisor to start.
+func (ss *Session) Warm() error { return nil }
+
+// Lost is nil: there is no supervisor to lose.
+func (ss *Session) Lost() <-chan struct{} { return nil }
