@@ -359,7 +359,7 @@ func TestGoAgentKeys(t *testing.T) {
 func TestAgentWarm(t *testing.T) {
 	for _, tc := range []struct {
 		name, toml, want string
-		warm           *int
+		warm             *int
 	}{
 		{"default", "[agent]\ntype = \"exec\"\n", "", nil},
 		{"off", "[agent]\nwarm = 0\n", "", new(0)},

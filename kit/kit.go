@@ -183,6 +183,7 @@ type Server struct {
 	envBody    []byte
 	caps       []string
 	egress     *kitEgress // nil: no proxy
+	warm       *warmPool  // nil: no warm sessions
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -240,6 +241,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.pingLoop()
+	if n := s.man.Agent.WarmSize(); n > 0 {
+		s.warm = newWarmPool(s, n)
+	}
 	return s, nil
 }
 
@@ -306,6 +310,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancel(errShutdown)
 
 	var wg sync.WaitGroup
+	wg.Go(s.warm.close)
 	for _, ss := range sessions {
 		wg.Add(1)
 		go func() {

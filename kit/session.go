@@ -79,6 +79,8 @@ type session struct {
 	info    *agent.Session
 	made    bool      // session directories created
 	outSnap *snapshot // the output directory when outputs were last collected
+
+	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
 }
 
 // promptRun is a prompt in the queue or running.
@@ -108,16 +110,27 @@ func (s *Server) newSession() *session {
 }
 
 // reserve registers a new session unless the box is closed or full.
+// A warm session is taken when there is one.
 func (s *Server) reserve() *session {
-	ss := s.newSession()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	full := s.closed || len(s.sessions) >= s.maxSessions
+	s.mu.Unlock()
+	var ss *session
+	if !full {
+		ss = s.warm.take()
+	}
+	if ss == nil {
+		ss = s.newSession()
+	}
+	s.mu.Lock()
 	if s.closed || len(s.sessions) >= s.maxSessions {
-		ss.cancel(errClosed) // its context would stay in the server's until Close
+		s.mu.Unlock()
+		ss.end(errClosed) // its context would stay in the server's until Close
 		return nil
 	}
 	s.sessions[ss.id] = ss
 	s.wg.Add(1) // the connection's handler goroutine
+	s.mu.Unlock()
 	return ss
 }
 
@@ -163,8 +176,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Upgrade has answered the request already.
 		s.log.Debug("websocket upgrade", "err", err)
-		s.removeSession(fresh)
-		fresh.cancel(errClosed)
+		fresh.end(errClosed) // a warm one holds an agent and directories
 		return
 	}
 	c := newConn(ws, &s.wg)
@@ -199,8 +211,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			old.end(errClosed)
 		default:
 			ss = old
-			s.removeSession(fresh)
-			fresh.cancel(errClosed)
+			fresh.end(errClosed)
 		}
 	}
 	if ss == fresh {

@@ -181,6 +181,14 @@ const (
 	MaxWarm     = 64
 )
 
+// WarmSize is the warm pool's size a (possibly nil) agent spec asks for.
+func (a *AgentSpec) WarmSize() int {
+	if a == nil || a.Warm == nil {
+		return DefaultWarm
+	}
+	return min(max(*a.Warm, 0), MaxWarm)
+}
+
 // WarmEnvironment is the /environment view of warm sessions.
 type WarmEnvironment struct {
 	// Size is the pool's size per box.
@@ -253,6 +261,7 @@ func (m *Manifest) Environment(capabilities []string) Environment {
 	if m.Agent != nil {
 		env.Agent = m.Agent.Type
 	}
+	env.Warm = &WarmEnvironment{Size: m.Agent.WarmSize()}
 	return env
 }
 

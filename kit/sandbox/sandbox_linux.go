@@ -932,3 +932,17 @@ func Plain() *Session {
 	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }
+
+// SupervisorPid is the pid of the session's supervisor, or 0 when it has
+// none running.
+func (ss *Session) SupervisorPid() int {
+	if ss == nil {
+		return 0
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sup == nil || ss.sup.isGone() {
+		return 0
+	}
+	return ss.sup.cmd.Process.Pid
+}

@@ -150,3 +150,6 @@ func (ss *Session) Warm() error { return nil }
 
 // Lost is nil: there is no supervisor to lose.
 func (ss *Session) Lost() <-chan struct{} { return nil }
+
+// SupervisorPid is 0: there is no supervisor.
+func (ss *Session) SupervisorPid() int { return 0 }
