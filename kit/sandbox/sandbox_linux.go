@@ -348,6 +348,17 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 			return nil, err
 		}
 		p, err := sp.start(path, args, &spec)
+		if errors.Is(err, errSupervisorGone) {
+			// It was ending (killed with the session's cgroup): once it
+			// is gone, the next one starts the command.
+			select {
+			case <-sp.done:
+			case <-time.After(5 * time.Second):
+			}
+			if sp, err = ss.supervisor(); err == nil {
+				p, err = sp.start(path, args, &spec)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -507,7 +518,13 @@ func (ss *Session) KillAll() {
 	for _, p := range procs {
 		p.Kill()
 	}
-	if ss.cg != nil {
+	// A supervisor in a pid namespace ends everything of the session but
+	// itself, which stays for the next command; else the cgroup (with the
+	// supervisor, started anew by the next command) does.
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if (sp == nil || !sp.killAll()) && ss.cg != nil {
 		ss.cg.kill(5 * time.Second)
 	}
 	if ss.slot >= 0 && ss.sb.uidOnly() {

@@ -513,7 +513,11 @@ func TestOneSupervisorPerSession(t *testing.T) {
 	if _, err := io.ReadFull(r, make([]byte, 3)); err != nil {
 		t.Fatal(err)
 	}
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
+	// Empty for a moment while sh executes sleep.
+	var cmdline []byte
+	for deadline := time.Now().Add(10 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		cmdline, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
+	}
 	if !strings.HasPrefix(string(cmdline), "sleep") && !strings.HasPrefix(string(cmdline), "sh") {
 		t.Errorf("Pid() = %d, whose cmdline is %q, want the command", p.Pid(), cmdline)
 	}

@@ -108,6 +108,9 @@ func sessionLoop(spec *initSpec, kitGone <-chan struct{}) int {
 		case "signal":
 			closeFds(fds)
 			s.signal(m.ID, syscall.Signal(m.Sig))
+		case "killall":
+			closeFds(fds)
+			s.killAll(m.ID)
 		default:
 			closeFds(fds)
 		}
@@ -215,6 +218,24 @@ func (s *sessionSupervisor) signal(id uint64, sig syscall.Signal) {
 			}
 		}
 	}
+}
+
+// killAll kills every process of the session but this one, waits until
+// they are gone (bounded) and says so.
+func (s *sessionSupervisor) killAll(id uint64) {
+	s.cleanMu.Lock()
+	if s.pidns {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		waitEmpty(5 * time.Second)
+	} else {
+		s.mu.Lock()
+		for pid := range s.cmds {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		s.mu.Unlock()
+	}
+	s.cleanMu.Unlock()
+	send(&ctlMsg{Op: "killed", ID: id})
 }
 
 // reap waits for every child (commands and the orphans reparented here)
@@ -400,7 +421,7 @@ func (s *sessionSup) read() {
 		}
 		s.mu.Lock()
 		switch m.Op {
-		case "started", "error":
+		case "started", "error", "killed":
 			if ch, ok := s.waiting[m.ID]; ok {
 				delete(s.waiting, m.ID)
 				ch <- ctlReply{m, fds}
@@ -475,6 +496,9 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 			oob = unix.UnixRights(fds...)
 		}
 		_, _, err = s.ctl.WriteMsgUnix(b, oob, nil)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", errSupervisorGone, err)
+		}
 	}
 	for _, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
 		runtime.KeepAlive(f)
@@ -504,6 +528,38 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 		unix.Close(fd)
 	}
 	return p, nil
+}
+
+// killAll asks a supervisor in a pid namespace to kill every process of
+// the session but itself, and waits until it did. It reports false when
+// the supervisor could not.
+func (s *sessionSup) killAll() bool {
+	if !s.pidns {
+		return false
+	}
+	ch := make(chan ctlReply, 1)
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		return false
+	}
+	s.next++
+	id := s.next
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	b, _ := json.Marshal(&ctlMsg{Op: "killall", ID: id})
+	if _, err := s.ctl.Write(b); err != nil {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+		return false
+	}
+	select {
+	case r := <-ch:
+		return r.m.Op == "killed"
+	case <-time.After(10 * time.Second):
+		return false
+	}
 }
 
 // signal asks the supervisor to signal a command's process group.

@@ -8,6 +8,8 @@
 //	go build -o /tmp/glovebox-kit ./cmd/glovebox-kit
 //	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 50 --conns 1000,10000
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --first 300 --sandboxes 100,1000
+//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --table 100
+//	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick
 package main
 
 import (
@@ -45,6 +47,8 @@ func run() error {
 	conns := flag.String("conns", "1000,10000", "idle connection counts to measure")
 	first := flag.Int("first", 0, "how many new sessions to time to the first event of echo hi, sandbox on and off")
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
+	tableN := flag.Int("table", 0, "how many new sessions to time, warm and cold, exec and SDK ACP agent, printed as one table")
+	quick := flag.Bool("quick", false, "the table with a few runs only, nothing else (CI)")
 	flag.Parse()
 	if *kitPath == "" {
 		return errors.New("--kit is required")
@@ -55,6 +59,14 @@ func run() error {
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
 
+	if *quick {
+		return table(*kitPath, 5, sdkAgent())
+	}
+	if *tableN > 0 {
+		if err := table(*kitPath, *tableN, sdkAgent()); err != nil {
+			return err
+		}
+	}
 	if *first > 0 {
 		if err := firstCommand(*kitPath, *first); err != nil {
 			return err
