@@ -195,10 +195,11 @@ func nonNil(s []string) []string {
 
 // environmentBody is the body of GET /environment.
 func (s *Server) environmentBody() []byte {
+	body := s.envBody
 	if s.egress != nil {
-		return *s.egress.envBody.Load()
+		body = *s.egress.envBody.Load()
 	}
-	return s.envBody
+	return s.warm.environment(body)
 }
 
 // egressEnv starts the session's proxy listener, the first time, and

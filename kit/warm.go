@@ -1,13 +1,16 @@
 package kit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Warm sessions. A box keeps [agent] warm sessions started ahead of time:
@@ -209,6 +212,22 @@ func (p *warmPool) take() *session {
 		p.fill()
 		return e.ss
 	}
+}
+
+// environment adds the number of ready sessions to an /environment body.
+func (p *warmPool) environment(body []byte) []byte {
+	if p == nil {
+		return body
+	}
+	p.mu.Lock()
+	ready := len(p.ready)
+	p.mu.Unlock()
+	if ready == 0 {
+		return body
+	}
+	static, _ := json.Marshal(protocol.WarmEnvironment{Size: p.size})
+	live, _ := json.Marshal(protocol.WarmEnvironment{Size: p.size, Ready: ready})
+	return bytes.Replace(body, append([]byte(`"warm":`), static...), append([]byte(`"warm":`), live...), 1)
 }
 
 // close ends every waiting session and waits for the spawns in progress.

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // probeScript prints what a session's first command sees: its identity,
@@ -102,6 +104,16 @@ func TestWarmSessionNeverReused(t *testing.T) {
 	}
 	if st := b.srv.WarmStats(); st.Taken != 3 {
 		t.Errorf("WarmStats() = %+v, want 3 taken", st)
+	}
+	// /environment says how many the box keeps and how many wait.
+	waitFor(t, "the pool to refill", func() bool { return b.srv.WarmStats().Ready == 1 })
+	_, body := b.get("/environment", b.auth())
+	var env protocol.Environment
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatalf("/environment %s: %v", body, err)
+	}
+	if env.Warm == nil || *env.Warm != (protocol.WarmEnvironment{Size: 1, Ready: 1}) {
+		t.Errorf("/environment warm = %+v in %s, want size 1, ready 1", env.Warm, body)
 	}
 }
 

@@ -193,6 +193,8 @@ func (a *AgentSpec) WarmSize() int {
 type WarmEnvironment struct {
 	// Size is the pool's size per box.
 	Size int `json:"size"`
+	// Ready is how many warm sessions wait, ready, right now.
+	Ready int `json:"ready,omitempty"`
 }
 
 // SessionsSpec tunes sessions. Zero values mean the defaults.

@@ -278,5 +278,7 @@ export interface UrlRef {
 export interface WarmEnvironment {
   /** The pool size per box ([agent] warm). */
   size: number;
+  /** How many warm sessions wait, ready, right now (absent: none). */
+  ready?: number;
   [field: string]: unknown;
 }

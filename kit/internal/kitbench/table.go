@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // row is one line of the table.
@@ -48,18 +49,17 @@ func table(kitPath string, n int, agentJS string) error {
 	type variant struct {
 		name, manifest string
 		warm           int
-		settle         time.Duration
 	}
 	variants := []variant{
-		{"exec agent, cold, every layer", `{"name":"bench","agent":{"type":"exec","warm":0}}`, 0, 0},
-		{"exec agent, warm, every layer", `{"name":"bench","agent":{"type":"exec","warm":1}}`, 1, 150 * time.Millisecond},
-		{"exec agent, cold, sandbox off", `{"name":"bench","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`, 0, 0},
+		{"exec agent, cold, every layer", `{"name":"bench","agent":{"type":"exec","warm":0}}`, 0},
+		{"exec agent, warm, every layer", `{"name":"bench","agent":{"type":"exec","warm":1}}`, 1},
+		{"exec agent, cold, sandbox off", `{"name":"bench","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`, 0},
 	}
 	if agentJS != "" {
 		cmd, _ := json.Marshal([]string{"node", agentJS})
 		variants = append(variants,
-			variant{"SDK ACP agent, cold, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":0}}`, 0, 0},
-			variant{"SDK ACP agent, warm, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":1}}`, 1, 1500 * time.Millisecond},
+			variant{"SDK ACP agent, cold, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":0}}`, 0},
+			variant{"SDK ACP agent, warm, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":1}}`, 1},
 		)
 	}
 	for _, v := range variants {
@@ -71,11 +71,14 @@ func table(kitPath string, n int, agentJS string) error {
 		var first, next []time.Duration
 		for i := range n {
 			if v.warm > 0 {
-				// Let the pool refill; a warm figure is for a box that had
-				// the time to get ready.
-				time.Sleep(v.settle)
+				// A warm figure is for a box that had the time to get
+				// ready: wait until /environment says the pool is full.
+				if err := waitWarm(k, v.warm); err != nil {
+					k.stop()
+					return fmt.Errorf("%s: %w", v.name, err)
+				}
 			}
-			f, nx, err := sessionAndPrompts(k, i == 0 || n < 10)
+			f, nx, err := sessionAndPrompts(k, i < max(2, n/5))
 			if err != nil {
 				k.stop()
 				return fmt.Errorf("%s: %w", v.name, err)
@@ -147,6 +150,29 @@ func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, e
 		}
 	}
 	return first, next, nil
+}
+
+// waitWarm waits until the kit's /environment reports n warm sessions
+// ready.
+func waitWarm(k *kitProc, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(k.port)+"/environment", nil)
+	req.Header.Set("Authorization", "Bearer "+k.key)
+	for {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var env protocol.Environment
+			json.NewDecoder(resp.Body).Decode(&env)
+			resp.Body.Close()
+			if env.Warm != nil && env.Warm.Ready >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kit did not report %d warm sessions ready within 2 minutes", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // sdkAgent finds the SDK test agent beside this command's source, when its
