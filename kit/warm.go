@@ -65,6 +65,7 @@ type warmPool struct {
 	ready    []*warmEntry
 	starting int
 	closed   bool
+	timer    *time.Timer // a refill to come
 	wg       sync.WaitGroup // spawns and watchers
 
 	taken, missed, replaced, failed atomic.Uint64
@@ -209,7 +210,9 @@ func (p *warmPool) take() *session {
 			continue
 		}
 		p.taken.Add(1)
-		p.fill()
+		// The refill waits a moment: the session just taken is about to
+		// run its first prompt, which a spawn would compete with.
+		p.refillLater()
 		return e.ss
 	}
 }
@@ -230,6 +233,23 @@ func (p *warmPool) environment(body []byte) []byte {
 	return bytes.Replace(body, append([]byte(`"warm":`), static...), append([]byte(`"warm":`), live...), 1)
 }
 
+// warmRefillDelay is how long a refill after a take waits.
+const warmRefillDelay = 200 * time.Millisecond
+
+func (p *warmPool) refillLater() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.timer != nil {
+		return
+	}
+	p.timer = time.AfterFunc(warmRefillDelay, func() {
+		p.mu.Lock()
+		p.timer = nil
+		p.mu.Unlock()
+		p.fill()
+	})
+}
+
 // close ends every waiting session and waits for the spawns in progress.
 func (p *warmPool) close() {
 	if p == nil {
@@ -239,6 +259,10 @@ func (p *warmPool) close() {
 	p.closed = true
 	ready := p.ready
 	p.ready = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range ready {
