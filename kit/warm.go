@@ -197,7 +197,7 @@ func (p *warmPool) take() *session {
 		if len(p.ready) == 0 || p.closed {
 			p.mu.Unlock()
 			p.missed.Add(1)
-			p.fill()
+			p.refillLater()
 			return nil
 		}
 		e := p.ready[0]

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,7 +34,7 @@ func pct(ds []time.Duration) (time.Duration, time.Duration) {
 // table measures time to the first command, warm and cold, across
 // processes, and prints one table. agentJS is the SDK test agent's
 // script (empty: skip the ACP rows).
-func table(kitPath string, n int, agentJS string) error {
+func table(kitPath string, n int, agentJS, sandboxAgent string) error {
 	var rows []row
 	// The floor: fork/exec of sh -c true to its exit.
 	var floor []time.Duration
@@ -45,6 +46,13 @@ func table(kitPath string, n int, agentJS string) error {
 		floor = append(floor, time.Since(t0))
 	}
 	rows = append(rows, row{"fork/exec of sh -c true, to its exit (floor)", floor, "this process"})
+	if sandboxAgent != "" {
+		ds, err := sandboxAgentRun(sandboxAgent, max(n, 5)*5)
+		if err != nil {
+			return fmt.Errorf("sandbox-agent: %w", err)
+		}
+		rows = append(rows, row{"sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at " + sandboxAgent})
+	}
 
 	type variant struct {
 		name, manifest string
@@ -150,6 +158,28 @@ func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, e
 		}
 	}
 	return first, next, nil
+}
+
+// sandboxAgentRun times sandbox-agent's one-shot process API running
+// sh -c true, over a kept-alive HTTP connection.
+func sandboxAgentRun(base string, n int) ([]time.Duration, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var ds []time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := client.Post(base+"/v1/processes/run", "application/json", strings.NewReader(`{"command":"sh","args":["-c","true"]}`))
+		if err != nil {
+			return nil, err
+		}
+		var r struct{ ExitCode *int }
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			return nil, fmt.Errorf("run sh -c true: status %s, %v", resp.Status, err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return ds, nil
 }
 
 // waitWarm waits until the kit's /environment reports n warm sessions
