@@ -562,3 +562,34 @@ func TestSupervisorKilledIsReplaced(t *testing.T) {
 		t.Errorf("after the supervisor died: %q, %v", out, st)
 	}
 }
+
+// A command with a large environment starts; one beyond what a request
+// can carry fails with a clear error instead of hanging.
+func TestLargeEnvironment(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	// Eight variables of 100 KiB (one string may not pass 128 KiB).
+	env := []string{"PATH=/usr/bin:/bin"}
+	for i := range 8 {
+		env = append(env, fmt.Sprintf("BIG%d=%s", i, strings.Repeat("x", 100<<10)))
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", `echo $(( ${#BIG0} + ${#BIG7} ))`}, Dir: dir, Env: env, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatalf("Start with 800 KiB of environment: %v", err)
+	}
+	out, _ := io.ReadAll(r)
+	p.Wait()
+	if strings.TrimSpace(string(out)) != strconv.Itoa(200<<10) {
+		t.Errorf("the command saw %q, want %d", out, 200<<10)
+	}
+	if b.sb.cloneMask == 0 {
+		return
+	}
+	huge := "HUGE=" + strings.Repeat("x", 8<<20)
+	if _, err := ss.Start(Spec{Path: "/bin/true", Dir: dir, Env: []string{huge}}); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("Start with an 8 MiB variable: %v, want an error saying it is too large", err)
+	}
+}

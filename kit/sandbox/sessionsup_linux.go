@@ -192,7 +192,11 @@ func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
 		if errors.As(err, &e) {
 			errno = int(e)
 		}
-		send(&ctlMsg{Op: "error", ID: m.ID, Errno: errno, Msg: fmt.Sprintf("start %s: %v", path, err)})
+		msg := "start " + path // the kit adds the errno's text
+		if errno == 0 {
+			msg += ": " + err.Error()
+		}
+		send(&ctlMsg{Op: "error", ID: m.ID, Errno: errno, Msg: msg})
 		return
 	}
 	select {
@@ -367,6 +371,12 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
 	}
+	// A start request carries the command's whole argv and environment in
+	// one packet: room for maxCtlMsg where the kit may force it (root),
+	// else the system's default (about 200 KiB).
+	if unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, maxCtlMsg) != nil {
+		_ = unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, maxCtlMsg)
+	}
 	ctlKit := os.NewFile(uintptr(pair[0]), "control-kit")
 	ctlChild := os.NewFile(uintptr(pair[1]), "control-child")
 	defer ctlChild.Close()
@@ -496,7 +506,7 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 			oob = unix.UnixRights(fds...)
 		}
 		_, _, err = s.ctl.WriteMsgUnix(b, oob, nil)
-		if err != nil {
+		if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || s.isGone()) {
 			err = fmt.Errorf("%w: %w", errSupervisorGone, err)
 		}
 	}
