@@ -65,7 +65,7 @@ type warmPool struct {
 	ready    []*warmEntry
 	starting int
 	closed   bool
-	timer    *time.Timer // a refill to come
+	timer    *time.Timer    // a refill to come
 	wg       sync.WaitGroup // spawns and watchers
 
 	taken, missed, replaced, failed atomic.Uint64
