@@ -1,16 +1,19 @@
 package kit
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -150,22 +153,48 @@ func TestWarmSessionKilledIsReplaced(t *testing.T) {
 	c.close()
 }
 
-// Refilling many at once is capped, and the pool fills to its size.
+// countingAgent records how many of its sessions open at once.
+type countingAgent struct {
+	mu        sync.Mutex
+	now, peak int
+	opened    int
+}
+
+func (a *countingAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversation, error) {
+	a.mu.Lock()
+	a.now++
+	a.opened++
+	a.peak = max(a.peak, a.now)
+	a.mu.Unlock()
+	time.Sleep(30 * time.Millisecond) // a slow start, so that spawns overlap
+	a.mu.Lock()
+	a.now--
+	a.mu.Unlock()
+	return agent.Func(func(context.Context, agent.Turn) (string, error) { return "ok", nil }).Open(ctx, s)
+}
+
+// Filling a pool of five never prepares more than warmSpawns sessions at
+// once, and the pool fills to its size.
 func TestWarmRefillUnderCap(t *testing.T) {
-	b := newBox(t, exec.New(), withWarm(5))
-	maxStarting := 0
-	deadline := time.Now().Add(60 * time.Second)
-	for b.srv.WarmStats().Ready < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool did not fill within 60s: %+v", b.srv.WarmStats())
+	ag := &countingAgent{}
+	b := newBox(t, ag, withWarm(5))
+	waitFor(t, "five warm sessions", func() bool { return b.srv.WarmStats().Ready == 5 })
+	// Taking three refills three, still under the cap.
+	for range 3 {
+		c := b.dial("/", nil)
+		c.prompt("1", "hi")
+		if m := last(c.finish("1")); m["message"] != "ok" {
+			t.Fatalf("prompt on a warm session: %v", m)
 		}
-		b.srv.warm.mu.Lock()
-		inSem := len(b.srv.warm.sem)
-		b.srv.warm.mu.Unlock()
-		maxStarting = max(maxStarting, inSem)
-		time.Sleep(time.Millisecond)
+		c.close()
 	}
-	if maxStarting > warmSpawns {
-		t.Errorf("%d sessions prepared at once, want at most %d", maxStarting, warmSpawns)
+	waitFor(t, "the pool refilled", func() bool { return b.srv.WarmStats().Ready == 5 })
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if ag.peak > warmSpawns || ag.peak < 1 {
+		t.Errorf("%d sessions were prepared at once, want 1 to %d", ag.peak, warmSpawns)
+	}
+	if ag.opened != 8 {
+		t.Errorf("%d conversations opened, want 8 (5, then 3 refills)", ag.opened)
 	}
 }
