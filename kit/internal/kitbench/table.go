@@ -52,6 +52,11 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) error {
 			return fmt.Errorf("sandbox-agent: %w", err)
 		}
 		rows = append(rows, row{"sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at " + sandboxAgent})
+		ds, err = sandboxAgentSessions(sandboxAgent, max(n, 5)*5)
+		if err != nil {
+			return fmt.Errorf("sandbox-agent: %w", err)
+		}
+		rows = append(rows, row{"sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)", ds, "its own, at " + sandboxAgent})
 	}
 
 	type variant struct {
@@ -176,6 +181,50 @@ func sandboxAgentRun(base string, n int) ([]time.Duration, error) {
 		resp.Body.Close()
 		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
 			return nil, fmt.Errorf("run sh -c true: status %s, %v", resp.Status, err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return ds, nil
+}
+
+// sandboxAgentSessions times, on sandbox-agent's built-in mock agent
+// (started and initialised once, then shared, as sandbox-agent runs
+// agents), a session/new and a session/prompt, each a JSON-RPC POST.
+func sandboxAgentSessions(base string, n int) ([]time.Duration, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	url := base + "/v1/acp/kitbench-" + strconv.Itoa(os.Getpid())
+	post := func(u, body string) (json.RawMessage, error) {
+		resp, err := client.Post(u, "application/json", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Result json.RawMessage
+			Error  json.RawMessage
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || r.Result == nil {
+			return nil, fmt.Errorf("POST %s: status %s, error %s, %v", u, resp.Status, r.Error, err)
+		}
+		return r.Result, nil
+	}
+	if _, err := post(url+"?agent=mock", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`); err != nil {
+		return nil, err
+	}
+	var ds []time.Duration
+	for i := range n {
+		t0 := time.Now()
+		res, err := post(url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(2*i+1)+`,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		if err != nil {
+			return nil, err
+		}
+		var ns struct{ SessionID string }
+		json.Unmarshal(res, &ns)
+		if ns.SessionID == "" {
+			ns.SessionID = "s" + strconv.Itoa(i) // the mock agent echoes instead of answering
+		}
+		if _, err := post(url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(2*i+2)+`,"method":"session/prompt","params":{"sessionId":"`+ns.SessionID+`","prompt":[{"type":"text","text":"true"}]}}`); err != nil {
+			return nil, err
 		}
 		ds = append(ds, time.Since(t0))
 	}
