@@ -26,7 +26,7 @@ type box struct {
 	sb                  *Sandbox
 }
 
-func newBox(t *testing.T, cfg Config) *box {
+func newBox(t testing.TB, cfg Config) *box {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, as the kit runs in its image")
@@ -57,7 +57,7 @@ func newBox(t *testing.T, cfg Config) *box {
 	return b
 }
 
-func (b *box) session(t *testing.T, id string) (*Session, string) {
+func (b *box) session(t testing.TB, id string) (*Session, string) {
 	t.Helper()
 	// Session ids name cgroups, which other tests' kits share a parent
 	// with: unique, as the kit's own ids are.
