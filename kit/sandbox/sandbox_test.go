@@ -593,3 +593,42 @@ func TestLargeEnvironment(t *testing.T) {
 		t.Errorf("Start with an 8 MiB variable: %v, want an error saying it is too large", err)
 	}
 }
+
+// Without a pid namespace, a session's supervisor is the subreaper of
+// what its commands orphan: an orphan is its child, and is reaped.
+func TestSupervisorReapsOrphansWithoutPidNamespace(t *testing.T) {
+	b := newBox(t, Config{NoPID: true, NoMount: true})
+	if b.sb.cloneMask == 0 {
+		t.Skip("no namespace, so no session supervisor: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "s")
+	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
+	if out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 3' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; echo forked`, marker)); out != "forked\n" {
+		t.Fatalf("first command: %q", out)
+	}
+	sup := ss.SupervisorPid()
+	// Its own session, so the end of the command's process group spares it.
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		pids = proctest.WithCmdline(marker)
+	}
+	if len(pids) != 1 {
+		t.Fatalf("orphans %v, want one", pids)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
+		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+		if err != nil {
+			break // reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan %d was not reaped within 20s of its end:\n%s", pids[0], st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
