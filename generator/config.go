@@ -738,7 +738,7 @@ func (d *doc) sandbox(path string, v any, c *Config) {
 }
 
 func (d *doc) agent(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "type", "command", "env", "main", "vendor_hash")
+	m, ok := d.table(path, v, "type", "command", "env", "main", "vendor_hash", "warm")
 	if !ok {
 		return
 	}
@@ -801,6 +801,15 @@ func (d *doc) agent(path string, v any, c *Config) {
 				d.errorf(path+".vendor_hash", "%q is not an SRI sha256 hash such as \"sha256-...=\": use the one Nix prints on the first build", s)
 			}
 			c.AgentVendorHash = s
+		}
+	}
+	if x, ok := m["warm"]; ok {
+		if n, ok := d.integer(path+".warm", x); ok {
+			if n < 0 || n > protocol.MaxWarm {
+				d.errorf(path+".warm", "%d warm sessions: use 0 (off) to %d", n, protocol.MaxWarm)
+			} else {
+				a.Warm = &n
+			}
 		}
 	}
 	c.Agent = a

@@ -388,3 +388,35 @@ func TestGoAgentKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentWarm: [agent] warm sizes the warm pool; it is checked and
+// reaches the manifest only when given.
+func TestAgentWarm(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml, want string
+		warm             *int
+	}{
+		{"default", "[agent]\ntype = \"exec\"\n", "", nil},
+		{"off", "[agent]\nwarm = 0\n", "", new(0)},
+		{"three", "[agent]\ntype = \"acp\"\ncommand = [\"a\"]\nwarm = 3\n", "", new(3)},
+		{"negative", "[agent]\nwarm = -1\n", "agent.warm", nil},
+		{"too many", "[agent]\nwarm = 65\n", "use 0 (off) to 64", nil},
+		{"not a number", "[agent]\nwarm = \"2\"\n", "agent.warm", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("glovebox.toml", []byte(tc.toml))
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse = %v, want no error", err)
+			}
+			if diff := cmp.Diff(tc.warm, c.Agent.Warm); diff != "" {
+				t.Errorf("Agent.Warm (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -195,10 +195,11 @@ func nonNil(s []string) []string {
 
 // environmentBody is the body of GET /environment.
 func (s *Server) environmentBody() []byte {
+	body := s.envBody
 	if s.egress != nil {
-		return *s.egress.envBody.Load()
+		body = *s.egress.envBody.Load()
 	}
-	return s.envBody
+	return s.warm.environment(body)
 }
 
 // egressEnv starts the session's proxy listener, the first time, and
@@ -210,8 +211,9 @@ func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
 	}
 	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent}
 	if e.mode == EgressEnforced {
-		// Each sandboxed process's network namespace has a listener of its
-		// own, made inside it; the proxy serves each for the session.
+		// The session's network namespace (one per supervisor of the
+		// session) has a listener of its own, made inside it; the proxy
+		// serves each for the session.
 		box.OnListener = func(ln net.Listener) {
 			ss.srv.wg.Add(1)
 			go func() {

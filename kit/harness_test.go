@@ -47,7 +47,19 @@ func testManifest(key string) *protocol.Manifest {
 		panic(err)
 	}
 	m.KeyFingerprint = protocol.Fingerprint(key)
+	// The cold path, unless a test turns warm sessions on (withWarm).
+	m.Agent = &protocol.AgentSpec{Type: protocol.AgentExec, Warm: new(0)}
 	return m
+}
+
+// withWarm keeps n warm sessions.
+func withWarm(n int) boxOpt {
+	return func(m *protocol.Manifest, _ *Options) {
+		if m.Agent == nil {
+			m.Agent = &protocol.AgentSpec{Type: protocol.AgentExec}
+		}
+		m.Agent.Warm = &n
+	}
 }
 
 // newBox serves ag from a fresh root under t.TempDir. It checks at cleanup

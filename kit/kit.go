@@ -251,6 +251,7 @@ type Server struct {
 	resume     *resumables // partial uploads, made on first use (upload_resume.go)
 	obs        *observer   // counters for /metrics and the log lines
 	logs       *logRing    // recent log records, for /logs
+	warm       *warmPool   // nil: no warm sessions
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -309,6 +310,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.pingLoop()
+	if n := s.man.Agent.WarmSize(); n > 0 {
+		s.warm = newWarmPool(s, n)
+	}
 	return s, nil
 }
 
@@ -380,6 +384,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancel(errShutdown)
 
 	var wg sync.WaitGroup
+	wg.Go(s.warm.close)
 	for _, ss := range sessions {
 		wg.Add(1)
 		go func() {

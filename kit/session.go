@@ -97,6 +97,8 @@ type session struct {
 	info    *agent.Session
 	made    bool      // session directories created
 	outSnap *snapshot // the output directory when outputs were last collected
+
+	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
 }
 
 // promptRun is a prompt in the queue or running.
@@ -132,18 +134,28 @@ func (s *Server) newSession() *session {
 }
 
 // reserve registers a new session for the credential who unless the box
-// is closed or full.
+// is closed or full. A warm session is taken when there is one.
 func (s *Server) reserve(who string) *session {
-	ss := s.newSession()
+	s.mu.Lock()
+	full := s.closed || len(s.sessions) >= s.maxSessions
+	s.mu.Unlock()
+	var ss *session
+	if !full {
+		ss = s.warm.take()
+	}
+	if ss == nil {
+		ss = s.newSession()
+	}
 	ss.owner = who // before the session is visible to the inspector
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || len(s.sessions) >= s.maxSessions {
-		ss.cancel(errClosed) // its context would stay in the server's until Close
+		s.mu.Unlock()
+		ss.end(errClosed) // its context would stay in the server's until Close
 		return nil
 	}
 	s.sessions[ss.id] = ss
 	s.wg.Add(1) // the connection's handler goroutine
+	s.mu.Unlock()
 	return ss
 }
 
@@ -193,8 +205,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Upgrade has answered the request already.
 		s.log.Debug("websocket upgrade", "err", err)
-		s.removeSession(fresh)
-		fresh.cancel(errClosed)
+		fresh.end(errClosed) // a warm one holds an agent and directories
 		return
 	}
 	c := newConn(ws, &s.wg)
@@ -229,8 +240,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			old.end(errClosed)
 		default:
 			ss = old
-			s.removeSession(fresh)
-			fresh.cancel(errClosed)
+			fresh.end(errClosed)
 		}
 	}
 	if ss == fresh {

@@ -1,1 +1,1 @@
-"sha256-GJIy3Fzj6inY5QkzK0iCj1q3xumo+eE+Vh9MkQtAVVA="
+"sha256-PEnEtKKQQcNb8CD5/qbpicmOeQjWR3P+Ws8McSLei2Y="

@@ -204,6 +204,33 @@ type AgentSpec struct {
 	Type    string            `json:"type"`
 	Command []string          `json:"command,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Warm is how many sessions the kit keeps started ahead of time, each
+	// with its sandbox and agent ready for one session. Nil is
+	// DefaultWarm; 0 turns warm sessions off.
+	Warm *int `json:"warm,omitempty"`
+}
+
+// DefaultWarm is the warm pool's size when the manifest names none;
+// MaxWarm bounds it.
+const (
+	DefaultWarm = 1
+	MaxWarm     = 64
+)
+
+// WarmSize is the warm pool's size a (possibly nil) agent spec asks for.
+func (a *AgentSpec) WarmSize() int {
+	if a == nil || a.Warm == nil {
+		return DefaultWarm
+	}
+	return min(max(*a.Warm, 0), MaxWarm)
+}
+
+// WarmEnvironment is the /environment view of warm sessions.
+type WarmEnvironment struct {
+	// Size is the pool's size per box.
+	Size int `json:"size"`
+	// Ready is how many warm sessions wait, ready, right now.
+	Ready int `json:"ready,omitempty"`
 }
 
 // SessionsSpec tunes sessions. Zero values mean the defaults.
@@ -256,6 +283,8 @@ type Environment struct {
 	Isolation *Isolation `json:"isolation,omitempty"`
 	// Network is the egress policy in force. Additive.
 	Network *EgressEnvironment `json:"network,omitempty"`
+	// Warm is the warm pool. Additive.
+	Warm *WarmEnvironment `json:"warm,omitempty"`
 }
 
 // EgressEnvironment is the /environment view of the egress proxy.
@@ -293,6 +322,7 @@ func (m *Manifest) Environment(capabilities []string) Environment {
 	if m.Agent != nil {
 		env.Agent = m.Agent.Type
 	}
+	env.Warm = &WarmEnvironment{Size: m.Agent.WarmSize()}
 	return env
 }
 

@@ -378,7 +378,7 @@ func TestManifestEnvironment(t *testing.T) {
 	}
 	want := `{"name":"t","version":"0.1.0","base":"glovebox/base",` +
 		`"fs":{"input":{"path":"/input","writable":false},"output":{"path":"/output","writable":true},"work":{"path":"/work","writable":true}},` +
-		`"packages":{},"limits":{"timeout":"5m"},"protocol_version":1,"capabilities":["seq"],"agent":"exec"}`
+		`"packages":{},"limits":{"timeout":"5m"},"protocol_version":1,"capabilities":["seq"],"agent":"exec","warm":{"size":1}}`
 	if string(b) != want {
 		t.Errorf("Environment() = %s, want %s", b, want)
 	}
@@ -390,6 +390,7 @@ func TestManifestEnvironment(t *testing.T) {
 	}
 	wantEnv := m.Environment(nil)
 	wantEnv.Agent = ""
+	wantEnv.Warm = nil
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("v1 /environment body (-want +got):\n%s", diff)
 	}

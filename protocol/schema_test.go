@@ -392,6 +392,7 @@ var schemaTypes = map[string]reflect.Type{
 	"health":             reflect.TypeFor[Health](),
 	"isolation":          reflect.TypeFor[Isolation](),
 	"egress_environment": reflect.TypeFor[EgressEnvironment](),
+	"warm_environment":   reflect.TypeFor[WarmEnvironment](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

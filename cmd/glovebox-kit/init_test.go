@@ -22,8 +22,9 @@ import (
 // as a container runs its entrypoint. A prompt leaves an orphan that the
 // exec agent kills; as init the kit must reap it. With GLOVEBOX_INIT=off
 // the zombie stays, which shows the test can tell the difference. The
-// sandbox's pid namespace would reap it itself, so the box turns that
-// layer (and the mount namespace, whose /proc would hide the kit's) off.
+// sandbox's pid namespace would reap it itself, and so would a session's
+// supervisor (a subreaper), so the box turns off every namespace layer:
+// pid, mount (whose /proc would hide the kit's) and network.
 func TestInitReapsOrphans(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a PID namespace")
@@ -47,7 +48,7 @@ func TestInitReapsOrphans(t *testing.T) {
 			}
 			defer os.RemoveAll(root)
 			os.Chmod(root, 0o755)
-			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec"},"sandbox":{"pid":false,"mount":false}}`))
+			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec"},"sandbox":{"pid":false,"mount":false,"network":false}}`))
 			m.KeyFingerprint = protocol.Fingerprint(key)
 			b, _ := json.Marshal(m)
 			man := filepath.Join(t.TempDir(), "glovebox.json")

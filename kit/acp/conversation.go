@@ -43,7 +43,31 @@ type conversation struct {
 	closed bool
 }
 
-var _ agent.Conversation = (*conversation)(nil)
+var (
+	_ agent.Conversation = (*conversation)(nil)
+	_ agent.Warmer       = (*conversation)(nil)
+)
+
+// Ready implements agent.Warmer: it waits until the agent's process has
+// answered initialize and session/new, and returns a channel closed when
+// that process ends.
+func (c *conversation) Ready(ctx context.Context) (<-chan struct{}, error) {
+	c.mu.Lock()
+	l := c.launch
+	c.mu.Unlock()
+	if l == nil {
+		return nil, errClosed
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.p.exited, nil
+}
 
 // launch is one start of the agent: its process and its handshake, run on
 // their own goroutine so that a prompt can stop waiting for a slow start

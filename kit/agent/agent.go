@@ -38,6 +38,16 @@ type Conversation interface {
 	Close() error
 }
 
+// Warmer is implemented by conversations that start something ahead of
+// their first prompt (an agent process, its handshake). The kit opens
+// conversations ahead of time for its warm pool: Ready waits until the
+// conversation could take its first prompt at once, and returns a channel
+// that is closed when it no longer could (its process died), in which
+// case the kit closes it and never hands it to a session.
+type Warmer interface {
+	Ready(ctx context.Context) (lost <-chan struct{}, err error)
+}
+
 // Func adapts a function into an Agent whose sessions keep no state
 // between prompts.
 type Func func(ctx context.Context, t Turn) (string, error)

@@ -17,8 +17,8 @@
 //     state and every other session's directories do not exist, and /tmp
 //     and /dev/shm are private.
 //   - pid: a pid namespace whose init is the sandbox's own supervisor: the
-//     kit cannot be seen or signalled, and when the supervised command
-//     exits, every process it left behind dies with the namespace.
+//     kit cannot be seen or signalled, and when the session's last
+//     running command exits, every process it left behind dies.
 //   - network: a network namespace with loopback only; where the box has
 //     an egress proxy, its listener is made inside the namespace and
 //     handed to the kit, so the proxy is the only way out.
@@ -29,9 +29,15 @@
 // Processes start through a small supervisor: the kit's own binary,
 // re-executed under the name [InitName], which sets up the namespaces it
 // was cloned into, joins nothing the kit did not prepare, drops its
-// privileges and runs the command. A binary that imports this package
-// (the kit, gbx, a Go agent's kit) serves as that supervisor
-// automatically, from this package's init function.
+// privileges and runs the command. Where a session has namespaces, one
+// supervisor serves the whole session: started with its first command (or
+// ahead of it, by [Session.Warm]), it holds the session's namespaces,
+// mounts and network, and forks and executes each command on request, so
+// that a command costs a fork/exec. The session's commands share its
+// private /tmp; when the last running one ends, whatever they left in the
+// pid namespace is ended. A binary that imports this package (the kit,
+// gbx, a Go agent's kit) serves as that supervisor automatically, from
+// this package's init function.
 package sandbox
 
 import (

@@ -243,6 +243,7 @@ type Session struct {
 	mu     sync.Mutex
 	closed bool
 	procs  map[*Process]struct{}
+	sup    *sessionSup // the session's supervisor, once started
 }
 
 // Open makes the sandbox of session id, whose writable directories are
@@ -323,7 +324,9 @@ func (ss *Session) Chown(path string) error {
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
-// Plain one.
+// Plain one. Where the session has namespaces, its supervisor (started
+// with the first command, or ahead of it by Warm) forks and executes the
+// command inside them.
 func (ss *Session) Start(spec Spec) (*Process, error) {
 	if ss == nil {
 		ss = Plain()
@@ -340,24 +343,64 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	if len(args) == 0 {
 		args = []string{spec.Path}
 	}
+	if sb.cloneMask != 0 {
+		sp, err := ss.supervisor()
+		if err != nil {
+			return nil, err
+		}
+		p, err := sp.start(path, args, &spec)
+		if errors.Is(err, errSupervisorGone) {
+			// It was ending (killed with the session's cgroup): once it
+			// is gone, the next one starts the command.
+			select {
+			case <-sp.done:
+			case <-time.After(5 * time.Second):
+			}
+			if sp, err = ss.supervisor(); err == nil {
+				p, err = sp.start(path, args, &spec)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.ss = ss
+		ss.track(p)
+		return p, nil
+	}
+	is, flags, _ := ss.initSpec(spec.Dir)
+	is.Path, is.Args, is.Env, is.Dir = path, args, spec.Env, spec.Dir
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return nil, errors.New("sandbox: the session has ended")
+	}
+	ss.mu.Unlock()
+	p, err := startSupervisor(is, flags, &spec, ss.cg)
+	if err != nil {
+		return nil, err
+	}
+	p.ss = ss
+	ss.track(p)
+	return p, nil
+}
+
+// initSpec is what a supervisor of the session sets up, and the flags it
+// is cloned with; home is the session user's home directory.
+func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)) {
+	sb := ss.sb
 	is := &initSpec{
-		Path: path, Args: args, Env: spec.Env, Dir: spec.Dir,
 		UID: ss.uid, GID: ss.uid,
-		Grace:     sb.cfg.Grace,
-		DropCaps:  !sb.plain && (sb.root || sb.userns),
-		KeepPrivs: sb.plain,
+		Grace:    sb.cfg.Grace,
+		DropCaps: sb.root || sb.userns,
 		Rlimits: []initRlimit{
 			{Resource: syscall.RLIMIT_NOFILE, Cur: uint64(sb.cfg.Limits.Files), Max: uint64(sb.cfg.Limits.Files)},
 			{Resource: unix.RLIMIT_CORE},
 		},
 	}
-	if sb.plain {
-		is.Rlimits = nil
-	}
 	if ss.uid >= 0 {
 		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(sb.cfg.Limits.Pids), Max: uint64(sb.cfg.Limits.Pids)})
 	}
-	if d := sb.cfg.Limits.Disk; d > 0 && !sb.plain {
+	if d := sb.cfg.Limits.Disk; d > 0 {
 		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_FSIZE, Cur: uint64(d), Max: uint64(d)})
 	}
 	flags := sb.cloneMask
@@ -375,7 +418,7 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 			Proc:     flags&syscall.CLONE_NEWPID != 0,
 		}
 		if ss.uid >= 0 {
-			is.Mount.User = &userEntry{UID: ss.uid, Home: spec.Dir}
+			is.Mount.User = &userEntry{UID: ss.uid, Home: home}
 		}
 	}
 	if flags&syscall.CLONE_NEWPID != 0 {
@@ -395,22 +438,69 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	if sb.userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
+	return is, flags, onListener
+}
+
+// Warm starts the session's supervisor now, in its namespaces and cgroup,
+// so that its first command costs only a fork/exec. Set OnListener first.
+// Without namespaces there is no supervisor to start and it does nothing.
+func (ss *Session) Warm() error {
+	if ss == nil || ss.sb.plain || ss.sb.cloneMask == 0 {
+		return nil
+	}
+	_, err := ss.supervisor()
+	return err
+}
+
+// Lost is closed when the session's supervisor ends before the session
+// does (killed, out of memory): a warm session that lost it is no longer
+// warm. Nil (never closed) where the session has no supervisor yet.
+func (ss *Session) Lost() <-chan struct{} {
+	if ss == nil {
+		return nil
+	}
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sup == nil {
+		return nil
+	}
+	return ss.sup.done
+}
+
+// supervisor returns the session's supervisor, starting one when there is
+// none or the last one ended.
+func (ss *Session) supervisor() (*sessionSup, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	if ss.closed {
-		ss.mu.Unlock()
 		return nil, errors.New("sandbox: the session has ended")
 	}
-	ss.mu.Unlock()
-	p, err := startSupervisor(is, flags, &spec, ss.cg)
+	if ss.sup != nil {
+		select {
+		case <-ss.sup.done:
+		default:
+			return ss.sup, nil
+		}
+	}
+	home := "/"
+	if len(ss.dirs) > 0 {
+		home = ss.dirs[0]
+	}
+	is, flags, onListener := ss.initSpec(home)
+	is.Session = true
+	sp, ln, err := startSessionSup(is, flags, ss.cg)
 	if err != nil {
 		return nil, err
 	}
-	p.ss = ss
-	if onListener != nil && p.listener != nil {
-		onListener(p.listener)
+	if ln != nil {
+		if onListener != nil {
+			onListener(ln)
+		} else {
+			ln.Close()
+		}
 	}
-	ss.track(p)
-	return p, nil
+	ss.sup = sp
+	return sp, nil
 }
 
 // KillAll kills every process of the session and waits until they are
@@ -429,7 +519,13 @@ func (ss *Session) KillAll() {
 	for _, p := range procs {
 		p.Kill()
 	}
-	if ss.cg != nil {
+	// A supervisor in a pid namespace ends everything of the session but
+	// itself, which stays for the next command; else the cgroup (with the
+	// supervisor, started anew by the next command) does.
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if (sp == nil || !sp.killAll()) && ss.cg != nil {
 		ss.cg.kill(5 * time.Second)
 	}
 	if ss.slot >= 0 && ss.sb.uidOnly() {
@@ -451,6 +547,12 @@ func (ss *Session) Close() error {
 	ss.closed = true
 	ss.mu.Unlock()
 	ss.KillAll()
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if sp != nil {
+		sp.close()
+	}
 	if ss.cg != nil {
 		ss.cg.remove()
 	}
@@ -489,10 +591,19 @@ func killUID(uid int) {
 
 // Process is a command running in a sandbox.
 type Process struct {
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd // nil for a command of a session's supervisor
 	ss       *Session
 	pidns    bool // the supervisor is pid 1 of its namespace
 	listener net.Listener
+	specW    *os.File // the supervisor's spec pipe, open while it should live
+
+	// A command of a session's supervisor.
+	sup *sessionSup
+	id  uint64
+	pid int // in the kit's pid namespace
+
+	cg          *cgroup
+	oom0, pids0 int64 // the cgroup's events when the command started
 
 	done   chan struct{}
 	status ExitStatus
@@ -502,6 +613,12 @@ type Process struct {
 // startSupervisor starts a supervisor cloned with flags, puts it in cg,
 // hands it is and waits until the command started.
 func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Process, error) {
+	return startSupervisorWith(is, flags, spec, cg, nil)
+}
+
+// startSupervisorWith is startSupervisor that also hands the supervisor
+// ctl, a session supervisor's control socket, as fdControl.
+func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ctl *os.File) (*Process, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -523,6 +640,12 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		sockChild := os.NewFile(uintptr(pair[1]), "listen-child")
 		defer sockChild.Close()
 		extra = append(extra, sockChild)
+	}
+	if ctl != nil {
+		if len(extra) < fdListen-2 {
+			extra = append(extra, nil)
+		}
+		extra = append(extra, ctl)
 	}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
@@ -551,7 +674,7 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		closeFiles(specW, statR, sockKit)
 		return nil, fmt.Errorf("sandbox: start the supervisor: %w", err)
 	}
-	p := &Process{cmd: cmd, pidns: flags&syscall.CLONE_NEWPID != 0, done: make(chan struct{})}
+	p := &Process{cmd: cmd, pidns: flags&syscall.CLONE_NEWPID != 0, done: make(chan struct{}), specW: specW}
 	fail := func(err error) (*Process, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -594,22 +717,20 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		}
 		p.listener = ln
 	}
-	if !is.Supervise {
+	if !is.Supervise && !is.Session {
 		specW.Close() // the command runs in the supervisor's place
 	}
 	go func() {
 		defer close(p.done)
 		var exitLine string
-		if is.Supervise {
+		if is.Supervise && !is.Session {
 			l, _ := br.ReadString('\n')
 			exitLine = strings.TrimSpace(l)
 		}
 		awaitExit(cmd.Process.Pid)
 		werr := cmd.Wait()
 		statR.Close()
-		if is.Supervise {
-			specW.Close()
-		}
+		specW.Close()
 		if p.listener != nil {
 			p.listener.Close()
 		}
@@ -622,17 +743,24 @@ func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Proc
 		} else {
 			p.err = werr
 		}
-		if cg != nil {
-			oom, pids := cg.events()
-			switch {
-			case oom > oom0:
-				p.status.Limit = "memory"
-			case pids > pids0:
-				p.status.Limit = "pids"
-			}
-		}
+		p.cg, p.oom0, p.pids0 = cg, oom0, pids0
+		p.noteLimit()
 	}()
 	return p, nil
+}
+
+// noteLimit names the limit the session hit while the command ran.
+func (p *Process) noteLimit() {
+	if p.cg == nil {
+		return
+	}
+	oom, pids := p.cg.events()
+	switch {
+	case oom > p.oom0:
+		p.status.Limit = "memory"
+	case pids > p.pids0:
+		p.status.Limit = "pids"
+	}
 }
 
 // supervisorError rebuilds a supervisor's "errno message" error line.
@@ -687,7 +815,12 @@ func closeFiles(files ...*os.File) {
 }
 
 // Pid is the supervisor's pid, in the kit's pid namespace.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int {
+	if p.sup != nil {
+		return p.pid
+	}
+	return p.cmd.Process.Pid
+}
 
 // Done is closed once the process and, in a pid namespace, everything it
 // started are gone.
@@ -704,6 +837,14 @@ func (p *Process) Wait() (ExitStatus, error) {
 // outlive the command).
 func (p *Process) Signal(sig syscall.Signal) error {
 	var err error
+	if p.sup != nil {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
+		return p.sup.signal(p.id, sig)
+	}
 	if p.pidns {
 		select {
 		case <-p.done:
@@ -722,7 +863,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // alive reports whether anything the command started still runs.
 func (p *Process) alive() bool {
-	if p.pidns {
+	if p.pidns || p.sup != nil {
 		select {
 		case <-p.done:
 			return false
@@ -748,7 +889,7 @@ func (p *Process) Stop(grace time.Duration) {
 		for p.alive() && time.Now().Before(deadline) {
 			select {
 			case <-p.done:
-				if p.pidns {
+				if p.pidns || p.sup != nil {
 					return
 				}
 			case <-time.After(10 * time.Millisecond):
@@ -837,4 +978,18 @@ func (sb *Sandbox) Reclaim(id string) bool {
 	}
 	c.remove()
 	return true
+}
+
+// SupervisorPid is the pid of the session's supervisor, or 0 when it has
+// none running.
+func (ss *Session) SupervisorPid() int {
+	if ss == nil {
+		return 0
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sup == nil || ss.sup.isGone() {
+		return 0
+	}
+	return ss.sup.cmd.Process.Pid
 }

@@ -147,3 +147,12 @@ func (p *Process) Stop(grace time.Duration) {
 
 // Reclaim has nothing to reclaim where there are no cgroups.
 func (sb *Sandbox) Reclaim(string) bool { return false }
+
+// Warm does nothing: there is no supervisor to start.
+func (ss *Session) Warm() error { return nil }
+
+// Lost is nil: there is no supervisor to lose.
+func (ss *Session) Lost() <-chan struct{} { return nil }
+
+// SupervisorPid is 0: there is no supervisor.
+func (ss *Session) SupervisorPid() int { return 0 }

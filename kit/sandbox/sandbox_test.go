@@ -26,7 +26,7 @@ type box struct {
 	sb                  *Sandbox
 }
 
-func newBox(t *testing.T, cfg Config) *box {
+func newBox(t testing.TB, cfg Config) *box {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, as the kit runs in its image")
@@ -57,7 +57,7 @@ func newBox(t *testing.T, cfg Config) *box {
 	return b
 }
 
-func (b *box) session(t *testing.T, id string) (*Session, string) {
+func (b *box) session(t testing.TB, id string) (*Session, string) {
 	t.Helper()
 	// Session ids name cgroups, which other tests' kits share a parent
 	// with: unique, as the kit's own ids are.
@@ -469,5 +469,166 @@ func userNSChild(t *testing.T) {
 	}
 	if strings.Contains(out, "other") || strings.Contains(out, "box key") {
 		t.Errorf("a sandbox without root saw what it must not:\n%s", out)
+	}
+}
+
+func TestOneSupervisorPerSession(t *testing.T) {
+	b := newBox(t, Config{})
+	if !b.sb.Report().Has(LayerPID) || !b.sb.Report().Has(LayerMount) {
+		t.Skip("needs the pid and mount namespaces: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "a")
+	if err := ss.Warm(); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	lost := ss.Lost()
+	if lost == nil {
+		t.Fatal("Lost() = nil after Warm, want the supervisor's end")
+	}
+	// Every command runs under the same pid 1, the session's supervisor,
+	// and shares the session's private /tmp; another session sees neither.
+	out1, _ := run(t, ss, dir, `tr '\0' ' ' </proc/1/cmdline; echo; echo one > /tmp/shared; id -u`)
+	out2, _ := run(t, ss, dir, `tr '\0' ' ' </proc/1/cmdline; echo; cat /tmp/shared; id -u`)
+	if !strings.HasPrefix(out1, InitName) || !strings.HasPrefix(out2, InitName) {
+		t.Errorf("pid 1 of the commands' namespace: %q then %q, want %s both times", out1, out2, InitName)
+	}
+	if !strings.Contains(out2, "one") {
+		t.Errorf("the second command does not see the first's /tmp: %q", out2)
+	}
+	if l1, l2 := strings.Fields(out1), strings.Fields(out2); l1[len(l1)-1] != strconv.Itoa(ss.UID()) || l2[len(l2)-1] != strconv.Itoa(ss.UID()) {
+		t.Errorf("uids %q and %q, want the session's %d", out1, out2, ss.UID())
+	}
+	other, odir := b.session(t, "b")
+	if out, _ := run(t, other, odir, `cat /tmp/shared 2>&1 || echo absent`); !strings.Contains(out, "absent") {
+		t.Errorf("another session sees the first's /tmp: %q", out)
+	}
+	// Pid is the command's pid in the kit's namespace.
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "echo up; exec sleep 100"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	// Empty for a moment while sh executes sleep.
+	var cmdline []byte
+	for deadline := time.Now().Add(10 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		cmdline, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
+	}
+	if !strings.HasPrefix(string(cmdline), "sleep") && !strings.HasPrefix(string(cmdline), "sh") {
+		t.Errorf("Pid() = %d, whose cmdline is %q, want the command", p.Pid(), cmdline)
+	}
+	p.Kill()
+	if st, _ := p.Wait(); st.Signal != syscall.SIGKILL {
+		t.Errorf("after Kill: %v, want killed by SIGKILL", st)
+	}
+	select {
+	case <-lost:
+		t.Fatal("the supervisor ended with a command")
+	default:
+	}
+	ss.Close()
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor did not end within 10s of Close")
+	}
+}
+
+// A supervisor killed under a session is replaced by the next command's.
+func TestSupervisorKilledIsReplaced(t *testing.T) {
+	b := newBox(t, Config{})
+	if b.sb.cloneMask == 0 {
+		t.Skip("no namespaces: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "a")
+	if err := ss.Warm(); err != nil {
+		t.Fatal(err)
+	}
+	lost := ss.Lost()
+	ss.mu.Lock()
+	pid := ss.sup.cmd.Process.Pid
+	ss.mu.Unlock()
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost() was not closed within 10s of the supervisor's death")
+	}
+	if out, st := run(t, ss, dir, `echo again`); out != "again\n" || st.Code != 0 {
+		t.Errorf("after the supervisor died: %q, %v", out, st)
+	}
+}
+
+// A command with a large environment starts; one beyond what a request
+// can carry fails with a clear error instead of hanging.
+func TestLargeEnvironment(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "s")
+	// Eight variables of 100 KiB (one string may not pass 128 KiB).
+	env := []string{"PATH=/usr/bin:/bin"}
+	for i := range 8 {
+		env = append(env, fmt.Sprintf("BIG%d=%s", i, strings.Repeat("x", 100<<10)))
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", `echo $(( ${#BIG0} + ${#BIG7} ))`}, Dir: dir, Env: env, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatalf("Start with 800 KiB of environment: %v", err)
+	}
+	out, _ := io.ReadAll(r)
+	p.Wait()
+	if strings.TrimSpace(string(out)) != strconv.Itoa(200<<10) {
+		t.Errorf("the command saw %q, want %d", out, 200<<10)
+	}
+	if b.sb.cloneMask == 0 {
+		return
+	}
+	huge := "HUGE=" + strings.Repeat("x", 8<<20)
+	if _, err := ss.Start(Spec{Path: "/bin/true", Dir: dir, Env: []string{huge}}); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("Start with an 8 MiB variable: %v, want an error saying it is too large", err)
+	}
+}
+
+// Without a pid namespace, a session's supervisor is the subreaper of
+// what its commands orphan: an orphan is its child, and is reaped.
+func TestSupervisorReapsOrphansWithoutPidNamespace(t *testing.T) {
+	b := newBox(t, Config{NoPID: true, NoMount: true})
+	if b.sb.cloneMask == 0 {
+		t.Skip("no namespace, so no session supervisor: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "s")
+	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
+	if out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 3' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; echo forked`, marker)); out != "forked\n" {
+		t.Fatalf("first command: %q", out)
+	}
+	sup := ss.SupervisorPid()
+	// Its own session, so the end of the command's process group spares it.
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		pids = proctest.WithCmdline(marker)
+	}
+	if len(pids) != 1 {
+		t.Fatalf("orphans %v, want one", pids)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
+		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+		if err != nil {
+			break // reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan %d was not reaped within 20s of its end:\n%s", pids[0], st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -45,6 +45,9 @@ type initSpec struct {
 	KeepPrivs bool          `json:"keep_privs,omitempty"`
 	Grace     time.Duration `json:"grace,omitempty"`
 	Probe     bool          `json:"probe,omitempty"` // set up, then exit without running anything
+	// Session makes the supervisor the session's: it runs commands on
+	// request over fdControl (see sessionsup_linux.go).
+	Session bool `json:"session,omitempty"`
 }
 
 type initRlimit struct {
@@ -120,7 +123,7 @@ func supervisorMain() int {
 	// The kit keeps the spec pipe open while it wants the command to run:
 	// its end means the kit is gone.
 	kitGone := make(chan struct{})
-	if spec.Supervise {
+	if spec.Supervise || spec.Session {
 		go func() {
 			_, _ = io.Copy(io.Discard, specFile)
 			close(kitGone)
@@ -164,6 +167,11 @@ func supervisorMain() int {
 	if spec.Probe {
 		fmt.Fprintln(status, "ready")
 		return 0
+	}
+	if spec.Session {
+		fmt.Fprintln(status, "ready")
+		status.Close()
+		return sessionLoop(&spec, kitGone)
 	}
 	if !spec.Supervise {
 		return execInPlace(&spec, fail)

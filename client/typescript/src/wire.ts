@@ -102,6 +102,7 @@ export interface Environment {
   agent?: string;
   isolation?: Isolation;
   network?: EgressEnvironment;
+  warm?: WarmEnvironment;
   [field: string]: unknown;
 }
 
@@ -281,4 +282,13 @@ export interface UrlRef {
   mime?: string;
   url: string;
   headers?: Record<string, string>;
+}
+
+/** Warm agents: how many sessions the box keeps started ahead of time (sandbox, agent process, initialize and session/new), each used by one session only. */
+export interface WarmEnvironment {
+  /** The pool size per box ([agent] warm). */
+  size: number;
+  /** How many warm sessions wait, ready, right now (absent: none). */
+  ready?: number;
+  [field: string]: unknown;
 }

@@ -8,6 +8,8 @@
 //	go build -o /tmp/glovebox-kit ./cmd/glovebox-kit
 //	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 50 --conns 1000,10000
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --first 300 --sandboxes 100,1000
+//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --table 100
+//	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick
 package main
 
 import (
@@ -45,6 +47,10 @@ func run() error {
 	conns := flag.String("conns", "1000,10000", "idle connection counts to measure")
 	first := flag.Int("first", 0, "how many new sessions to time to the first event of echo hi, sandbox on and off")
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
+	tableN := flag.Int("table", 0, "how many new sessions to time, warm and cold, exec and SDK ACP agent, printed as one table")
+	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
+	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the table's rows")
+	quick := flag.Bool("quick", false, "the table with a few runs only, nothing else (CI)")
 	flag.Parse()
 	if *kitPath == "" {
 		return errors.New("--kit is required")
@@ -55,8 +61,16 @@ func run() error {
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
 
+	if *quick {
+		return table(*kitPath, 5, sdkAgent(), *sandboxAgent)
+	}
+	if *tableN > 0 {
+		if err := table(*kitPath, *tableN, sdkAgent(), *sandboxAgent); err != nil {
+			return err
+		}
+	}
 	if *first > 0 {
-		if err := firstCommand(*kitPath, *first); err != nil {
+		if err := firstCommand(*kitPath, *first, *firstWarm); err != nil {
 			return err
 		}
 	}
@@ -257,7 +271,11 @@ func stats(ds []time.Duration) string {
 // hi' to its first byte of output (the floor), then a new session dialled
 // to a kit and prompted with echo hi, to the prompt's first event, with
 // every sandbox layer the machine allows and with the sandbox off.
-func firstCommand(kitPath string, n int) error {
+func firstCommand(kitPath string, n, warm int) error {
+	agentJSON := ""
+	if warm >= 0 {
+		agentJSON = `,"agent":{"type":"exec","warm":` + strconv.Itoa(warm) + `}`
+	}
 	var floor []time.Duration
 	for i := 0; i < n; i++ {
 		r, w, err := os.Pipe()
@@ -282,8 +300,8 @@ func firstCommand(kitPath string, n int) error {
 	}
 	fmt.Printf("fork/exec of /bin/sh -c 'echo hi' to its output (floor): %s\n", stats(floor))
 	for _, v := range []struct{ name, manifest string }{
-		{"every layer", `{"name":"bench"}`},
-		{"sandbox off", `{"name":"bench","sandbox":{"enabled":false}}`},
+		{"every layer", `{"name":"bench"` + agentJSON + `}`},
+		{"sandbox off", `{"name":"bench","sandbox":{"enabled":false}` + agentJSON + `}`},
 	} {
 		k, _, err := startWith(kitPath, v.manifest)
 		if err != nil {

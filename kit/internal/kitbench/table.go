@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// row is one line of the table.
+type row struct {
+	measure string
+	ds      []time.Duration
+	note    string
+}
+
+func pct(ds []time.Duration) (time.Duration, time.Duration) {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2], s[len(s)*99/100]
+}
+
+// table measures time to the first command, warm and cold, across
+// processes, and prints one table. agentJS is the SDK test agent's
+// script (empty: skip the ACP rows).
+func table(kitPath string, n int, agentJS, sandboxAgent string) error {
+	var rows []row
+	// The floor: fork/exec of sh -c true to its exit.
+	var floor []time.Duration
+	for range n {
+		t0 := time.Now()
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			return err
+		}
+		floor = append(floor, time.Since(t0))
+	}
+	rows = append(rows, row{"fork/exec of sh -c true, to its exit (floor)", floor, "this process"})
+	if sandboxAgent != "" {
+		ds, err := sandboxAgentRun(sandboxAgent, max(n, 5)*5)
+		if err != nil {
+			return fmt.Errorf("sandbox-agent: %w", err)
+		}
+		rows = append(rows, row{"sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at " + sandboxAgent})
+		ds, err = sandboxAgentSessions(sandboxAgent, max(n, 5)*5)
+		if err != nil {
+			return fmt.Errorf("sandbox-agent: %w", err)
+		}
+		rows = append(rows, row{"sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)", ds, "its own, at " + sandboxAgent})
+	}
+
+	type variant struct {
+		name, manifest string
+		warm           int
+	}
+	variants := []variant{
+		{"exec agent, cold, every layer", `{"name":"bench","agent":{"type":"exec","warm":0}}`, 0},
+		{"exec agent, warm, every layer", `{"name":"bench","agent":{"type":"exec","warm":1}}`, 1},
+		{"exec agent, cold, sandbox off", `{"name":"bench","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`, 0},
+	}
+	if agentJS != "" {
+		cmd, _ := json.Marshal([]string{"node", agentJS})
+		variants = append(variants,
+			variant{"SDK ACP agent, cold, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":0}}`, 0},
+			variant{"SDK ACP agent, warm, every layer", `{"name":"bench","agent":{"type":"acp","command":` + string(cmd) + `,"warm":1}}`, 1},
+		)
+	}
+	for _, v := range variants {
+		k, _, err := startWith(kitPath, v.manifest)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		layers, _ := isolation(k)
+		var first, next []time.Duration
+		for i := range n {
+			if v.warm > 0 {
+				// A warm figure is for a box that had the time to get
+				// ready: wait until /environment says the pool is full.
+				if err := waitWarm(k, v.warm); err != nil {
+					k.stop()
+					return fmt.Errorf("%s: %w", v.name, err)
+				}
+			}
+			f, nx, err := sessionAndPrompts(k, i < max(2, n/5))
+			if err != nil {
+				k.stop()
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			first = append(first, f)
+			next = append(next, nx...)
+		}
+		k.stop()
+		rows = append(rows, row{v.name + ": new session + first prompt `true` answered", first, layers})
+		if v.warm == 0 && len(next) > 0 {
+			rows = append(rows, row{v.name + ": a later prompt `true`, prompt to result", next, layers})
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tmedian\tp99\truns\tlayers")
+	for _, r := range rows {
+		med, p99 := pct(r.ds)
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%d\t%s\n", r.measure, med.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), len(r.ds), r.note)
+	}
+	return tw.Flush()
+}
+
+// sessionAndPrompts dials a new session and times it to its first prompt's
+// complete; with more it then times five more prompts, prompt to result.
+func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	c, _, err := wsconn.Dial(ctx, "ws://127.0.0.1:"+strconv.Itoa(k.port)+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + k.key}}})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.ReadMessage(); err != nil {
+		return 0, nil, err
+	}
+	prompt := func(id string) error {
+		if err := c.WriteText([]byte(`{"type":"prompt","id":"` + id + `","text":"true","inputs":{}}`)); err != nil {
+			return err
+		}
+		for {
+			b, err := c.ReadMessage()
+			if err != nil {
+				return err
+			}
+			var m struct{ Type string }
+			json.Unmarshal(b, &m)
+			if m.Type == "error" {
+				return fmt.Errorf("prompt failed: %s", b)
+			}
+			if m.Type == "complete" {
+				return nil
+			}
+		}
+	}
+	if err := prompt("p0"); err != nil {
+		return 0, nil, err
+	}
+	first := time.Since(t0)
+	var next []time.Duration
+	if more {
+		for i := range 5 {
+			t1 := time.Now()
+			if err := prompt("p" + strconv.Itoa(i+1)); err != nil {
+				return 0, nil, err
+			}
+			next = append(next, time.Since(t1))
+		}
+	}
+	return first, next, nil
+}
+
+// sandboxAgentRun times sandbox-agent's one-shot process API running
+// sh -c true, over a kept-alive HTTP connection.
+func sandboxAgentRun(base string, n int) ([]time.Duration, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var ds []time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := client.Post(base+"/v1/processes/run", "application/json", strings.NewReader(`{"command":"sh","args":["-c","true"]}`))
+		if err != nil {
+			return nil, err
+		}
+		var r struct{ ExitCode *int }
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			return nil, fmt.Errorf("run sh -c true: status %s, %v", resp.Status, err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return ds, nil
+}
+
+// sandboxAgentSessions times, on sandbox-agent's built-in mock agent
+// (started and initialised once, then shared, as sandbox-agent runs
+// agents), a session/new and a session/prompt, each a JSON-RPC POST.
+func sandboxAgentSessions(base string, n int) ([]time.Duration, error) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	url := base + "/v1/acp/kitbench-" + strconv.Itoa(os.Getpid())
+	post := func(u, body string) (json.RawMessage, error) {
+		resp, err := client.Post(u, "application/json", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Result json.RawMessage
+			Error  json.RawMessage
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || r.Result == nil {
+			return nil, fmt.Errorf("POST %s: status %s, error %s, %v", u, resp.Status, r.Error, err)
+		}
+		return r.Result, nil
+	}
+	if _, err := post(url+"?agent=mock", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`); err != nil {
+		return nil, err
+	}
+	var ds []time.Duration
+	for i := range n {
+		t0 := time.Now()
+		res, err := post(url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(2*i+1)+`,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		if err != nil {
+			return nil, err
+		}
+		var ns struct{ SessionID string }
+		json.Unmarshal(res, &ns)
+		if ns.SessionID == "" {
+			ns.SessionID = "s" + strconv.Itoa(i) // the mock agent echoes instead of answering
+		}
+		if _, err := post(url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(2*i+2)+`,"method":"session/prompt","params":{"sessionId":"`+ns.SessionID+`","prompt":[{"type":"text","text":"true"}]}}`); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return ds, nil
+}
+
+// waitWarm waits until the kit's /environment reports n warm sessions
+// ready.
+func waitWarm(k *kitProc, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(k.port)+"/environment", nil)
+	req.Header.Set("Authorization", "Bearer "+k.key)
+	for {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var env protocol.Environment
+			json.NewDecoder(resp.Body).Decode(&env)
+			resp.Body.Close()
+			if env.Warm != nil && env.Warm.Ready >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kit did not report %d warm sessions ready within 2 minutes", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// sdkAgent finds the SDK test agent beside this command's source, when its
+// npm packages are installed and node runs.
+func sdkAgent() string {
+	if _, err := exec.LookPath("node"); err != nil {
+		return ""
+	}
+	for _, dir := range []string{"kit/acp/testdata/agent", "../../acp/testdata/agent"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk")); err == nil {
+			abs, _ := filepath.Abs(filepath.Join(dir, "agent.mjs"))
+			return abs
+		}
+	}
+	return ""
+}

@@ -1,0 +1,604 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session's supervisor is started once per session, in the session's
+// namespaces and cgroup, with its mounts, network, rlimits and privileges
+// set up once. Every command of the session is then forked and executed
+// by it on request, so that a command costs about a fork/exec instead of a
+// re-execution of the kit's binary and a new set of namespaces.
+//
+// The kit and the supervisor talk over a SOCK_SEQPACKET socket (fdControl),
+// one JSON message per packet; a start request carries the command's
+// standard files, a start reply the command's pidfd (from which the kit
+// learns the command's pid in its own namespace).
+
+const fdControl = 6
+
+// ctlMsg is one message either way on the control socket.
+type ctlMsg struct {
+	Op   string   `json:"op"` // start, signal (kit); started, error, exit (supervisor)
+	ID   uint64   `json:"id"`
+	Path string   `json:"path,omitempty"`
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// Stdio says which of stdin, stdout, stderr the request carries, in
+	// that order (the others are /dev/null).
+	Stdio [3]bool `json:"stdio,omitzero"`
+	Sig   int     `json:"sig,omitempty"`
+	// Status is the command's wait status (exit).
+	Status uint32 `json:"status,omitempty"`
+	Errno  int    `json:"errno,omitempty"`
+	Msg    string `json:"msg,omitempty"`
+}
+
+// maxCtlMsg bounds a control message: a command's argv and environment.
+const maxCtlMsg = 4 << 20
+
+// sessionLoop serves start and signal requests until the kit closes the
+// control socket or the spec pipe. It runs on the supervisor's locked main
+// thread, whose no_new_privs and empty bounding set every command
+// inherits.
+func sessionLoop(spec *initSpec, kitGone <-chan struct{}) int {
+	s := &sessionSupervisor{
+		spec:  spec,
+		cmds:  map[int]uint64{},
+		pidns: os.Getpid() == 1,
+		wake:  make(chan struct{}, 1),
+	}
+	if !s.pidns {
+		// Without a pid namespace, orphans must still be reaped here.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		null = -1
+	}
+	s.null = null
+	go s.reap()
+	go func() {
+		<-kitGone
+		s.shutdown()
+	}()
+	buf := make([]byte, maxCtlMsg)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fdControl, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			s.shutdown()
+			return 0
+		}
+		var fds []int
+		if oobn > 0 {
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for i := range msgs {
+					if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+						fds = append(fds, f...)
+					}
+				}
+			}
+		}
+		var m ctlMsg
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			closeFds(fds)
+			continue
+		}
+		switch m.Op {
+		case "start":
+			s.start(&m, fds)
+		case "signal":
+			closeFds(fds)
+			s.signal(m.ID, syscall.Signal(m.Sig))
+		case "killall":
+			closeFds(fds)
+			s.killAll(m.ID)
+		default:
+			closeFds(fds)
+		}
+	}
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+type sessionSupervisor struct {
+	spec  *initSpec
+	pidns bool // pid 1 of the session's pid namespace
+	null  int
+
+	// mu guards cmds; cleanMu is held while a command starts and while
+	// the namespace is emptied after the last command, so that a new
+	// command is never caught by that.
+	mu      sync.Mutex
+	cleanMu sync.Mutex
+	cmds    map[int]uint64 // running commands' pids (process groups) -> request id
+	wake    chan struct{}  // a command started: the reaper has children again
+}
+
+func send(m *ctlMsg, fds ...int) {
+	b, _ := json.Marshal(m)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err := unix.Sendmsg(fdControl, b, oob, nil, 0)
+		if !errors.Is(err, syscall.EINTR) {
+			return
+		}
+	}
+}
+
+func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
+	defer closeFds(fds)
+	files := make([]uintptr, 3)
+	next := 0
+	for i := range files {
+		if m.Stdio[i] && next < len(fds) {
+			files[i] = uintptr(fds[next])
+			next++
+		} else {
+			files[i] = uintptr(s.null)
+		}
+	}
+	path, err := lookPath(m.Path, m.Env)
+	if err != nil {
+		send(&ctlMsg{Op: "error", ID: m.ID, Errno: int(syscall.ENOENT), Msg: err.Error()})
+		return
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   m.Env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+	}
+	if s.spec.UID >= 0 {
+		attr.Sys.Credential = &syscall.Credential{Uid: uint32(s.spec.UID), Gid: uint32(s.spec.GID), Groups: []uint32{}}
+	}
+	s.cleanMu.Lock()
+	s.mu.Lock()
+	pid, err := syscall.ForkExec(path, m.Args, attr)
+	if err == nil {
+		s.cmds[pid] = m.ID
+	}
+	s.mu.Unlock()
+	s.cleanMu.Unlock()
+	if err != nil {
+		errno := 0
+		var e syscall.Errno
+		if errors.As(err, &e) {
+			errno = int(e)
+		}
+		msg := "start " + path // the kit adds the errno's text
+		if errno == 0 {
+			msg += ": " + err.Error()
+		}
+		send(&ctlMsg{Op: "error", ID: m.ID, Errno: errno, Msg: msg})
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	if pidfd >= 0 {
+		send(&ctlMsg{Op: "started", ID: m.ID, Status: uint32(pid)}, pidfd)
+		unix.Close(pidfd)
+	} else {
+		send(&ctlMsg{Op: "started", ID: m.ID, Status: uint32(pid)})
+	}
+}
+
+// signal sends sig to the command's process group.
+func (s *sessionSupervisor) signal(id uint64, sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, cid := range s.cmds {
+		if cid == id {
+			if syscall.Kill(-pid, sig) != nil {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+	}
+}
+
+// killAll kills every process of the session but this one, waits until
+// they are gone (bounded) and says so.
+func (s *sessionSupervisor) killAll(id uint64) {
+	s.cleanMu.Lock()
+	if s.pidns {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		waitEmpty(5 * time.Second)
+	} else {
+		s.mu.Lock()
+		for pid := range s.cmds {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		s.mu.Unlock()
+	}
+	s.cleanMu.Unlock()
+	send(&ctlMsg{Op: "killed", ID: id})
+}
+
+// reap waits for every child (commands and the orphans reparented here)
+// and reports commands' ends.
+func (s *sessionSupervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			// No child: wait for the next command.
+			<-s.wake
+			continue
+		}
+		s.mu.Lock()
+		id, ok := s.cmds[pid]
+		delete(s.cmds, pid)
+		s.mu.Unlock()
+		if ok {
+			go s.finish(id, pid, ws)
+		}
+	}
+}
+
+// finish ends what a command left behind, then reports its end. In a pid
+// namespace, once no other command of the session runs, every process in
+// the namespace goes (SIGTERM, then SIGKILL after the grace period), as it
+// would with the namespace; otherwise the command's process group goes.
+func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
+	s.cleanMu.Lock()
+	s.mu.Lock()
+	last := len(s.cmds) == 0
+	s.mu.Unlock()
+	switch {
+	case s.pidns && last:
+		if !emptied() {
+			_ = syscall.Kill(-1, syscall.SIGTERM)
+			if !waitEmpty(s.spec.Grace) {
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+				waitEmpty(5 * time.Second)
+			}
+		}
+	default:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	s.cleanMu.Unlock()
+	send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws)})
+}
+
+// emptied reports whether no process but this one is left in the pid
+// namespace (zombies count until reaped).
+func emptied() bool {
+	return errors.Is(syscall.Kill(-1, 0), syscall.ESRCH)
+}
+
+func waitEmpty(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !emptied() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// shutdown kills everything the session runs and exits.
+func (s *sessionSupervisor) shutdown() {
+	if s.pidns {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+	} else {
+		s.mu.Lock()
+		for pid := range s.cmds {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		s.mu.Unlock()
+	}
+	os.Exit(0)
+}
+
+// hostPid is the pid, in the kit's namespace, of the process a pidfd
+// refers to.
+func hostPid(pidfd int) int {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// sessionSup is the kit's side of a session's supervisor.
+type sessionSup struct {
+	cmd   *exec.Cmd
+	ctl   *net.UnixConn
+	specW *os.File // open while the kit wants the supervisor to live
+	pidns bool
+	cg    *cgroup
+	done  chan struct{} // closed once the supervisor is gone
+
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan ctlReply
+	procs   map[uint64]*Process
+	gone    bool
+}
+
+type ctlReply struct {
+	m   ctlMsg
+	fds []int
+}
+
+// errSupervisorGone is why a command of a session whose supervisor ended
+// has no status.
+var errSupervisorGone = errors.New("sandbox: the session's supervisor ended")
+
+// startSessionSup starts a session's supervisor cloned with flags, in cg,
+// and waits until it is ready. It returns the egress listener made in its
+// network namespace, if is asks for one.
+func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.Listener, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	// A start request carries the command's whole argv and environment in
+	// one packet: room for maxCtlMsg where the kit may force it (root),
+	// else the system's default (about 200 KiB).
+	if unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, maxCtlMsg) != nil {
+		_ = unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, maxCtlMsg)
+	}
+	ctlKit := os.NewFile(uintptr(pair[0]), "control-kit")
+	ctlChild := os.NewFile(uintptr(pair[1]), "control-child")
+	defer ctlChild.Close()
+	p, err := startSupervisorWith(is, flags, nil, cg, ctlChild)
+	if err != nil {
+		ctlKit.Close()
+		return nil, nil, err
+	}
+	fc, err := net.FileConn(ctlKit)
+	ctlKit.Close()
+	if err != nil {
+		p.Kill()
+		p.specW.Close()
+		<-p.done
+		return nil, nil, fmt.Errorf("sandbox: control socket: %w", err)
+	}
+	s := &sessionSup{
+		cmd: p.cmd, ctl: fc.(*net.UnixConn), specW: p.specW, pidns: p.pidns, cg: cg,
+		done: p.done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
+	}
+	go s.read()
+	go func() {
+		<-p.done
+		s.ctl.Close()
+	}()
+	return s, p.listener, nil
+}
+
+// read serves the supervisor's messages until it is gone.
+func (s *sessionSup) read() {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := s.ctl.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			break
+		}
+		var fds []int
+		if oobn > 0 {
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for i := range msgs {
+					if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+						fds = append(fds, f...)
+					}
+				}
+			}
+		}
+		var m ctlMsg
+		if json.Unmarshal(buf[:n], &m) != nil {
+			closeFds(fds)
+			continue
+		}
+		s.mu.Lock()
+		switch m.Op {
+		case "started", "error", "killed":
+			if ch, ok := s.waiting[m.ID]; ok {
+				delete(s.waiting, m.ID)
+				ch <- ctlReply{m, fds}
+				fds = nil
+			}
+		case "exit":
+			if p, ok := s.procs[m.ID]; ok {
+				delete(s.procs, m.ID)
+				p.status = statusOf(syscall.WaitStatus(m.Status))
+				p.noteLimit()
+				close(p.done)
+			}
+		}
+		s.mu.Unlock()
+		closeFds(fds)
+	}
+	s.ctl.Close()
+	<-s.done
+	s.mu.Lock()
+	s.gone = true
+	for id, ch := range s.waiting {
+		delete(s.waiting, id)
+		ch <- ctlReply{m: ctlMsg{Op: "error", Msg: errSupervisorGone.Error()}}
+	}
+	for id, p := range s.procs {
+		delete(s.procs, id)
+		p.err = errSupervisorGone
+		p.status = ExitStatus{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL}
+		p.noteLimit()
+		close(p.done)
+	}
+	s.mu.Unlock()
+}
+
+// start asks the supervisor to run a command and waits until it runs.
+func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, error) {
+	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir}
+	if m.Env == nil {
+		m.Env = []string{}
+	}
+	var fds []int
+	for i, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
+		if f != nil {
+			m.Stdio[i] = true
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	ch := make(chan ctlReply, 1)
+	p := &Process{sup: s, pidns: s.pidns, done: make(chan struct{})}
+	if s.cg != nil {
+		p.cg = s.cg
+		p.oom0, p.pids0 = s.cg.events()
+	}
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		return nil, errSupervisorGone
+	}
+	s.next++
+	m.ID = s.next
+	p.id = m.ID
+	s.waiting[m.ID] = ch
+	s.procs[m.ID] = p
+	s.mu.Unlock()
+	b, err := json.Marshal(&m)
+	if err == nil && len(b) > maxCtlMsg {
+		err = fmt.Errorf("the command's arguments and environment take %d bytes, more than %d", len(b), maxCtlMsg)
+	}
+	if err == nil {
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
+		_, _, err = s.ctl.WriteMsgUnix(b, oob, nil)
+		if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || s.isGone()) {
+			err = fmt.Errorf("%w: %w", errSupervisorGone, err)
+		}
+	}
+	for _, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
+		runtime.KeepAlive(f)
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(s.waiting, m.ID)
+		delete(s.procs, m.ID)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("sandbox: ask the session's supervisor to start %s: %w", path, err)
+	}
+	r := <-ch
+	if r.m.Op != "started" {
+		closeFds(r.fds)
+		s.mu.Lock()
+		delete(s.procs, m.ID)
+		s.mu.Unlock()
+		if r.m.Errno > 0 {
+			return nil, fmt.Errorf("sandbox: %s: %w", r.m.Msg, syscall.Errno(r.m.Errno))
+		}
+		return nil, fmt.Errorf("sandbox: %s", r.m.Msg)
+	}
+	for _, fd := range r.fds {
+		if p.pid == 0 {
+			p.pid = hostPid(fd)
+		}
+		unix.Close(fd)
+	}
+	return p, nil
+}
+
+// killAll asks a supervisor in a pid namespace to kill every process of
+// the session but itself, and waits until it did. It reports false when
+// the supervisor could not.
+func (s *sessionSup) killAll() bool {
+	if !s.pidns {
+		return false
+	}
+	ch := make(chan ctlReply, 1)
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		return false
+	}
+	s.next++
+	id := s.next
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	b, _ := json.Marshal(&ctlMsg{Op: "killall", ID: id})
+	if _, err := s.ctl.Write(b); err != nil {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+		return false
+	}
+	select {
+	case r := <-ch:
+		return r.m.Op == "killed"
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+// signal asks the supervisor to signal a command's process group.
+func (s *sessionSup) signal(id uint64, sig syscall.Signal) error {
+	b, _ := json.Marshal(&ctlMsg{Op: "signal", ID: id, Sig: int(sig)})
+	if _, err := s.ctl.Write(b); err != nil && !s.isGone() {
+		return fmt.Errorf("sandbox: signal through the session's supervisor: %w", err)
+	}
+	return nil
+}
+
+func (s *sessionSup) isGone() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the supervisor and everything it runs, and waits (bounded)
+// until it is gone.
+func (s *sessionSup) close() {
+	s.specW.Close()
+	s.ctl.Close()
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
