@@ -741,6 +741,12 @@ func (ss *session) end(cause error) {
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
 		ss.obs.close()
+		if !ss.opened.Load() {
+			// A warm session no client took, or a fresh one a resume
+			// replaced: it was never opened, so it is not reported closed.
+			ss.logger().Debug("unused session discarded", "cause", closeCause(cause))
+			return
+		}
 		ss.logger().Info("session closed", "duration_ms", time.Since(ss.created).Milliseconds(),
 			"prompts", ss.promptsRun.Load(), "frames", ss.framesSent.Load(), "events", ss.eventsSent.Load(),
 			"bytes", ss.bytesSent.Load(), "cause", closeCause(cause))

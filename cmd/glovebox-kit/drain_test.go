@@ -35,6 +35,10 @@ func parkingManifest(t *testing.T, key, drain string) string {
 	m.KeyFingerprint = protocol.Fingerprint(key)
 	m.StoragePolicy.Outputs = protocol.Policy{Rules: []protocol.Rule{{Use: protocol.Use{Adapter: protocol.AdapterLocalServer}, When: protocol.When{Always: true}}}}
 	m.Sessions = &protocol.SessionsSpec{Drain: drain}
+	// No warm sessions: the recovery tests count exactly what one dead
+	// session leaves, and a warm one is a session of its own.
+	none := 0
+	m.Agent = &protocol.AgentSpec{Type: protocol.AgentExec, Warm: &none}
 	b, _ := json.Marshal(m)
 	p := filepath.Join(t.TempDir(), "glovebox.json")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
