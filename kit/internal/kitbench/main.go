@@ -189,28 +189,35 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-// starts times n starts of the kit to /health answering, and as many of a
-// minimal Go HTTP server (this binary in its http role), interleaved.
+// starts times n starts of the kit to /health answering, with the
+// manifest's defaults and with the sandbox off, and as many of a minimal
+// Go HTTP server (this binary in its http role), interleaved.
 func starts(kitPath string, n int) ([]row, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	var ks, fs []time.Duration
+	var ks, offs, fs []time.Duration
 	for range n {
-		k, d, err := start(kitPath)
-		if err != nil {
-			return nil, err
+		for _, v := range []struct {
+			manifest string
+			to       *[]time.Duration
+		}{{`{"name":"bench"}`, &ks}, {`{"name":"bench","sandbox":{"enabled":false}}`, &offs}} {
+			k, d, err := startWith(kitPath, v.manifest)
+			if err != nil {
+				return nil, err
+			}
+			*v.to = append(*v.to, d)
+			k.stop()
 		}
-		ks = append(ks, d)
-		k.stop()
-		d, err = startFloor(self)
+		d, err := startFloor(self)
 		if err != nil {
 			return nil, fmt.Errorf("minimal Go HTTP server: %w", err)
 		}
 		fs = append(fs, d)
 	}
-	return []row{startRow("kit process start to /health answering", ks, "the next row"),
+	return []row{startRow("kit process start to /health answering", ks, "the last of these rows"),
+		startRow("the same, sandbox off", offs, "the next row"),
 		startRow("minimal Go HTTP server (kitbench's http role) start to /health", fs, "the floor")}, nil
 }
 
