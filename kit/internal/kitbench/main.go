@@ -71,7 +71,7 @@ type config struct {
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
-	return config{kit: kitPath, starts: 5, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
+	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
 		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent}
 }
 
@@ -462,7 +462,7 @@ func firstCommand(kitPath string, n, warm int) ([]row, error) {
 			ds = append(ds, d)
 		}
 		k.stop()
-		rows = append(rows, durRow("new session to the first event of echo hi, "+v.name+" ("+layers+")", ds, "fork/exec floor"))
+		rows = append(rows, durRow("new session to the first event of echo hi, "+v.name, ds, "fork/exec floor; layers: "+layers))
 	}
 	return rows, nil
 }
@@ -566,7 +566,7 @@ func sessions(kitPath string, n int) ([]row, error) {
 	}
 	layers, _ := isolation(k)
 	return []row{
-		durRow(fmt.Sprintf("%d sandboxed sessions (%s): setup and first prompt `true`", n, layers), ds, ""),
+		durRow(fmt.Sprintf("%d sandboxed sessions: setup and first prompt `true`", n), ds, "layers: "+layers),
 		{measure: fmt.Sprintf("kit RSS per sandboxed session, %d", n), median: fmt.Sprintf("%.1f KiB", float64(after-base)/float64(n)/1024),
 			spread: fmt.Sprintf("RSS %.1f MiB idle, %.1f MiB with them", float64(base)/(1<<20), float64(after)/(1<<20)), runs: 1},
 	}, nil

@@ -129,9 +129,9 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) ([]row, error) {
 			next = append(next, nx...)
 		}
 		k.stop()
-		rows = append(rows, durRow(v.name+": new session + first prompt `true` answered ("+layers+")", first, "fork/exec floor"))
+		rows = append(rows, durRow(v.name+": new session + first prompt `true` answered", first, "fork/exec floor; layers: "+layers))
 		if v.warm == 0 && len(next) > 0 {
-			rows = append(rows, durRow(v.name+": a later prompt `true`, prompt to result ("+layers+")", next, "fork/exec floor"))
+			rows = append(rows, durRow(v.name+": a later prompt `true`, prompt to result", next, "fork/exec floor; layers: "+layers))
 		}
 	}
 	return rows, nil
