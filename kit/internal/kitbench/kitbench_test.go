@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // TestMain lets the tests re-execute the test binary in kitbench's roles,
@@ -27,6 +30,8 @@ func TestMain(m *testing.M) {
 // bursts against it; the minimal HTTP server's start; and prints the
 // table.
 func TestServedRowsAndTable(t *testing.T) {
+	before := runtime.NumGoroutine()
+	defer waittest.Goroutines(t, before)
 	rows, err := measure(config{starts: 0, bursts: []int{100, 1000}, burstRuns: 2, roundTrips: 20}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +76,27 @@ func TestServedRowsAndTable(t *testing.T) {
 		}
 	}
 	t.Log("\n" + out.String())
+}
+
+// TestServedStops checks that the serve role's process ends when its
+// client closes its standard input, and answers until then.
+func TestServedStops(t *testing.T) {
+	s, err := startServed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := events(s, 10, 1)
+	if err != nil {
+		s.stop()
+		t.Fatal(err)
+	}
+	if r.runs != 1 || r.median == "" {
+		t.Errorf("row %+v; want one run with a rate", r)
+	}
+	s.stop()
+	if s.cmd.ProcessState == nil || !s.cmd.ProcessState.Exited() || !s.cmd.ProcessState.Success() {
+		t.Errorf("the serve role's process: %v; want it exited cleanly once its standard input closed", s.cmd.ProcessState)
+	}
 }
 
 // TestQuickConfig checks that --quick leaves out nothing but --first and
