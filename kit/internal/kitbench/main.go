@@ -1,15 +1,20 @@
-// Command kitbench measures what go test -bench cannot: a real kit
-// process's start time to /health answering, its idle RSS, its memory per
-// idle connection, the time from dialling a new session to the first
-// event of `echo hi` with the sandbox's layers on and off beside a bare
-// fork/exec of /bin/sh, and the memory and setup time per sandboxed
-// session. The client is this process; the kit is another.
+// Command kitbench measures, across processes, what go test -bench cannot,
+// and prints every figure as one table at the end: a real kit process's
+// start to /health answering beside a minimal Go HTTP server's (the
+// floor), its idle RSS, its memory per idle connection, events per second
+// to one client in bursts, the prompt round trip beside a ping on the same
+// connection, and the time from dialling a new session to the first
+// prompt answered, warm and cold, exec and SDK ACP agent, beside a bare
+// fork/exec. Optional: the first event of `echo hi` with the sandbox's
+// layers on and off (--first), the memory and setup time per sandboxed
+// session (--sandboxes). The client is this process; the kit is another:
+// the glovebox-kit binary given, or, for events and round trips, this
+// binary re-executed in a server role (kit.New with a Go agent).
 //
 //	go build -o /tmp/glovebox-kit ./cmd/glovebox-kit
-//	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 50 --conns 1000,10000
-//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --first 300 --sandboxes 100,1000
-//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --table 100
-//	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick
+//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit     # every figure of BENCHMARKS.md
+//	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick  # CI: small counts, every measure
+//	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --events "" --round-trips 0 --table 0 --first 300 --sandboxes 100,1000
 package main
 
 import (
@@ -35,22 +40,54 @@ import (
 )
 
 func main() {
+	if ok, err := role(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kitbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kitbench:", err)
 		os.Exit(1)
 	}
 }
 
+// config is what one run measures; its zero values skip a measure.
+type config struct {
+	kit          string
+	starts       int
+	conns        []int
+	bursts       []int
+	burstRuns    int
+	roundTrips   int
+	table        int
+	first        int
+	firstWarm    int
+	sandboxes    []int
+	sandboxAgent string
+}
+
+// quickConfig is what CI runs: every measure but --first and
+// --sandboxes, with small counts.
+func quickConfig(kitPath, sandboxAgent string) config {
+	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
+		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent}
+}
+
 func run() error {
 	kitPath := flag.String("kit", "", "path of a glovebox-kit binary")
-	starts := flag.Int("starts", 30, "how many starts to time")
+	starts := flag.Int("starts", 30, "how many starts to time, the kit's and a minimal Go HTTP server's")
 	conns := flag.String("conns", "1000,10000", "idle connection counts to measure")
+	bursts := flag.String("events", "1000,10000,100000", "event burst sizes to time to one client")
+	burstRuns := flag.Int("event-runs", 7, "how many bursts of each size")
+	rounds := flag.Int("round-trips", 3000, "how many prompt round trips and pings to time on one connection")
 	first := flag.Int("first", 0, "how many new sessions to time to the first event of echo hi, sandbox on and off")
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
-	tableN := flag.Int("table", 0, "how many new sessions to time, warm and cold, exec and SDK ACP agent, printed as one table")
+	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
-	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the table's rows")
-	quick := flag.Bool("quick", false, "the table with a few runs only, nothing else (CI)")
+	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
+	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
 	flag.Parse()
 	if *kitPath == "" {
 		return errors.New("--kit is required")
@@ -60,44 +97,153 @@ func run() error {
 		lim.Cur = lim.Max
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
+	cfg := quickConfig(*kitPath, *sandboxAgent)
+	if !*quick {
+		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
+			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent}
+		var err error
+		for _, l := range []struct {
+			name, s string
+			to      *[]int
+		}{{"--conns", *conns, &cfg.conns}, {"--events", *bursts, &cfg.bursts}, {"--sandboxes", *sandboxes, &cfg.sandboxes}} {
+			if *l.to, err = ints(l.s); err != nil {
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+		}
+	}
+	rows, err := measure(cfg, sdkAgent())
+	if len(rows) > 0 {
+		fmt.Println()
+		printTable(os.Stdout, rows)
+	}
+	return err
+}
 
-	if *quick {
-		return table(*kitPath, 5, sdkAgent(), *sandboxAgent)
-	}
-	if *tableN > 0 {
-		if err := table(*kitPath, *tableN, sdkAgent(), *sandboxAgent); err != nil {
-			return err
+// measure runs what cfg asks for and returns the table's rows, those
+// measured before an error too.
+func measure(cfg config, agentJS string) (rows []row, err error) {
+	step := func(what string, f func() ([]row, error)) {
+		if err != nil {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "kitbench:", what)
+		var rs []row
+		rs, err = f()
+		rows = append(rows, rs...)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	if *first > 0 {
-		if err := firstCommand(*kitPath, *first, *firstWarm); err != nil {
-			return err
-		}
+	if cfg.starts > 0 {
+		step("start to /health", func() ([]row, error) { return starts(cfg.kit, cfg.starts) })
 	}
-	for _, f := range splitList(*sandboxes) {
+	for i, n := range cfg.conns {
+		step(fmt.Sprintf("%d idle connections", n), func() ([]row, error) { return idle(cfg.kit, n, i == 0) })
+	}
+	if len(cfg.bursts) > 0 || cfg.roundTrips > 0 {
+		step("events and round trips, a kit with a Go agent in its own process", func() ([]row, error) {
+			s, err := startServed()
+			if err != nil {
+				return nil, err
+			}
+			defer s.stop()
+			var rows []row
+			if cfg.roundTrips > 0 {
+				rs, err := roundTrips(s, cfg.roundTrips)
+				if err != nil {
+					return rows, err
+				}
+				rows = append(rows, rs...)
+			}
+			for _, n := range cfg.bursts {
+				r, err := events(s, n, max(cfg.burstRuns, 1))
+				if err != nil {
+					return rows, err
+				}
+				rows = append(rows, r)
+			}
+			return rows, nil
+		})
+	}
+	if cfg.table > 0 {
+		step("time to the first command, warm and cold", func() ([]row, error) { return table(cfg.kit, cfg.table, agentJS, cfg.sandboxAgent) })
+	}
+	if cfg.first > 0 {
+		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })
+	}
+	for _, n := range cfg.sandboxes {
+		step(fmt.Sprintf("%d sandboxed sessions", n), func() ([]row, error) { return sessions(cfg.kit, n) })
+	}
+	return rows, err
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
 		n, err := strconv.Atoi(f)
-		if err != nil {
-			return fmt.Errorf("--sandboxes: %w", err)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
 		}
-		if err := sessions(*kitPath, n); err != nil {
-			return err
-		}
+		out = append(out, n)
 	}
-	if *starts <= 0 {
-		return idleAll(*kitPath, *conns)
+	return out, nil
+}
+
+// starts times n starts of the kit to /health answering, with the
+// manifest's defaults and with the sandbox off, and as many of a minimal
+// Go HTTP server (this binary in its http role), interleaved.
+func starts(kitPath string, n int) ([]row, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
 	}
-	var ds []time.Duration
-	for i := 0; i < *starts; i++ {
-		k, d, err := start(*kitPath)
-		if err != nil {
-			return err
+	var ks, offs, fs []time.Duration
+	for range n {
+		for _, v := range []struct {
+			manifest string
+			to       *[]time.Duration
+		}{{`{"name":"bench"}`, &ks}, {`{"name":"bench","sandbox":{"enabled":false}}`, &offs}} {
+			k, d, err := startWith(kitPath, v.manifest)
+			if err != nil {
+				return nil, err
+			}
+			*v.to = append(*v.to, d)
+			k.stop()
 		}
-		ds = append(ds, d)
+		d, err := startFloor(self)
+		if err != nil {
+			return nil, fmt.Errorf("minimal Go HTTP server: %w", err)
+		}
+		fs = append(fs, d)
+	}
+	return []row{startRow("kit process start to /health answering", ks, "the last of these rows"),
+		startRow("the same, sandbox off", offs, "the next row"),
+		startRow("minimal Go HTTP server (kitbench's http role) start to /health", fs, "the floor")}, nil
+}
+
+func startRow(measure string, ds []time.Duration, floor string) row {
+	r := durRow(measure, ds, floor)
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	r.spread = "min " + dur(s[0]) + ", " + r.spread
+	return r
+}
+
+// startFloor times self in its http role from exec to /health answering.
+func startFloor(self string) (time.Duration, error) {
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = []string{roleEnv + "=http", "GLOVEBOX_PORT=" + strconv.Itoa(port)}
+	cmd.Stderr = os.Stderr
+	k := &kitProc{cmd: cmd, port: port}
+	d, err := waitHealth(k)
+	if err == nil {
 		k.stop()
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	fmt.Printf("start to /health: median %v, p90 %v, min %v (%d runs)\n", ds[len(ds)/2], ds[len(ds)*9/10], ds[0], len(ds))
-	return idleAll(*kitPath, *conns)
+	return d, err
 }
 
 func splitList(s string) []string {
@@ -110,19 +256,6 @@ func splitList(s string) []string {
 	return out
 }
 
-func idleAll(kitPath, conns string) error {
-	for _, f := range splitList(conns) {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return fmt.Errorf("--conns: %w", err)
-		}
-		if err := idle(kitPath, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 type kitProc struct {
 	cmd  *exec.Cmd
 	root string
@@ -133,7 +266,9 @@ type kitProc struct {
 func (k *kitProc) stop() {
 	k.cmd.Process.Signal(syscall.SIGTERM)
 	k.cmd.Wait()
-	os.RemoveAll(k.root)
+	if k.root != "" {
+		os.RemoveAll(k.root)
+	}
 }
 
 func freePort() (int, error) {
@@ -181,28 +316,37 @@ func startWith(kitPath, manifestJSON string) (_ *kitProc, _ time.Duration, err e
 	}
 	cmd := exec.Command(kitPath, "--manifest", manifest, "--root", root)
 	cmd.Env = []string{"GLOVEBOX_KEY=" + key, "GLOVEBOX_PORT=" + strconv.Itoa(port), "PATH=/usr/bin:/bin"}
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/health"
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
+	k := &kitProc{cmd: cmd, root: root, port: port, key: key}
+	d, err := waitHealth(k)
+	if err != nil {
 		return nil, 0, err
+	}
+	return k, d, nil
+}
+
+// waitHealth starts k's command and times it to the first 200 from
+// /health, for 10 s at most.
+func waitHealth(k *kitProc) (time.Duration, error) {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	url := "http://127.0.0.1:" + strconv.Itoa(k.port) + "/health"
+	t0 := time.Now()
+	if err := k.cmd.Start(); err != nil {
+		return 0, err
 	}
 	for {
 		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return time.Since(t0), nil
 			}
 		}
 		if time.Since(t0) > 10*time.Second {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, 0, fmt.Errorf("kit did not answer /health: %v", err)
+			k.cmd.Process.Kill()
+			k.cmd.Wait()
+			return 0, fmt.Errorf("%s did not answer /health within 10s: %v", k.cmd.Path, err)
 		}
 	}
-	d := time.Since(t0)
-	return &kitProc{cmd: cmd, root: root, port: port, key: key}, d, nil
 }
 
 func rss(pid int) (int64, error) {
@@ -221,17 +365,18 @@ func rss(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS")
 }
 
-// idle opens n idle sessions to a fresh kit and reports its RSS growth.
-func idle(kitPath string, n int) error {
+// idle opens n idle sessions to a fresh kit and reports its RSS growth,
+// and with base its RSS before them.
+func idle(kitPath string, n int, withBase bool) ([]row, error) {
 	k, _, err := start(kitPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer k.stop()
 	time.Sleep(500 * time.Millisecond)
 	base, err := rss(k.cmd.Process.Pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	url := "ws://127.0.0.1:" + strconv.Itoa(k.port) + "/"
 	h := http.Header{"Authorization": {"Bearer " + k.key}}
@@ -244,34 +389,33 @@ func idle(kitPath string, n int) error {
 	for i := 0; i < n; i++ {
 		c, _, err := wsconn.Dial(context.Background(), url, wsconn.DialOptions{Header: h})
 		if err != nil {
-			return fmt.Errorf("connection %d: %w", i, err)
+			return nil, fmt.Errorf("connection %d: %w", i, err)
 		}
 		if _, err := c.ReadMessage(); err != nil { // hello
-			return fmt.Errorf("connection %d: %w", i, err)
+			return nil, fmt.Errorf("connection %d: %w", i, err)
 		}
 		cs = append(cs, c)
 	}
 	time.Sleep(2 * time.Second)
 	after, err := rss(k.cmd.Process.Pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Printf("%d idle connections: idle RSS %.1f MiB, with connections %.1f MiB, %.1f KiB per connection\n",
-		n, float64(base)/(1<<20), float64(after)/(1<<20), float64(after-base)/float64(n)/1024)
-	return nil
-}
-
-// stats formats the median and p99 of ds.
-func stats(ds []time.Duration) string {
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return fmt.Sprintf("median %v, p99 %v (%d runs)", ds[len(ds)/2].Round(time.Microsecond), ds[len(ds)*99/100].Round(time.Microsecond), len(ds))
+	var rows []row
+	if withBase {
+		rows = append(rows, row{measure: "kit idle RSS after boot", median: fmt.Sprintf("%.1f MiB", float64(base)/(1<<20)), runs: 1,
+			floor: "original TS kit: 53.7 MiB"})
+	}
+	return append(rows, row{measure: fmt.Sprintf("RSS growth per idle authenticated WebSocket, %d", n),
+		median: fmt.Sprintf("%.1f KiB", float64(after-base)/float64(n)/1024), spread: fmt.Sprintf("RSS %.1f MiB with them", float64(after)/(1<<20)),
+		runs: 1, floor: "original TS kit: 13.1 KiB at 1,000, 7.2 KiB at 10,000"}), nil
 }
 
 // firstCommand times, n times each, a bare fork/exec of /bin/sh -c 'echo
 // hi' to its first byte of output (the floor), then a new session dialled
 // to a kit and prompted with echo hi, to the prompt's first event, with
 // every sandbox layer the machine allows and with the sandbox off.
-func firstCommand(kitPath string, n, warm int) error {
+func firstCommand(kitPath string, n, warm int) ([]row, error) {
 	agentJSON := ""
 	if warm >= 0 {
 		agentJSON = `,"agent":{"type":"exec","warm":` + strconv.Itoa(warm) + `}`
@@ -280,13 +424,13 @@ func firstCommand(kitPath string, n, warm int) error {
 	for i := 0; i < n; i++ {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cmd := exec.Command("/bin/sh", "-c", "echo hi")
 		cmd.Stdout = w
 		t0 := time.Now()
 		if err := cmd.Start(); err != nil {
-			return err
+			return nil, err
 		}
 		w.Close()
 		buf := make([]byte, 8)
@@ -295,17 +439,17 @@ func firstCommand(kitPath string, n, warm int) error {
 		cmd.Wait()
 		r.Close()
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	fmt.Printf("fork/exec of /bin/sh -c 'echo hi' to its output (floor): %s\n", stats(floor))
+	rows := []row{durRow("fork/exec of /bin/sh -c 'echo hi' to its output", floor, "the floor of the next two")}
 	for _, v := range []struct{ name, manifest string }{
 		{"every layer", `{"name":"bench"` + agentJSON + `}`},
 		{"sandbox off", `{"name":"bench","sandbox":{"enabled":false}` + agentJSON + `}`},
 	} {
 		k, _, err := startWith(kitPath, v.manifest)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		layers, _ := isolation(k)
 		var ds []time.Duration
@@ -313,14 +457,14 @@ func firstCommand(kitPath string, n, warm int) error {
 			d, err := firstEvent(k)
 			if err != nil {
 				k.stop()
-				return err
+				return nil, err
 			}
 			ds = append(ds, d)
 		}
 		k.stop()
-		fmt.Printf("new session to the first event of echo hi, %s (%s): %s\n", v.name, layers, stats(ds))
+		rows = append(rows, durRow("new session to the first event of echo hi, "+v.name, ds, "fork/exec floor; layers: "+layers))
 	}
-	return nil
+	return rows, nil
 }
 
 func isolation(k *kitProc) (string, error) {
@@ -375,16 +519,16 @@ func firstEvent(k *kitProc) (time.Duration, error) {
 // sessions opens n sessions to a fresh kit, each running one prompt (so
 // that its sandbox exists: directories, uid, cgroup), keeps them open, and
 // reports the setup time per session and the kit's RSS per session.
-func sessions(kitPath string, n int) error {
+func sessions(kitPath string, n int) ([]row, error) {
 	k, _, err := start(kitPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer k.stop()
 	time.Sleep(300 * time.Millisecond)
 	base, err := rss(k.cmd.Process.Pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	h := http.Header{"Authorization": {"Bearer " + k.key}}
 	var cs []*wsconn.Conn
@@ -398,7 +542,7 @@ func sessions(kitPath string, n int) error {
 		t0 := time.Now()
 		c, _, err := wsconn.Dial(context.Background(), "ws://127.0.0.1:"+strconv.Itoa(k.port)+"/", wsconn.DialOptions{Header: h})
 		if err != nil {
-			return fmt.Errorf("session %d: %w", i, err)
+			return nil, fmt.Errorf("session %d: %w", i, err)
 		}
 		cs = append(cs, c)
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -407,7 +551,7 @@ func sessions(kitPath string, n int) error {
 		for {
 			b, err := c.ReadMessage()
 			if err != nil {
-				return fmt.Errorf("session %d: %w", i, err)
+				return nil, fmt.Errorf("session %d: %w", i, err)
 			}
 			if strings.Contains(string(b), `"complete"`) || strings.Contains(string(b), `"error"`) {
 				break
@@ -418,10 +562,12 @@ func sessions(kitPath string, n int) error {
 	time.Sleep(time.Second)
 	after, err := rss(k.cmd.Process.Pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	layers, _ := isolation(k)
-	fmt.Printf("%d sandboxed sessions (%s): setup and first prompt %s; kit RSS %.1f MiB idle, %.1f MiB with them, %.1f KiB per session\n",
-		n, layers, stats(ds), float64(base)/(1<<20), float64(after)/(1<<20), float64(after-base)/float64(n)/1024)
-	return nil
+	return []row{
+		durRow(fmt.Sprintf("%d sandboxed sessions: setup and first prompt `true`", n), ds, "layers: "+layers),
+		{measure: fmt.Sprintf("kit RSS per sandboxed session, %d", n), median: fmt.Sprintf("%.1f KiB", float64(after-base)/float64(n)/1024),
+			spread: fmt.Sprintf("RSS %.1f MiB idle, %.1f MiB with them", float64(base)/(1<<20), float64(after)/(1<<20)), runs: 1},
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,11 +19,39 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// row is one line of the table.
+// row is one line of the table: a measure, its median, its spread (p99,
+// or min and max), how many runs, and what it is compared with.
 type row struct {
-	measure string
-	ds      []time.Duration
-	note    string
+	measure, median, spread string
+	runs                    int
+	floor                   string
+}
+
+// durRow makes the row of a timed measure: median and p99.
+func durRow(measure string, ds []time.Duration, floor string) row {
+	med, p99 := pct(ds)
+	return row{measure: measure, median: dur(med), spread: "p99 " + dur(p99), runs: len(ds), floor: floor}
+}
+
+// dur rounds d for the table: three significant figures or so.
+func dur(d time.Duration) string {
+	switch {
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(100 * time.Nanosecond).String()
+}
+
+// printTable writes rows as one aligned table.
+func printTable(w io.Writer, rows []row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tmedian\tspread\truns\tcompared with")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.measure, r.median, r.spread, r.runs, r.floor)
+	}
+	return tw.Flush()
 }
 
 func pct(ds []time.Duration) (time.Duration, time.Duration) {
@@ -32,31 +61,31 @@ func pct(ds []time.Duration) (time.Duration, time.Duration) {
 }
 
 // table measures time to the first command, warm and cold, across
-// processes, and prints one table. agentJS is the SDK test agent's
+// processes, and returns its rows. agentJS is the SDK test agent's
 // script (empty: skip the ACP rows).
-func table(kitPath string, n int, agentJS, sandboxAgent string) error {
+func table(kitPath string, n int, agentJS, sandboxAgent string) ([]row, error) {
 	var rows []row
 	// The floor: fork/exec of sh -c true to its exit.
 	var floor []time.Duration
 	for range n {
 		t0 := time.Now()
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
-			return err
+			return nil, err
 		}
 		floor = append(floor, time.Since(t0))
 	}
-	rows = append(rows, row{"fork/exec of sh -c true, to its exit (floor)", floor, "this process"})
+	rows = append(rows, durRow("fork/exec of sh -c true, to its exit", floor, "the floor of the first-prompt rows"))
 	if sandboxAgent != "" {
 		ds, err := sandboxAgentRun(sandboxAgent, max(n, 5)*5)
 		if err != nil {
-			return fmt.Errorf("sandbox-agent: %w", err)
+			return nil, fmt.Errorf("sandbox-agent: %w", err)
 		}
-		rows = append(rows, row{"sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at " + sandboxAgent})
+		rows = append(rows, durRow("sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at "+sandboxAgent))
 		ds, err = sandboxAgentSessions(sandboxAgent, max(n, 5)*5)
 		if err != nil {
-			return fmt.Errorf("sandbox-agent: %w", err)
+			return nil, fmt.Errorf("sandbox-agent: %w", err)
 		}
-		rows = append(rows, row{"sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)", ds, "its own, at " + sandboxAgent})
+		rows = append(rows, durRow("sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)", ds, "its own, at "+sandboxAgent))
 	}
 
 	type variant struct {
@@ -78,7 +107,7 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) error {
 	for _, v := range variants {
 		k, _, err := startWith(kitPath, v.manifest)
 		if err != nil {
-			return fmt.Errorf("%s: %w", v.name, err)
+			return nil, fmt.Errorf("%s: %w", v.name, err)
 		}
 		layers, _ := isolation(k)
 		var first, next []time.Duration
@@ -88,30 +117,24 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) error {
 				// ready: wait until /environment says the pool is full.
 				if err := waitWarm(k, v.warm); err != nil {
 					k.stop()
-					return fmt.Errorf("%s: %w", v.name, err)
+					return nil, fmt.Errorf("%s: %w", v.name, err)
 				}
 			}
 			f, nx, err := sessionAndPrompts(k, i < max(2, n/5))
 			if err != nil {
 				k.stop()
-				return fmt.Errorf("%s: %w", v.name, err)
+				return nil, fmt.Errorf("%s: %w", v.name, err)
 			}
 			first = append(first, f)
 			next = append(next, nx...)
 		}
 		k.stop()
-		rows = append(rows, row{v.name + ": new session + first prompt `true` answered", first, layers})
+		rows = append(rows, durRow(v.name+": new session + first prompt `true` answered", first, "fork/exec floor; layers: "+layers))
 		if v.warm == 0 && len(next) > 0 {
-			rows = append(rows, row{v.name + ": a later prompt `true`, prompt to result", next, layers})
+			rows = append(rows, durRow(v.name+": a later prompt `true`, prompt to result", next, "fork/exec floor; layers: "+layers))
 		}
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\tmedian\tp99\truns\tlayers")
-	for _, r := range rows {
-		med, p99 := pct(r.ds)
-		fmt.Fprintf(tw, "%s\t%v\t%v\t%d\t%s\n", r.measure, med.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), len(r.ds), r.note)
-	}
-	return tw.Flush()
+	return rows, nil
 }
 
 // sessionAndPrompts dials a new session and times it to its first prompt's

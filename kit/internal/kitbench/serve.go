@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit"
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// roleEnv names the role a re-executed kitbench plays: "serve" (a kit with
+// a Go agent, for events and round trips) or "http" (a minimal Go HTTP
+// server, the floor of start to /health). Unset: the client, as run.
+const roleEnv = "KITBENCH_ROLE"
+
+// role runs the role roleEnv names, if any, and reports whether it did.
+func role() (bool, error) {
+	switch r := os.Getenv(roleEnv); r {
+	case "":
+		return false, nil
+	case "serve":
+		return true, serveKit(os.Stdout)
+	case "http":
+		return true, serveHTTP()
+	default:
+		return true, fmt.Errorf("%s=%q: unknown role; want serve or http", roleEnv, r)
+	}
+}
+
+// serveHTTP is the floor of start to /health: a minimal Go HTTP server
+// answering /health on GLOVEBOX_PORT, until SIGTERM.
+func serveHTTP() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("GLOVEBOX_PORT"))
+	if err != nil {
+		return err
+	}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+		<-sig
+		ln.Close()
+	}()
+	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// serveKit runs kit.New + Serve in this process with a Go agent: a prompt
+// whose text is a number N emits N text_delta events, any other prompt
+// returns at once. It prints "address key" to out, then serves until its
+// standard input closes (the client is gone) or SIGTERM.
+func serveKit(out io.Writer) error {
+	key := protocol.NewKey()
+	m, err := protocol.ParseManifest([]byte(`{"name":"kitbench","version":"0.1.0"}`))
+	if err != nil {
+		return err
+	}
+	m.KeyFingerprint = protocol.Fingerprint(key)
+	data := json.RawMessage(`{"text":"hello"}`)
+	ag := agent.Func(func(ctx context.Context, t agent.Turn) (string, error) {
+		n, err := strconv.Atoi(t.Text())
+		if err != nil {
+			return "", nil
+		}
+		for range n {
+			if err := t.Emit("text_delta", data); err != nil {
+				return "", err
+			}
+		}
+		return "", nil
+	})
+	dir, err := os.MkdirTemp("", "kitbench-serve-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := kit.New(kit.Options{Manifest: m, Key: key, Root: dir, Agent: ag,
+		Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		io.Copy(io.Discard, os.Stdin) // the client closes it, or dies
+		stop()
+	}()
+	fmt.Fprintln(out, ln.Addr().String(), key)
+	return srv.Serve(ctx, ln)
+}
+
+// served is a kitbench in the serve role, in its own process.
+type served struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	addr  string
+	key   string
+}
+
+// startServed re-executes this binary in the serve role and reads its
+// address and key.
+func startServed() (*served, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), roleEnv+"=serve")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	type res struct {
+		line string
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		l, err := bufio.NewReader(out).ReadString('\n')
+		ch <- res{l, err}
+	}()
+	var r res
+	select {
+	case r = <-ch:
+	case <-time.After(30 * time.Second):
+		r.err = errors.New("no address within 30s")
+	}
+	f := strings.Fields(r.line)
+	if r.err != nil || len(f) != 2 {
+		in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("kitbench's serve role did not print its address and key (%q): %v", r.line, r.err)
+	}
+	return &served{cmd: cmd, stdin: in, addr: f[0], key: f[1]}, nil
+}
+
+func (s *served) stop() {
+	s.stdin.Close()
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (s *served) dial() (*wsconn.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := wsconn.Dial(ctx, "ws://"+s.addr+"/", wsconn.DialOptions{
+		Header: http.Header{"Authorization": {"Bearer " + s.key}}, Subprotocols: []string{"glovebox.v1"}})
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := c.ReadMessage(); err != nil { // hello
+		c.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	return c, nil
+}
+
+// untilEnd reads frames to the prompt's complete, counting events; an
+// error frame is an error.
+func untilEnd(c *wsconn.Conn) (int, error) {
+	events := 0
+	for {
+		b, err := c.ReadMessage()
+		if err != nil {
+			return events, err
+		}
+		if strings.HasPrefix(string(b), `{"type":"event"`) {
+			events++
+			continue
+		}
+		var m struct{ Type string }
+		json.Unmarshal(b, &m)
+		switch m.Type {
+		case "complete":
+			return events, nil
+		case "error":
+			return events, fmt.Errorf("prompt failed: %s", b)
+		}
+	}
+}
+
+// roundTrips times n pings and n no-op prompts, alternating, on one
+// connection.
+func roundTrips(s *served, n int) ([]row, error) {
+	c, err := s.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var ping, prompt []time.Duration
+	for i := range n {
+		t0 := time.Now()
+		if err := c.WriteText([]byte(`{"type":"ping","ts":1}`)); err != nil {
+			return nil, err
+		}
+		for {
+			b, err := c.ReadMessage()
+			if err != nil {
+				return nil, fmt.Errorf("ping: %w", err)
+			}
+			if strings.Contains(string(b), `"pong"`) {
+				break
+			}
+		}
+		ping = append(ping, time.Since(t0))
+		t0 = time.Now()
+		if err := c.WriteText([]byte(`{"type":"prompt","id":"r` + strconv.Itoa(i) + `","text":"rt"}`)); err != nil {
+			return nil, err
+		}
+		if _, err := untilEnd(c); err != nil {
+			return nil, fmt.Errorf("prompt: %w", err)
+		}
+		prompt = append(prompt, time.Since(t0))
+	}
+	pm, p99 := pct(ping)
+	rm, r99 := pct(prompt)
+	return []row{
+		durRow("ping to pong, one connection", ping, "the floor of the next two"),
+		durRow("prompt round trip, no-op Go agent, same connection", prompt, "ping"),
+		{measure: "prompt round trip / ping", median: fmt.Sprintf("%.2fx", float64(rm)/float64(pm)),
+			spread: fmt.Sprintf("p99 %.2fx", float64(r99)/float64(p99)), runs: n, floor: "goal <= 1.5x"},
+	}, nil
+}
+
+// events times bursts of n text_delta events to one client, each on a
+// new connection, runs times, and reports events per second.
+func events(s *served, n, runs int) (row, error) {
+	var rates []float64
+	for range runs {
+		c, err := s.dial()
+		if err != nil {
+			return row{}, err
+		}
+		t0 := time.Now()
+		if err := c.WriteText([]byte(`{"type":"prompt","id":"p","text":"` + strconv.Itoa(n) + `"}`)); err != nil {
+			c.Close()
+			return row{}, err
+		}
+		got, err := untilEnd(c)
+		d := time.Since(t0)
+		c.Close()
+		if err != nil {
+			return row{}, err
+		}
+		if got != n {
+			return row{}, fmt.Errorf("burst of %d events: read %d", n, got)
+		}
+		rates = append(rates, float64(n)/d.Seconds())
+	}
+	sort.Float64s(rates)
+	return row{measure: fmt.Sprintf("events/s to one client, burst of %d", n),
+		median: rate(rates[len(rates)/2]),
+		spread: "min " + rate(rates[0]) + ", max " + rate(rates[len(rates)-1]),
+		runs:   runs, floor: "original TS kit: 18.9k at 10,000, 12.3k at 100,000"}, nil
+}
+
+func rate(r float64) string {
+	switch {
+	case r >= 1e6:
+		return fmt.Sprintf("%.2fM", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.0fk", r/1e3)
+	}
+	return fmt.Sprintf("%.0f", r)
+}
