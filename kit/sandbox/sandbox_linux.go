@@ -160,28 +160,68 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
 		}
 		sb.userns = true
 	}
+	var mask uintptr
 	for _, w := range want {
 		if w.no {
 			off(w.name, "turned off in the manifest")
 			continue
 		}
-		if err := sb.probe(w.flag, sb.userns); err != nil {
-			off(w.name, err.Error())
+		mask |= w.flag
+	}
+	if mask == 0 {
+		return
+	}
+	// The usual answer first: every namespace at once, one supervisor
+	// started at boot instead of one a namespace.
+	together := sb.probe(mask, sb.userns)
+	if together == nil {
+		sb.cloneMask = mask
+		return
+	}
+	// Something failed: find what, each alone, at the same time.
+	errs := make([]error, len(want))
+	var wg sync.WaitGroup
+	for i, w := range want {
+		if mask&w.flag == 0 {
 			continue
 		}
-		sb.cloneMask |= w.flag
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sb.probe(w.flag, sb.userns)
+		}()
 	}
-	if sb.cloneMask != 0 {
-		// Each works alone; check that they work together.
-		if err := sb.probe(sb.cloneMask, sb.userns); err != nil {
-			for _, w := range want {
-				if sb.cloneMask&w.flag != 0 {
-					off(w.name, "works alone but not with the other namespaces: "+err.Error())
-				}
-			}
-			sb.cloneMask = 0
+	wg.Wait()
+	alone := 0
+	for i, w := range want {
+		if mask&w.flag == 0 {
+			continue
+		}
+		if errs[i] != nil {
+			off(w.name, errs[i].Error())
+			continue
+		}
+		alone++
+	}
+	if alone == 0 {
+		return
+	}
+	// Some work alone: keep them if they work together.
+	var ok uintptr
+	for i, w := range want {
+		if mask&w.flag != 0 && errs[i] == nil {
+			ok |= w.flag
 		}
 	}
+	if err := sb.probe(ok, sb.userns); err != nil {
+		for _, w := range want {
+			if ok&w.flag != 0 {
+				off(w.name, "works alone but not with the other namespaces: "+err.Error())
+			}
+		}
+		return
+	}
+	sb.cloneMask = ok
 }
 
 // probe runs a supervisor that sets up what flags need, then exits.
