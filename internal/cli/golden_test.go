@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -98,17 +98,21 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// runStatus runs gbx through Run, as cmd/gbx does, with env as its whole
+// environment.
+func runStatus(t *testing.T, env map[string]string, dir string, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	status = Run(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
+	return out.String(), errb.String(), status
+}
+
 // transcript is one gbx run as a golden file shows it.
-func transcript(n *normaliser, args []string, stdout, stderr string, err error) string {
+func transcript(n *normaliser, args []string, stdout, stderr string, status int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "$ gbx %s\n", n.apply(strings.Join(args, " ")))
-	fmt.Fprintf(&b, "-- exit %d --\n", exitStatus(err))
-	if err != nil {
-		var exit *ExitError
-		if !errors.As(err, &exit) {
-			fmt.Fprintf(&b, "-- error --\n%s\n", n.apply(err.Error()))
-		}
-	}
+	fmt.Fprintf(&b, "-- exit %d --\n", status)
 	fmt.Fprintf(&b, "-- stdout --\n%s", n.apply(stdout))
 	fmt.Fprintf(&b, "-- stderr --\n%s", n.apply(stderr))
 	return b.String()
@@ -155,6 +159,7 @@ func TestGoldenOutput(t *testing.T) {
 		{"prompt-usage", env, []string{"prompt", "--nope"}, nil},
 		{"env", env, []string{"env"}, nil},
 		{"health", env, []string{"health"}, nil},
+		{"health-down", nil, []string{"health", "--url", "ws://127.0.0.1:1/"}, nil},
 		{"files-ls", env, []string{"files", "ls"}, tables},
 		{"files-usage", env, []string{"files", "chmod"}, nil},
 		{"token", env, []string{"token", "--scope", "connect"}, nil},
@@ -173,13 +178,13 @@ func TestGoldenOutput(t *testing.T) {
 		if c.name == "ps" {
 			stop = runningPrompt(t, url, key, tables)
 		}
-		stdout, stderr, err := runGbx(t, c.env, work, c.args...)
+		stdout, stderr, status := runStatus(t, c.env, work, c.args...)
 		stop()
 		cn := n
 		if c.n != nil {
 			cn = c.n
 		}
-		golden(t, c.name, transcript(cn, c.args, stdout, stderr, err))
+		golden(t, c.name, transcript(cn, c.args, stdout, stderr, status))
 	}
 }
 
@@ -191,8 +196,8 @@ func TestGoldenDemo(t *testing.T) {
 	n.add(dir, "<DIR>")
 	// Who runs the command depends on the sandbox this machine allows.
 	n.extra = []rule{{regexp.MustCompile(`running as \S+ in \S+`), "running as <USER> in <WORKDIR>"}}
-	stdout, stderr, err := runGbx(t, nil, dir, "demo")
-	golden(t, "demo", transcript(n, []string{"demo"}, stdout, stderr, err))
+	stdout, stderr, status := runStatus(t, nil, dir, "demo")
+	golden(t, "demo", transcript(n, []string{"demo"}, stdout, stderr, status))
 }
 
 // TestGoldenDev: gbx dev's banner, up to the moment it is stopped.
@@ -207,15 +212,43 @@ func TestGoldenDev(t *testing.T) {
 	// Which of the box's packages this machine's PATH lacks varies.
 	n.extra = []rule{{regexp.MustCompile(`(?m)^  tools  .*$`), "  tools  <TOOLS>"}}
 	stdout, err := stop()
-	golden(t, "dev", transcript(n, []string{"dev", "--addr", "127.0.0.1:0", "--no-nix"}, stdout, "", err))
+	status := 0
+	if err != nil {
+		status = 1
+		t.Errorf("gbx dev: %v", err)
+	}
+	golden(t, "dev", transcript(n, []string{"dev", "--addr", "127.0.0.1:0", "--no-nix"}, stdout, "", status))
 }
 
-// exitStatus is the status cmd/gbx exits with for err.
-func exitStatus(err error) int {
-	if errors.Is(err, ErrUsage) {
-		return 2
+// TestRunExitStatus: Run's status is 0, a command's own (gbx prompt passes
+// on the remote command's), 2 for a usage error and 1 for any other
+// failure, which it prints.
+func TestRunExitStatus(t *testing.T) {
+	url, key := testBox(t, `{"name":"t"}`)
+	env := boxEnv(url, key)
+	for _, tc := range []struct {
+		args   []string
+		want   int
+		stderr string
+	}{
+		{[]string{"help"}, 0, ""},
+		{[]string{"version"}, 0, ""},
+		{[]string{"prompt", "true"}, 0, ""},
+		{nil, 2, "gbx: usage: no command given\n"},
+		{[]string{"frobnicate"}, 2, "gbx: usage: unknown command \"frobnicate\"\n"},
+		{[]string{"prompt", "--nope"}, 2, "gbx: usage: unknown flag: --nope\n"},
+		{[]string{"prompt", "exit 7"}, 7, "exit status 7\n"},
+		{[]string{"prompt", "--key", "wrong", "true"}, 1, "gbx: "},
+		{[]string{"health", "--url", "ws://127.0.0.1:1/"}, 1, "gbx: "},
+	} {
+		_, stderr, status := runStatus(t, env, t.TempDir(), tc.args...)
+		if status != tc.want || !strings.HasSuffix(stderr, tc.stderr) && !strings.HasPrefix(stderr, tc.stderr) {
+			t.Errorf("gbx %s = status %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), status, stderr, tc.want, tc.stderr)
+		}
+		if tc.want == 0 && stderr != "" {
+			t.Errorf("gbx %s succeeded but wrote to stderr: %q", strings.Join(tc.args, " "), stderr)
+		}
 	}
-	return exitCode(err)
 }
 
 // runningPrompt starts a prompt that runs until the returned stop, so that

@@ -31,7 +31,7 @@ func reference() (string, error) {
 	for _, c := range cs {
 		var out, errb bytes.Buffer
 		stdio := IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: os.TempDir()}
-		if err := Run(context.Background(), stdio, []string{c.name, "--help"}); err != nil {
+		if err := execute(context.Background(), stdio, []string{c.name, "--help"}); err != nil {
 			return "", fmt.Errorf("gbx %s --help: %w", c.name, err)
 		}
 		if out.Len() > 0 {
