@@ -44,18 +44,56 @@ const shutdownGrace = 10 * time.Second
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents
 // leave behind (which would otherwise pile up as zombies), and returns the
-// kit's exit status as an *ExitStatusError. GLOVEBOX_INIT=off turns that
+// kit's exit status. GLOVEBOX_INIT=off turns that
 // off for containers that already run an init.
+//
+// Main takes the process's environment in env and returns the status the
+// process exits with: 0, 1 for a failure it has reported, or the kit's own
+// status when it ran as the init. The init and the secret scrubbing act on
+// the process itself, so they read it directly.
 //
 // resolve returns the agent for the manifest. Main serves until ctx ends
 // or SIGTERM or SIGINT arrives, then drains (Server.Drain): the box takes
 // no new sessions or prompts, tells its clients, and lets running prompts
 // finish for up to the manifest's sessions.drain (default 30s) before it
-// closes; it then returns nil, so the process exits 0. A second signal
-// cuts the drain at once. It writes every problem to stderr itself, one
-// line each, and returns a non-nil error whenever the process should exit
-// with a failure status.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+// closes; it then returns 0. A second signal cuts the drain at once. It
+// writes every problem to stderr itself, one line each.
+func Main(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) int {
+	err := run(ctx, env, resolve)
+	var status *ExitStatusError
+	switch {
+	case errors.As(err, &status):
+		return status.Code // the kit's status, passed on by its init
+	case err != nil:
+		return 1 // run has reported it
+	}
+	return 0
+}
+
+// Env is the environment Main runs in. A cmd's main fills it from the
+// process: kit.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr,
+// LookupEnv: os.LookupEnv}.
+type Env struct {
+	// Args are the command line's arguments, without the program name.
+	Args           []string
+	Stdout, Stderr io.Writer
+	// LookupEnv reads an environment variable (os.LookupEnv); nil means
+	// an empty environment.
+	LookupEnv func(string) (string, bool)
+}
+
+func (e Env) getenv(name string) string {
+	if e.LookupEnv == nil {
+		return ""
+	}
+	v, _ := e.LookupEnv(name)
+	return v
+}
+
+// run is Main up to the exit status: nil, an *ExitStatusError from the
+// init, or another error it has reported.
+func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+	args, stdout, stderr := env.Args, env.Stdout, env.Stderr
 	if err := protectSecrets(); err != nil {
 		fmt.Fprintf(stderr, "glovebox-kit: %v\n", err)
 		return err
@@ -65,9 +103,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	}
 	fl := flag.NewFlagSet("glovebox-kit", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	manifestPath := fl.String("manifest", os.Getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")
-	root := fl.String("root", os.Getenv("GLOVEBOX_ROOT"), "re-root the manifest's fs paths and the state dir under `DIR` (env GLOVEBOX_ROOT)")
-	stateDir := fl.String("state-dir", os.Getenv("GLOVEBOX_STATE_DIR"), "the kit's state `DIR` (default /var/glovebox, re-rooted; env GLOVEBOX_STATE_DIR)")
+	manifestPath := fl.String("manifest", env.getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")
+	root := fl.String("root", env.getenv("GLOVEBOX_ROOT"), "re-root the manifest's fs paths and the state dir under `DIR` (env GLOVEBOX_ROOT)")
+	stateDir := fl.String("state-dir", env.getenv("GLOVEBOX_STATE_DIR"), "the kit's state `DIR` (default /var/glovebox, re-rooted; env GLOVEBOX_STATE_DIR)")
 	version := fl.Bool("version", false, "print the kit's version and exit")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,7 +126,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	}
 
 	var problems []string
-	handler, err := NewLogHandler(stderr, os.Getenv("GLOVEBOX_LOG"), os.Getenv("GLOVEBOX_LOG_FORMAT"))
+	handler, err := NewLogHandler(stderr, env.getenv("GLOVEBOX_LOG"), env.getenv("GLOVEBOX_LOG_FORMAT"))
 	if err != nil {
 		problems = append(problems, err.Error())
 		handler = slog.NewTextHandler(stderr, nil)
@@ -102,12 +140,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		return &BootError{Problems: problems}
 	}
 
-	port, err := listenPort()
+	port, err := listenPort(env.getenv)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	key := os.Getenv("GLOVEBOX_KEY")
-	publicURL, set := os.LookupEnv("GLOVEBOX_PUBLIC_URL")
+	key := env.getenv("GLOVEBOX_KEY")
+	publicURL, set := "", false
+	if env.LookupEnv != nil {
+		publicURL, set = env.LookupEnv("GLOVEBOX_PUBLIC_URL")
+	}
 	if !set {
 		publicURL = "http://localhost:" + strconv.Itoa(port)
 	}
@@ -134,7 +175,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("agent: %v", err))
 	}
-	adapters, err := EnvAdapters(os.Getenv, man, log)
+	adapters, err := EnvAdapters(env.getenv, man, log)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -147,6 +188,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, resolve 
 		Agent:     orPlaceholder(ag),
 		Adapters:  adapters,
 		Logger:    log,
+		Getenv:    env.getenv,
 	})
 	var be *BootError
 	if errors.As(err, &be) {
@@ -249,9 +291,9 @@ func orPlaceholder(a agent.Agent) agent.Agent {
 }
 
 // listenPort reads GLOVEBOX_PORT, else PORT, else DefaultPort.
-func listenPort() (int, error) {
+func listenPort(getenv func(string) string) (int, error) {
 	for _, name := range []string{"GLOVEBOX_PORT", "PORT"} {
-		v := strings.TrimSpace(os.Getenv(name))
+		v := strings.TrimSpace(getenv(name))
 		if v == "" {
 			continue
 		}

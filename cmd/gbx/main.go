@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,20 +13,16 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:])
-	stop()
-	var exit *cli.ExitError
-	switch {
-	case err == nil:
-		return
-	case errors.As(err, &exit):
-		os.Exit(exit.Code)
-	case errors.Is(err, cli.ErrUsage):
-		fmt.Fprintln(os.Stderr, "gbx:", err)
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "gbx:", err)
-		os.Exit(1)
+	defer stop()
+	dir, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gbx: working directory:", err)
+		return 1
 	}
+	return cli.Run(ctx, cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Dir: dir}, os.Args[1:])
 }

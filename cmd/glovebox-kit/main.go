@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,16 +19,13 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := kit.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, resolve)
-	stop()
-	var status *kit.ExitStatusError
-	switch {
-	case errors.As(err, &status):
-		os.Exit(status.Code) // the kit's status, passed on by its init
-	case err != nil:
-		os.Exit(1) // kit.Main has reported it
-	}
+	defer stop()
+	return kit.Main(ctx, kit.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}, resolve)
 }
 
 func resolve(m *protocol.Manifest, log *slog.Logger) (agent.Agent, error) {

@@ -171,3 +171,34 @@ func TestServeExec(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
+
+// TestExitStatus: kit.Main's status is the process's: 0 for --version and
+// --help, 1 for a bad command line, reported on stderr.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		want   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"--version"}, 0, "glovebox-kit ", ""},
+		{[]string{"--help"}, 0, "", "Usage of glovebox-kit"},
+		{[]string{"--frobnicate"}, 1, "", "flag provided but not defined: -frobnicate"},
+		{[]string{"sh"}, 1, "", `glovebox-kit: unexpected argument "sh"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := kitCmd(t)
+		cmd.Args = append(cmd.Args, tc.args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		status := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.want || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("glovebox-kit %s = status %d, stdout %q, stderr %q; want %d, %q and %q", strings.Join(tc.args, " "), status, stdout.String(), stderr.String(), tc.want, tc.stdout, tc.stderr)
+		}
+	}
+}

@@ -26,14 +26,16 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := kit.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
-		return agent.Func(echo), nil
-	})
-	stop()
-	if err != nil {
-		os.Exit(1)
-	}
+	defer stop()
+	return kit.Main(ctx, kit.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv},
+		func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
+			return agent.Func(echo), nil
+		})
 }
 
 // echo is the whole agent: one function per prompt.

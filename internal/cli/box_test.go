@@ -55,7 +55,7 @@ func testBox(t *testing.T, manifest string) (url, key string) {
 func runGbx(t *testing.T, env map[string]string, dir string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err = Run(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	err = execute(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
 	return out.String(), errb.String(), err
 }
@@ -315,7 +315,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, IO{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &out), Stderr: &errb,
+		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &out), Stderr: &errb,
 			Getenv: func(k string) string { return env[k] }, Dir: dir}, []string{"dev", "--addr", "127.0.0.1:0", "--no-nix"})
 		pw.CloseWithError(io.EOF)
 		done <- err
@@ -598,12 +598,10 @@ import (
 )
 
 func main() {
-	err := kit.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
-		return agent.Func(func(ctx context.Context, t agent.Turn) (string, error) { return "go agent heard: " + t.Text(), nil }), nil
-	})
-	if err != nil {
-		os.Exit(1)
-	}
+	os.Exit(kit.Main(context.Background(), kit.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv},
+		func(*protocol.Manifest, *slog.Logger) (agent.Agent, error) {
+			return agent.Func(func(ctx context.Context, t agent.Turn) (string, error) { return "go agent heard: " + t.Text(), nil }), nil
+		}))
 }
 `,
 		"glovebox.toml": "name = \"gobox\"\n\n[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n",

@@ -53,17 +53,38 @@ var commands = []command{
 	versionCommand,
 }
 
-// ErrUsage marks an error caused by how gbx was called; main exits 2 on it.
+// ErrUsage marks an error caused by how gbx was called; Run returns 2 on it.
 var ErrUsage = errors.New("usage")
 
-// ExitError asks main to exit with Code after printing nothing more. A
+// ExitError asks Run to return Code after printing nothing more. A
 // command returns it when it already reported the failure itself.
 type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// Run runs gbx with args (without the program name).
-func Run(ctx context.Context, stdio IO, args []string) error {
+// Run runs gbx with args (without the program name) and returns the status
+// the process exits with: 0; a command's own status (gbx prompt passes on
+// the remote command's); 2 for a usage error; 1 for any other failure,
+// which it prints to stdio.Stderr. cmd/gbx's main is os.Exit(cli.Run(...)).
+func Run(ctx context.Context, stdio IO, args []string) int {
+	err := execute(ctx, stdio, args)
+	var exit *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintln(stdio.Stderr, "gbx:", err)
+		return 2
+	default:
+		fmt.Fprintln(stdio.Stderr, "gbx:", err)
+		return 1
+	}
+}
+
+// execute is Run up to the exit status: the command's error.
+func execute(ctx context.Context, stdio IO, args []string) error {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
 	}

@@ -35,7 +35,7 @@ func devUntilBanner(t *testing.T, dir string, env map[string]string, args ...str
 	errb := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: errb,
+		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: errb,
 			Getenv: func(k string) string { return env[k] }, Dir: dir}, append([]string{"dev", "--addr", "127.0.0.1:0"}, args...))
 		pw.CloseWithError(io.EOF)
 		done <- err

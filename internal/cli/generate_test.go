@@ -19,7 +19,7 @@ import (
 func gbx(t *testing.T, dir string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := Run(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
+	err := execute(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
 	return out.String(), errb.String(), err
 }
 
@@ -260,7 +260,7 @@ func TestGenerateSameBytesAnywhere(t *testing.T) {
 func gbxEnv(t *testing.T, dir string, env map[string]string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := Run(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
+	err := execute(context.Background(), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
 	return out.String(), errb.String(), err
 }
 

@@ -128,7 +128,7 @@ func TestLogs(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }, Dir: t.TempDir()},
+		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }, Dir: t.TempDir()},
 			[]string{"logs", "--follow", "--since", "0s"})
 		pw.Close()
 		done <- err
@@ -333,7 +333,7 @@ func TestDevVerbose(t *testing.T) {
 			var out, errb syncBuffer
 			done := make(chan error, 1)
 			go func() {
-				done <- Run(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
+				done <- execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
 			}()
 			waittest.Until(t, "gbx dev's url", func() bool { return devURLRE.MatchString(out.String()) })
 			m := devURLRE.FindStringSubmatch(out.String())
