@@ -34,26 +34,39 @@ var (
 	closeFrame []byte     // nil: write a close frame and end
 )
 
-// conn is one WebSocket connection. A reader goroutine reads it; every
-// write goes through its queue and is made by a writer goroutine that runs
-// only while the queue holds frames, so that an idle connection costs a
-// single goroutine. There is never more than one writer, and it writes the
+// conn is one WebSocket connection. A reader goroutine reads it while
+// frames come, and parks it (park_linux.go) when it is idle; every write
+// goes through its queue and is made by a writer goroutine that runs only
+// while the queue holds frames, so that an idle connection costs no
+// goroutine. There is never more than one writer, and it writes the
 // frames in queue order.
 type conn struct {
 	ws   *wsconn.Conn
+	srv  *Server
 	wg   *sync.WaitGroup // the server's
+	sess *session        // the session its reader serves, set before the reader starts
 	out  chan []byte
 	done chan struct{} // closed once the connection is finished
 
 	doneOnce sync.Once
 	writing  atomic.Bool // a writer goroutine runs (or the connection failed)
 	closing  atomic.Bool // the close frame is queued
+	ended    atomic.Bool // finish has begun: it may not park any more
+
+	// readBy is the read deadline in Unix nanoseconds: the ping loop
+	// wakes a parked connection once it has passed.
+	readBy atomic.Int64
+	// Under the parker's mu: the token and socket of a parked connection
+	// (parkTok 0: not parked).
+	parkTok uint64
+	parkFD  int
 }
 
-func newConn(ws *wsconn.Conn, wg *sync.WaitGroup) *conn {
+func newConn(ws *wsconn.Conn, s *Server) *conn {
 	return &conn{
 		ws:   ws,
-		wg:   wg,
+		srv:  s,
+		wg:   &s.wg,
 		out:  make(chan []byte, outboundQueue),
 		done: make(chan struct{}),
 	}
@@ -64,6 +77,12 @@ func newConn(ws *wsconn.Conn, wg *sync.WaitGroup) *conn {
 func (c *conn) finish() {
 	c.doneOnce.Do(func() {
 		close(c.done)
+		// A parked reader wakes to run the teardown, and the socket
+		// leaves the epoll set before it closes: its number is reused.
+		c.ended.Store(true)
+		if p := c.srv.parker.Load(); p != nil {
+			p.wake(c)
+		}
 		c.ws.Close()
 	})
 }
@@ -159,6 +178,12 @@ func (c *conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// setReadDeadline sets the read deadline and notes it for the ping loop.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.readBy.Store(t.UnixNano())
+	c.ws.SetReadDeadline(t)
 }
 
 func (c *conn) write(b []byte) bool {

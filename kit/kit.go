@@ -262,7 +262,9 @@ type Server struct {
 	servers  []*http.Server
 	gates    []*gate
 	closed   bool
-	wg       sync.WaitGroup // connections, runners, grace timers
+	noPark   bool                   // the epoll set could not be made
+	parker   atomic.Pointer[parker] // idle connections without goroutines, made on first use
+	wg       sync.WaitGroup         // connections (parked too), runners, grace timers
 }
 
 // pingLoop pings every connection each ping interval; a connection that
@@ -284,8 +286,15 @@ func (s *Server) pingLoop() {
 			conns = append(conns, c)
 		}
 		s.mu.Unlock()
-		for _, c := range conns {
+		// A parked connection whose deadline passed wakes to meet it.
+		now := time.Now().UnixNano()
+		p := s.parker.Load()
+		for i, c := range conns {
 			c.ping()
+			if p != nil && now >= c.readBy.Load() {
+				p.wake(c)
+			}
+			conns[i] = nil
 		}
 	}
 }
@@ -416,6 +425,10 @@ func (s *Server) Close(ctx context.Context) error {
 			s.log.Error("closing: prompts still running after the deadline; an agent ignores cancellation")
 		}
 		t.Stop()
+	}
+	// Every connection has ended (or was cut above): none is parked.
+	if p := s.parker.Load(); p != nil {
+		p.stop()
 	}
 	if cerr := s.closeStorage(); cerr != nil && err == nil {
 		err = cerr

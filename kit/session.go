@@ -208,7 +208,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		fresh.end(errClosed) // a warm one holds an agent and directories
 		return
 	}
-	c := newConn(ws, &s.wg)
+	c := newConn(ws, s)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
@@ -260,32 +260,75 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		c.close() // the box closed during the upgrade
 	}
 	// The connection is read by a goroutine of its own, so that the
-	// handler's goroutine, whose stack grew while serving HTTP, is freed:
-	// an idle connection then costs one small stack.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		clean := s.readLoop(ss, c)
-		c.finish()
+	// handler's goroutine, whose stack grew while serving HTTP, is freed.
+	// That reader parks the connection whenever it is idle: an idle
+	// connection then holds no goroutine.
+	c.sess = ss
+	c.ws.SetReadLimit(s.maxMessage)
+	wait := 2 * s.pingInterval
+	c.setReadDeadline(time.Now().Add(wait))
+	c.ws.SetPongHandler(func() { c.setReadDeadline(time.Now().Add(wait)) })
+	s.wg.Add(1) // the reader's, carried on while it is parked
+	go s.reader(c)
+}
+
+// reader reads c until it parks or ends; when it ends, it tears the
+// connection down. It holds one count in s.wg, which a parked connection
+// keeps and the reader started when it wakes carries on.
+func (s *Server) reader(c *conn) {
+	clean, parked := s.readLoop(c.sess, c)
+	if parked {
+		return
+	}
+	defer s.wg.Done()
+	c.finish()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.sess.connGone(c, clean)
+}
+
+// park registers c in the server's epoll set, made on first use. It
+// reports false when the server is closing or cannot park.
+func (s *Server) park(c *conn, fd uintptr) bool {
+	p := s.parker.Load()
+	if p == nil {
 		s.mu.Lock()
-		delete(s.conns, c)
+		if s.closed || s.noPark {
+			s.mu.Unlock()
+			return false
+		}
+		if p = s.parker.Load(); p == nil {
+			np, err := newParker(func(c *conn) { go s.reader(c) })
+			if err != nil {
+				s.noPark = true
+				s.mu.Unlock()
+				s.log.Warn("idle connections keep their goroutines", "err", err)
+				return false
+			}
+			s.parker.Store(np)
+			p = np
+		}
 		s.mu.Unlock()
-		ss.connGone(c, clean)
-	}()
+	}
+	return p.park(c, fd)
 }
 
 // closeAbnormal is the code a read error carries when the connection
 // dropped without a close frame (RFC 6455 7.4.1: never sent on the wire).
 const closeAbnormal = 1006
 
-// readLoop reads frames until the connection ends. clean reports whether
-// the client ended it with a close frame (or the server is closing).
-func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
-	c.ws.SetReadLimit(s.maxMessage)
+// readLoop reads frames until the connection ends or parks. clean
+// reports whether the client ended it with a close frame (or the server is
+// closing). A connection whose read deadline has passed does not park:
+// its wait meets the deadline.
+func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 	wait := 2 * s.pingInterval
-	c.ws.SetReadDeadline(time.Now().Add(wait))
-	c.ws.SetPongHandler(func() { c.ws.SetReadDeadline(time.Now().Add(wait)) })
+	register := func(fd uintptr) bool { return s.park(c, fd) }
 	for {
+		if time.Now().UnixNano() < c.readBy.Load() && c.ws.Park(register) {
+			return false, true
+		}
 		err := c.ws.WaitReadable()
 		var data []byte
 		release := func() {}
@@ -295,15 +338,15 @@ func (s *Server) readLoop(ss *session, c *conn) (clean bool) {
 		if errors.Is(err, errBudget) {
 			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
 			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
-			return false
+			return false, false
 		}
 		if err != nil {
 			code := wsconn.CloseCode(err)
 			ss.logger().Debug("connection ended", "err", err, "close_code", code)
-			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil
+			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil, false
 		}
 		now := time.Now()
-		c.ws.SetReadDeadline(now.Add(wait))
+		c.setReadDeadline(now.Add(wait))
 		ss.lastActive.Store(now.UnixNano())
 		ss.handle(c, data)
 		release()

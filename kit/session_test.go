@@ -380,7 +380,7 @@ var _ = json.Marshal
 // TestKeepalive checks that pings keep a live client connected and that a
 // silent one is dropped.
 func TestKeepalive(t *testing.T) {
-	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 20 * time.Millisecond })
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 100 * time.Millisecond })
 	live := b.dial("/", nil) // its reader answers pings
 	// A client that never reads never answers a ping.
 	silent, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
@@ -389,7 +389,7 @@ func TestKeepalive(t *testing.T) {
 	}
 	defer silent.Close()
 	waitFor(t, "the silent client to be dropped", func() bool { return b.srv.sessionCount() == 1 })
-	time.Sleep(100 * time.Millisecond) // five ping intervals
+	time.Sleep(500 * time.Millisecond) // five ping intervals
 	live.prompt("p", "echo alive")
 	if m := last(live.finish("p")); m["message"] != "alive" {
 		t.Errorf("live client after pings: %v", m)

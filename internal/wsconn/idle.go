@@ -71,6 +71,40 @@ func (c *Conn) WaitReadable() error {
 	}
 }
 
+// Park takes the keepalive pongs at the front of the read buffer and,
+// when nothing else is buffered and the socket is empty, calls register
+// with the socket's descriptor (held open during the call) and reports
+// what register returned. register makes some other goroutine start the
+// reading again once the socket is readable: the caller's goroutine may
+// then exit, so an idle connection holds none. Park reports false, having
+// called no register, when a frame (or the start of one) is buffered, the
+// socket has bytes or failed, or the platform gives no way to park: the
+// caller then waits and reads as before (WaitReadable, ReadMessage).
+//
+// Like WaitReadable it is called only between messages.
+func (c *Conn) Park(register func(fd uintptr) bool) bool {
+	if c.br == nil {
+		return false
+	}
+	for {
+		if c.br.Buffered() > 0 {
+			if c.takePong() {
+				continue
+			}
+			return false
+		}
+		empty, parked := parkEmpty(c.ws.NetConn(), register)
+		if parked || empty {
+			return parked
+		}
+		// The socket holds bytes (or its end): take them without
+		// blocking, for the pongs among them.
+		if _, err := c.br.Peek(1); err != nil {
+			return false // ReadMessage meets the error
+		}
+	}
+}
+
 // takePong removes one whole client pong frame (FIN, opcode 0xA, masked,
 // at most 125 bytes of payload) from the front of the read buffer, and
 // reports whether it did.
