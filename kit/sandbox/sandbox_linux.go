@@ -438,7 +438,15 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 		},
 	}
 	if ss.uid >= 0 {
-		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(sb.cfg.Limits.Pids), Max: uint64(sb.cfg.Limits.Pids)})
+		nproc := uint64(sb.cfg.Limits.Pids)
+		if sb.cg != nil {
+			// The cgroup's pids.max is the limit, and a fork it refuses is
+			// counted, so the status names it. RLIMIT_NPROC, which counts
+			// the uid's tasks anywhere, is only the backstop then: set at
+			// the limit it could refuse first, unnamed.
+			nproc += max(16, nproc/4)
+		}
+		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_NPROC, Cur: nproc, Max: nproc})
 	}
 	if d := sb.cfg.Limits.Disk; d > 0 {
 		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_FSIZE, Cur: uint64(d), Max: uint64(d)})
