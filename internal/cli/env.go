@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -39,9 +40,7 @@ func runEnv(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(env)
+		return printJSON(stdio.Stdout, env)
 	}
 	fmt.Fprint(stdio.Stdout, formatEnv(env))
 	return nil
@@ -121,4 +120,11 @@ func runHealth(ctx context.Context, stdio IO, args []string) error {
 	}
 	fmt.Fprintf(stdio.Stdout, "%s %s: ok\n", h.Name, h.Version)
 	return nil
+}
+
+// printJSON writes v as indented JSON, what every --json flag prints.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

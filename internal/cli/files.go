@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,9 +59,7 @@ func runFiles(ctx context.Context, stdio IO, args []string) error {
 			return err
 		}
 		if asJSON {
-			enc := json.NewEncoder(stdio.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(l)
+			return printJSON(stdio.Stdout, l)
 		}
 		if len(l.Files) == 0 {
 			fmt.Fprintln(stdio.Stdout, "no files")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -36,9 +35,7 @@ func runPs(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(l)
+		return printJSON(stdio.Stdout, l)
 	}
 	if len(l.Sessions) == 0 {
 		fmt.Fprintln(stdio.Stdout, "no sessions")
