@@ -290,9 +290,13 @@ const KubernetesFile = "kubernetes.json"
 func kubernetes(c *Config) map[string]any {
 	labels := map[string]any{"app.kubernetes.io/name": c.Name, "app.kubernetes.io/part-of": "glovebox"}
 	selector := map[string]any{"app.kubernetes.io/name": c.Name}
-	probe := func(period, failures int) map[string]any {
+	// Readiness and startup read /health, which answers 503 while the box
+	// drains so that the Service moves away; liveness reads /health/live,
+	// which stays 200 while the kit serves, so that a drain is never read
+	// as a hung container to restart.
+	probe := func(path string, period, failures int) map[string]any {
 		return map[string]any{
-			"httpGet":          map[string]any{"path": "/health", "port": "http"},
+			"httpGet":          map[string]any{"path": path, "port": "http"},
 			"periodSeconds":    period,
 			"timeoutSeconds":   5,
 			"failureThreshold": failures,
@@ -308,9 +312,9 @@ func kubernetes(c *Config) map[string]any {
 			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": c.Name, "key": "GLOVEBOX_KEY"}},
 		}},
 		"envFrom":        []any{map[string]any{"secretRef": map[string]any{"name": c.Name, "optional": true}}},
-		"readinessProbe": probe(10, 3),
-		"livenessProbe":  probe(30, 3),
-		"startupProbe":   probe(2, 30),
+		"readinessProbe": probe("/health", 10, 3),
+		"livenessProbe":  probe("/health/live", 30, 3),
+		"startupProbe":   probe("/health", 2, 30),
 	}
 	if limits := kubeLimits(c); len(limits) > 0 {
 		container["resources"] = map[string]any{"limits": limits, "requests": limits}
@@ -367,12 +371,20 @@ const drainMargin = 5
 // maxFlyKillTimeout is the largest kill_timeout Fly accepts, in seconds.
 const maxFlyKillTimeout = 300
 
-// KillTimeout is how long, in seconds, a platform waits between SIGTERM and
-// SIGKILL (fly.toml's kill_timeout, Kubernetes'
-// terminationGracePeriodSeconds): the box's drain time (sessions.drain,
-// default 30s) plus a margin, capped at Fly's 300 s.
+// KillTimeout is how long, in seconds, a platform should wait between
+// SIGTERM and SIGKILL: the box's drain time (sessions.drain, default 30s)
+// plus a margin. Kubernetes' terminationGracePeriodSeconds is this;
+// fly.toml's kill_timeout is this capped at Fly's 300 s (FlyKillTimeout).
 func KillTimeout(c *Config) int {
 	m := protocol.Manifest{Sessions: c.Sessions}
 	secs := int((m.DrainTime() + time.Second - 1) / time.Second)
-	return min(secs+drainMargin, maxFlyKillTimeout)
+	return secs + drainMargin
+}
+
+// FlyKillTimeout is fly.toml's kill_timeout: KillTimeout, at most the 300 s
+// Fly accepts. capped reports that Fly will kill the box before its drain
+// ends.
+func FlyKillTimeout(c *Config) (secs int, capped bool) {
+	k := KillTimeout(c)
+	return min(k, maxFlyKillTimeout), k > maxFlyKillTimeout
 }

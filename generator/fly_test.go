@@ -122,12 +122,12 @@ func TestFlyToml(t *testing.T) {
 
 // TestDrainDeployAgree checks that fly.toml's kill_timeout and Kubernetes'
 // terminationGracePeriodSeconds both give the box its sessions.drain plus
-// the margin, capped at Fly's 300 s.
+// the margin; Fly's is capped at the 300 s it accepts, with a warning.
 func TestDrainDeployAgree(t *testing.T) {
 	for _, tc := range []struct {
-		drain string
-		want  int
-	}{{"", 35}, {"10s", 15}, {"90s", 95}, {"2m", 125}, {"1h", 300}} {
+		drain      string
+		fly, grace int
+	}{{"", 35, 35}, {"10s", 15, 15}, {"90s", 95, 95}, {"2m", 125, 125}, {"295s", 300, 300}, {"1h", 300, 3605}} {
 		t.Run(cmp.Or(tc.drain, "default"), func(t *testing.T) {
 			src := "name = \"d\"\nversion = \"1.0.0\"\nbase = \"base\"\n"
 			if tc.drain != "" {
@@ -139,8 +139,12 @@ func TestDrainDeployAgree(t *testing.T) {
 			}
 			res := generateCase(t, dir, Options{})
 			f := decodeFly(t, fileData(t, res, FlyFile))
-			if f.KillTimeout != tc.want {
-				t.Errorf("fly.toml kill_timeout = %d, want %d", f.KillTimeout, tc.want)
+			if f.KillTimeout != tc.fly {
+				t.Errorf("fly.toml kill_timeout = %d, want %d", f.KillTimeout, tc.fly)
+			}
+			warned := slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "kill_timeout of at most 300 s") })
+			if warned != (tc.grace > tc.fly) {
+				t.Errorf("warnings %q: a warning that Fly cuts the drain short = %v, want %v", res.Warnings, warned, tc.grace > tc.fly)
 			}
 			var list struct {
 				Items []struct {
@@ -161,8 +165,8 @@ func TestDrainDeployAgree(t *testing.T) {
 			for _, it := range list.Items {
 				if it.Kind == "Deployment" {
 					found = true
-					if it.Spec.Template.Spec.Grace != tc.want {
-						t.Errorf("kubernetes terminationGracePeriodSeconds = %d, want %d", it.Spec.Template.Spec.Grace, tc.want)
+					if it.Spec.Template.Spec.Grace != tc.grace {
+						t.Errorf("kubernetes terminationGracePeriodSeconds = %d, want %d", it.Spec.Template.Spec.Grace, tc.grace)
 					}
 				}
 			}

@@ -349,7 +349,7 @@ type view struct {
 	// FlyApp, FlyRegion ("" for none), FlySize and MemoryMB are fly.toml's.
 	FlyApp, FlyRegion, FlySize string
 	MemoryMB                   int64
-	// KillTimeout is fly.toml's kill_timeout in seconds (KillTimeout).
+	// KillTimeout is fly.toml's kill_timeout in seconds (FlyKillTimeout).
 	KillTimeout int
 	// Secrets are the variables to set as platform secrets besides
 	// GLOVEBOX_KEY: the declared secrets and required variables without a
@@ -367,6 +367,7 @@ type view struct {
 type kv struct{ Key, Value string }
 
 func newView(c *Config, opts Options) *view {
+	flyKill, flyCapped := FlyKillTimeout(c)
 	v := &view{
 		Name: c.Name, Version: c.Version, Base: c.Base,
 		BaseFlake: c.BaseFlake, BaseAttr: c.BaseAttr,
@@ -382,7 +383,7 @@ func newView(c *Config, opts Options) *view {
 		AgentType:       c.Agent.Type,
 		AgentMain:       c.AgentMain,
 		AgentVendorHash: c.AgentVendorHash,
-		KillTimeout:     KillTimeout(c),
+		KillTimeout:     flyKill,
 	}
 	for _, k := range c.EnvOrder {
 		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {
@@ -428,6 +429,11 @@ func newView(c *Config, opts Options) *view {
 		v.warnings = append(v.warnings, fmt.Sprintf(
 			"base %q comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own (packages.nix, pip, npm), not that base's; list what the nixpacks build needs under [packages] too (the Nix image, flake.nix and the Dockerfile, has the base)",
 			c.Base))
+	}
+	if flyCapped {
+		v.warnings = append(v.warnings, fmt.Sprintf(
+			"sessions.drain gives the box %d s from SIGTERM to SIGKILL, but Fly accepts a kill_timeout of at most %d s: on Fly, prompts still running %d s into a drain are killed (Kubernetes' terminationGracePeriodSeconds is the full %d s); keep sessions.drain at %ds or less for Fly",
+			KillTimeout(c), maxFlyKillTimeout, maxFlyKillTimeout-drainMargin, KillTimeout(c), maxFlyKillTimeout-drainMargin))
 	}
 	if opts.KitVersion != "latest" {
 		v.GloveboxURL += "/" + opts.KitVersion

@@ -170,7 +170,7 @@ func TestKubernetesSchemas(t *testing.T) {
 			d, _ := json.Marshal(byKind["Deployment"])
 			for _, want := range []string{
 				`"secretKeyRef":{"key":"GLOVEBOX_KEY"`,
-				`"livenessProbe":{"failureThreshold":3,"httpGet":{"path":"/health","port":"http"}`,
+				`"livenessProbe":{"failureThreshold":3,"httpGet":{"path":"/health/live","port":"http"}`,
 				`"readinessProbe":{"failureThreshold":3,"httpGet":{"path":"/health","port":"http"}`,
 				`"containerPort":8080`,
 			} {

@@ -29,7 +29,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := r.URL.Path
 	switch {
-	case p == "/health":
+	case p == "/health" || p == livePath:
 		s.serveHealth(w, r)
 	case p == "/environment":
 		s.serveEnvironment(w, r)
@@ -58,6 +58,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// livePath is the liveness probe: 200 while the kit serves HTTP, draining
+// included. /health is readiness: 503 while the box drains, so that load
+// balancers move away, which a liveness probe must not read as a hung box
+// to restart in the middle of its drain.
+const livePath = "/health/live"
+
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		methodNotAllowed(w, "GET, HEAD")
@@ -65,7 +71,10 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	body, status := s.healthBody, http.StatusOK
 	if s.draining.Load() {
-		body, status = s.drainBody, http.StatusServiceUnavailable // drain.go
+		body = s.drainBody // drain.go
+		if r.URL.Path != livePath {
+			status = http.StatusServiceUnavailable
+		}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

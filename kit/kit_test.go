@@ -19,6 +19,8 @@ func TestHealth(t *testing.T) {
 		{"GET", "/health", 200},
 		{"GET", "/health?probe=1", 200},
 		{"HEAD", "/health", 200},
+		{"GET", "/health/live", 200},
+		{"POST", "/health/live", 405},
 		{"POST", "/health", 405},
 		{"DELETE", "/health", 405},
 		{"GET", "/nope", 404},

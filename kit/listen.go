@@ -208,7 +208,7 @@ func (g *gate) count() (all, pending int) {
 }
 
 // answerSpare serves one request on a connection over the cap: /health
-// as usual, anything else a 503.
+// and /health/live as usual, anything else a 503.
 func (g *gate) answerSpare(nc net.Conn) {
 	defer func() { <-g.spare }()
 	defer nc.Close()
@@ -218,7 +218,7 @@ func (g *gate) answerSpare(nc net.Conn) {
 		return
 	}
 	w := &spareWriter{h: http.Header{}}
-	if req.URL.Path == "/health" {
+	if req.URL.Path == "/health" || req.URL.Path == livePath {
 		g.health(w, req)
 	} else {
 		msg := fmt.Sprintf("glovebox: the box has %d connections open, its limit (limits.max_connections); try again shortly\n", g.max)

@@ -130,6 +130,11 @@ func TestConnectionCapFull(t *testing.T) {
 		t.Errorf("GET /health over a full cap = %s %q, want 200", resp.Status, body)
 	}
 	nc = dialRaw(t, b)
+	resp, body = rawGet(t, nc, bufio.NewReader(nc), "/health/live")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "ok") {
+		t.Errorf("GET /health/live over a full cap = %s %q, want 200", resp.Status, body)
+	}
+	nc = dialRaw(t, b)
 	resp, body = rawGet(t, nc, bufio.NewReader(nc), "/environment")
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "limits.max_connections") || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("GET /environment over a full cap = %s %q (Retry-After %q), want 503 naming limits.max_connections", resp.Status, body, resp.Header.Get("Retry-After"))

@@ -180,6 +180,19 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !h.Draining || h.OK {
 		t.Errorf("/health while draining = %d %s, want 503 with draining true and ok false", resp.StatusCode, body)
 	}
+	// The liveness probe still says the kit is alive: a platform must not
+	// restart a box in the middle of its drain.
+	resp, err = http.Get("http://127.0.0.1:" + k.port + "/health/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	h = protocol.Health{}
+	json.Unmarshal(body, &h)
+	if resp.StatusCode != http.StatusOK || !h.Draining {
+		t.Errorf("/health/live while draining = %d %s, want 200 with draining true", resp.StatusCode, body)
+	}
 	// A new session is refused with a clear answer.
 	_, resp, err = wsconn.Dial(waittest.Context(t, "a refused handshake"), "ws://127.0.0.1:"+k.port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
