@@ -306,7 +306,7 @@ func (s *Server) inspectSessions(w http.ResponseWriter) {
 		}
 		out = append(out, inspectSession{
 			ID: ss.id, Owner: owner, Started: ss.obs.started.UTC(),
-			Connected: ss.conn.Load() != nil, LastSeq: ss.lastSeq.Load(),
+			Connected: ss.stream.conn.Load() != nil, LastSeq: ss.stream.lastSeq.Load(),
 			Prompts: ss.obs.promptList(),
 		})
 	}

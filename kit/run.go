@@ -49,7 +49,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.promptEnded(p, code, nil)
-		ss.sendError(bg, p.msg.ID, code, text)
+		ss.stream.sendError(bg, p.msg.ID, code, text)
 		return
 	}
 	// Logged and counted before the client hears of it, so that whoever
@@ -110,7 +110,7 @@ func (ss *session) sendComplete(ctx context.Context, id, msg string, outputs map
 		}
 		b = append(b, j...)
 	}
-	return ss.sendSeq(ctx, b)
+	return ss.stream.sendSeq(ctx, b)
 }
 
 // describe maps a prompt's failure to a protocol error code and message,

@@ -61,17 +61,7 @@ type session struct {
 
 	cancel context.CancelCauseFunc
 
-	// sendMu orders the numbered frames: a frame's seq and its place in
-	// the connection's queue are decided together. conn and canResume
-	// change under sendMu and may be read without it.
-	sendMu     sync.Mutex
-	seq        uint64
-	lastSeq    atomic.Uint64        // seq, readable without sendMu
-	conn       atomic.Pointer[conn] // nil while detached
-	canResume  atomic.Bool          // the client announced "resume"
-	replay     replay
-	graceGen   int
-	graceTimer *time.Timer
+	stream stream // the numbered frames and the connection they go to (stream.go)
 
 	mu      sync.Mutex
 	queue   []*promptRun
@@ -124,7 +114,8 @@ func newSessionID() string {
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID()), created: time.Now()}
 	ss.lastActive.Store(ss.created.UnixNano())
-	ss.replay.total, ss.replay.limit = &s.replayBytes, s.replayCap
+	ss.stream.ss = ss
+	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
 		ss.obs.total = &s.inspect.histBytes
@@ -231,11 +222,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			if old != nil && old != fresh {
 				s.log.Warn("resume refused: the session was opened with another credential", "session", rid)
 			}
-		case last > old.lastSeq.Load():
-			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.lastSeq.Load())
-		case !old.resumable():
+		case last > old.stream.lastSeq.Load():
+			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.stream.lastSeq.Load())
+		case !old.stream.resumable():
 			resumeFailed = fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
-		case !old.resume(c, last):
+		case !old.stream.resume(c, last):
 			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
 			old.end(errClosed)
 		default:
@@ -246,14 +237,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if ss == fresh {
 		ss.opened.Store(true)
 		s.obs.sessionsTotal.Add(1)
-		ss.attach(c)
+		ss.stream.attach(c)
 		if resumeFailed != "" {
-			ss.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
+			ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
 		}
 		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
 	} else {
 		s.obs.resumesTotal.Add(1)
-		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.lastSeq.Load())
+		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.stream.lastSeq.Load())
 	}
 
 	if ss.ctx.Err() != nil {
@@ -285,7 +276,7 @@ func (s *Server) reader(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	c.sess.connGone(c, clean)
+	c.sess.stream.connGone(c, clean)
 }
 
 // park registers c in the server's epoll set, made on first use. It
@@ -361,7 +352,7 @@ func (ss *session) handle(c *conn, data []byte) {
 			ss.logger().Debug("ignoring frame of unknown type", "err", err)
 			return
 		}
-		ss.sendError(context.Background(), protocol.PeekID(data), protocol.CodeBadMessage, err.Error())
+		ss.stream.sendError(context.Background(), protocol.PeekID(data), protocol.CodeBadMessage, err.Error())
 		return
 	}
 	switch m := m.(type) {
@@ -379,196 +370,9 @@ func (ss *session) handle(c *conn, data []byte) {
 	case *protocol.ClientHello:
 		for _, cp := range m.Capabilities {
 			if cp == protocol.CapResume {
-				ss.sendMu.Lock()
-				ss.canResume.Store(true)
-				ss.sendMu.Unlock()
+				ss.stream.allowResume()
 			}
 		}
-	}
-}
-
-// attach makes c the session's connection and greets the client.
-func (ss *session) attach(c *conn) {
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	ss.conn.Store(c)
-	c.send(ss.hello(false))
-	if ss.srv.draining.Load() {
-		b, _ := protocol.Encode(&protocol.Draining{Deadline: ss.srv.drainUntil.Load(), Message: drainMessage})
-		c.send(b)
-	}
-}
-
-func (ss *session) hello(resumed bool) []byte {
-	h := &protocol.ServerHello{
-		ProtocolVersion: protocol.Version,
-		SessionID:       ss.id,
-		Capabilities:    ss.srv.caps,
-		Name:            ss.srv.man.Name,
-		Version:         ss.srv.man.Version,
-		Resumed:         resumed,
-	}
-	if resumed {
-		h.LastSeq = ss.seq
-	}
-	b, _ := protocol.Encode(h)
-	return b
-}
-
-func (ss *session) resumable() bool { return ss.canResume.Load() }
-
-// resume reattaches a dropped session to c and replays the frames after
-// last. It fails when the session cannot resume or no longer holds them.
-func (ss *session) resume(c *conn, last uint64) bool {
-	// Cut the old connection first: a prompt blocked sending to it holds
-	// sendMu until its frame is queued or the connection is finished.
-	if old := ss.conn.Load(); old != nil {
-		old.finish()
-	}
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	if ss.ctx.Err() != nil || !ss.canResume.Load() {
-		return false
-	}
-	frames, ok := ss.replay.since(last, ss.seq)
-	if !ok {
-		return false
-	}
-	old := ss.conn.Swap(c)
-	ss.graceGen++
-	ss.stopGraceLocked()
-	c.send(ss.hello(true))
-	for _, f := range frames {
-		if !c.send(f) {
-			break
-		}
-	}
-	if old != nil {
-		old.finish()
-	}
-	return true
-}
-
-// connGone detaches c. A resumable session whose client vanished without
-// a close frame waits for a resume; any other session ends.
-func (ss *session) connGone(c *conn, clean bool) {
-	ss.sendMu.Lock()
-	if ss.conn.Load() != c {
-		ss.sendMu.Unlock()
-		return // replaced by a resume
-	}
-	ss.conn.Store(nil)
-	wait := ss.canResume.Load() && !clean && ss.ctx.Err() == nil
-	if wait {
-		ss.graceGen++
-		gen := ss.graceGen
-		ss.srv.wg.Add(1)
-		ss.graceTimer = time.AfterFunc(ss.srv.resumeGrace, func() {
-			defer ss.srv.wg.Done()
-			ss.sendMu.Lock()
-			expired := ss.conn.Load() == nil && ss.graceGen == gen
-			if expired {
-				ss.graceTimer = nil
-			}
-			ss.sendMu.Unlock()
-			if expired {
-				ss.logger().Debug("resume grace expired")
-				ss.end(errClosed)
-			}
-		})
-		ss.logger().Debug("connection dropped; waiting for a resume", "grace", ss.srv.resumeGrace)
-	}
-	ss.sendMu.Unlock()
-	if !wait {
-		ss.end(errClosed)
-	}
-}
-
-func (ss *session) stopGraceLocked() {
-	if ss.graceTimer != nil && ss.graceTimer.Stop() {
-		ss.srv.wg.Done()
-	}
-	ss.graceTimer = nil
-}
-
-// goingAway closes the session's connection with a close frame.
-func (ss *session) goingAway() {
-	ss.sendMu.Lock()
-	c := ss.conn.Load()
-	ss.sendMu.Unlock()
-	if c != nil {
-		c.close()
-	}
-}
-
-// kill cuts the session's connection at once.
-func (ss *session) kill() {
-	ss.sendMu.Lock()
-	c := ss.conn.Load()
-	ss.sendMu.Unlock()
-	if c != nil {
-		c.finish()
-	}
-}
-
-// sendSeq numbers a frame and queues it. body is a JSON object without its
-// closing brace; sendSeq appends the seq field and the brace. It blocks
-// while the connection's queue is full, until ctx ends; while the session
-// is detached the frame goes to the replay buffer only.
-func (ss *session) sendSeq(ctx context.Context, body []byte) error {
-	c, err := ss.queueSeq(ctx, body)
-	if c != nil {
-		c.kick()
-	}
-	return err
-}
-
-func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	seq := ss.seq + 1
-	body = append(body, `,"seq":`...)
-	body = strconv.AppendUint(body, seq, 10)
-	body = append(body, '}')
-	c := ss.conn.Load()
-	// The frame is counted before it can reach the client: a client that
-	// saw it and resumes at once must find it sent.
-	ss.lastSeq.Store(seq)
-	if c != nil {
-		if err := c.enqueue(ctx, body); err != nil {
-			ss.lastSeq.Store(ss.seq)
-			return c, err
-		}
-	}
-	ss.seq = seq
-	ss.framesSent.Add(1)
-	ss.bytesSent.Add(int64(len(body)))
-	ss.lastActive.Store(time.Now().UnixNano())
-	if o := ss.srv.obs; o != nil {
-		o.framesSent.Add(1)
-		o.bytesSent.Add(int64(len(body)))
-	}
-	if ss.observed() {
-		ss.obs.publish(body)
-	}
-	if ss.canResume.Load() {
-		ss.replay.push(seq, body)
-	}
-	return c, nil
-}
-
-// sendMessage encodes a numbered server message and queues it.
-func (ss *session) sendMessage(ctx context.Context, m protocol.ServerMessage) error {
-	b, err := protocol.Encode(m)
-	if err != nil {
-		return err
-	}
-	return ss.sendSeq(ctx, b[:len(b)-1])
-}
-
-func (ss *session) sendError(ctx context.Context, id, code, msg string) {
-	if err := ss.sendMessage(ctx, &protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}}); err != nil {
-		ss.logger().Debug("error frame not sent", "id", id, "err", err)
 	}
 }
 
@@ -585,25 +389,25 @@ func (ss *session) enqueue(m *protocol.Prompt) {
 	}
 	if dup {
 		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
+		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
 			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
 		return
 	}
 	if slices.Contains(ss.finished, m.ID) {
 		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
+		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
 			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
 		return
 	}
 	if ss.srv.draining.Load() {
 		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDraining,
+		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDraining,
 			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
 		return
 	}
 	if len(ss.queue) >= ss.srv.maxQueue {
 		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
+		ss.stream.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
 			fmt.Sprintf("prompt %q refused: %d prompts are already queued on this session", m.ID, len(ss.queue)))
 		return
 	}
@@ -655,7 +459,7 @@ func (ss *session) abort(id string) {
 			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
 			ss.mu.Unlock()
 			ss.srv.notePromptEnded()
-			ss.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
+			ss.stream.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
 			return
 		}
 	}
@@ -718,7 +522,7 @@ func (ss *session) runLoop() {
 		ss.runPrompt(ctx, p, func() {
 			ss.mu.Lock()
 			ss.running = nil
-			if ss.resumable() {
+			if ss.stream.resumable() {
 				if len(ss.finished) == maxFinished {
 					ss.finished = append(ss.finished[:0], ss.finished[1:]...)
 				}
@@ -746,14 +550,11 @@ func (ss *session) end(cause error) {
 		ss.mu.Unlock()
 		ss.cancel(cause)
 		for _, p := range queued {
-			ss.sendError(context.Background(), p.msg.ID, protocol.CodeAborted, abortMessage)
+			ss.stream.sendError(context.Background(), p.msg.ID, protocol.CodeAborted, abortMessage)
 		}
 		ss.runWG.Wait()
 
-		ss.sendMu.Lock()
-		ss.stopGraceLocked()
-		ss.replay.reset()
-		ss.sendMu.Unlock()
+		ss.stream.close()
 
 		if ss.conv != nil {
 			if err := ss.conv.Close(); err != nil {

@@ -69,7 +69,7 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		info.Running = &protocol.RunningPrompt{ID: p.msg.ID, Started: p.started.UTC(), DurationMS: now.Sub(p.started).Milliseconds()}
 	}
 	ss.mu.Unlock()
-	if ss.conn.Load() == nil {
+	if ss.stream.conn.Load() == nil {
 		info.State = protocol.SessionDetached
 	}
 	return info

@@ -105,7 +105,7 @@ func (t *turn) emitLocked(eventType string, data any) error {
 			t.ss.exitCode.Store(*x.Code)
 		}
 	}
-	if err := t.ss.sendSeq(t.ctx, b); err != nil {
+	if err := t.ss.stream.sendSeq(t.ctx, b); err != nil {
 		return fmt.Errorf("%w: %w", agent.ErrTurnDone, err)
 	}
 	t.ss.eventsSent.Add(1)
@@ -194,7 +194,7 @@ func (t *turn) push(renderer string, input any, wait bool) (*slot, error) {
 		PromptID: t.id,
 	})
 	if err == nil {
-		err = t.ss.sendSeq(t.ctx, b[:len(b)-1])
+		err = t.ss.stream.sendSeq(t.ctx, b[:len(b)-1])
 	}
 	if err != nil {
 		t.ss.takeSlot(sl.id)
@@ -286,7 +286,7 @@ func (ss *session) putSlot(sl *slot) {
 }
 
 func (ss *session) sendClear(sl *slot) {
-	if err := ss.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
+	if err := ss.stream.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
 		ss.logger().Debug("display_clear not sent", "slot", sl.id, "err", err)
 	}
 }
