@@ -73,11 +73,9 @@ func (s *Server) busySessions() int {
 	s.mu.Unlock()
 	n := 0
 	for _, ss := range sessions {
-		ss.mu.Lock()
-		if ss.running != nil || len(ss.queue) > 0 {
+		if queued, running := ss.prompts.load(); running != nil || queued > 0 {
 			n++
 		}
-		ss.mu.Unlock()
 	}
 	return n
 }

@@ -233,8 +233,8 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t := newTurn(ctx, ss, m.ID)
 	t.text = text
-	ss.turnNow.Store(t)
-	defer ss.turnNow.Store(nil)
+	ss.prompts.turnNow.Store(t)
+	defer ss.prompts.turnNow.Store(nil)
 	defer ss.clearSlots(m.ID)
 	defer t.finish()
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,20 +62,11 @@ type session struct {
 
 	stream stream // the numbered frames and the connection they go to (stream.go)
 
-	mu      sync.Mutex
-	queue   []*promptRun
-	running *promptRun
-	turnNow atomic.Pointer[turn] // the running prompt's turn, for egress events
-	runner  bool
-	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
-	// finished holds the ids of the latest prompts that ended, for a
-	// session whose client can resume: a client that resends a prompt it
-	// wrote into a dropped socket must not run it twice.
-	finished []string
-	ended    bool
-	slots    map[string]*slot
-	slotN    int
-	runWG    sync.WaitGroup
+	prompts prompts // the prompt queue and its runner (queue.go)
+
+	mu    sync.Mutex
+	slots map[string]*slot
+	slotN int
 
 	endOnce sync.Once
 
@@ -89,13 +79,6 @@ type session struct {
 	outSnap *snapshot // the output directory when outputs were last collected
 
 	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
-}
-
-// promptRun is a prompt in the queue or running.
-type promptRun struct {
-	msg     *protocol.Prompt
-	cancel  context.CancelCauseFunc // set when it starts
-	started time.Time               // set when it starts
 }
 
 // logger returns the session's logger, made on first use: most idle
@@ -115,6 +98,7 @@ func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID()), created: time.Now()}
 	ss.lastActive.Store(ss.created.UnixNano())
 	ss.stream.ss = ss
+	ss.prompts.ss = ss
 	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
@@ -360,9 +344,9 @@ func (ss *session) handle(c *conn, data []byte) {
 		b, _ := protocol.Encode(&protocol.Pong{TS: m.TS})
 		c.send(b)
 	case *protocol.Prompt:
-		ss.enqueue(m)
+		ss.prompts.enqueue(m)
 	case *protocol.Abort:
-		ss.abort(m.ID)
+		ss.prompts.abort(m.ID)
 	case *protocol.DisplayResolve:
 		ss.settle(m.SlotID, slotResult{value: m.Value})
 	case *protocol.DisplayReject:
@@ -376,183 +360,15 @@ func (ss *session) handle(c *conn, data []byte) {
 	}
 }
 
-// enqueue queues a prompt, or answers it with an error at once.
-func (ss *session) enqueue(m *protocol.Prompt) {
-	ss.mu.Lock()
-	if ss.ended {
-		ss.mu.Unlock()
-		return
-	}
-	dup := ss.running != nil && ss.running.msg.ID == m.ID
-	for _, q := range ss.queue {
-		dup = dup || q.msg.ID == m.ID
-	}
-	if dup {
-		ss.mu.Unlock()
-		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
-			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
-		return
-	}
-	if slices.Contains(ss.finished, m.ID) {
-		ss.mu.Unlock()
-		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
-			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
-		return
-	}
-	if ss.srv.draining.Load() {
-		ss.mu.Unlock()
-		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDraining,
-			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
-		return
-	}
-	if len(ss.queue) >= ss.srv.maxQueue {
-		ss.mu.Unlock()
-		ss.stream.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
-			fmt.Sprintf("prompt %q refused: %d prompts are already queued on this session", m.ID, len(ss.queue)))
-		return
-	}
-	ss.queue = append(ss.queue, &promptRun{msg: m})
-	if ss.observed() {
-		ss.obs.queued(m.ID, m.Text, sortedKeys(m.Inputs))
-	}
-	start := !ss.runner
-	if start {
-		ss.runner = true
-		if ss.wake == nil {
-			ss.wake = make(chan struct{}, 1)
-		}
-		ss.runWG.Add(1)
-		ss.srv.wg.Add(1)
-	}
-	wake := ss.wake
-	ss.mu.Unlock()
-	if start {
-		go ss.runLoop()
-		return
-	}
-	select {
-	case wake <- struct{}{}:
-	default: // a wake-up is already pending
-	}
-}
-
-// runnerLinger is how long a runner whose queue is empty waits for the next
-// prompt before it exits. A new goroutine per prompt would grow its stack
-// through the agent's and the writer's call chains every time; a session
-// that has not prompted for a while holds no goroutine at all.
-var runnerLinger = 2 * time.Second
-
-// maxFinished bounds the ids a resumable session remembers.
-const maxFinished = 256
-
-// abort cancels the running prompt with that id, or removes it from the
-// queue (it then gets its error at once and never runs).
-func (ss *session) abort(id string) {
-	ss.mu.Lock()
-	if r := ss.running; r != nil && r.msg.ID == id {
-		r.cancel(errAborted)
-		ss.mu.Unlock()
-		return
-	}
-	for i, q := range ss.queue {
-		if q.msg.ID == id {
-			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
-			ss.mu.Unlock()
-			ss.srv.notePromptEnded()
-			ss.stream.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
-			return
-		}
-	}
-	ss.mu.Unlock()
-	ss.logger().Debug("abort of an unknown prompt ignored", "id", id)
-}
-
-// runLoop runs queued prompts one at a time, and exits once the queue has
-// stayed empty for runnerLinger or the session ends.
-func (ss *session) runLoop() {
-	defer ss.srv.wg.Done()
-	defer ss.runWG.Done()
-	var idle *time.Timer
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-	}()
-	for {
-		ss.mu.Lock()
-		if ss.ended {
-			ss.runner = false
-			ss.mu.Unlock()
-			return
-		}
-		if len(ss.queue) == 0 {
-			ss.mu.Unlock()
-			if idle == nil {
-				idle = time.NewTimer(runnerLinger)
-			} else {
-				idle.Reset(runnerLinger)
-			}
-			select {
-			case <-ss.wake:
-				continue
-			case <-ss.ctx.Done():
-			case <-idle.C:
-			}
-			ss.mu.Lock()
-			if ss.ended || ss.ctx.Err() != nil || len(ss.queue) == 0 {
-				ss.runner = false
-				ss.mu.Unlock()
-				return
-			}
-			ss.mu.Unlock()
-			continue
-		}
-		p := ss.queue[0]
-		ss.queue[0] = nil
-		ss.queue = ss.queue[1:]
-		ctx, cancel := context.WithCancelCause(ss.ctx)
-		p.cancel = cancel
-		p.started = time.Now()
-		ss.running = p
-		ss.mu.Unlock()
-		if ss.observed() {
-			ss.obs.running(p.msg.ID)
-		}
-
-		ss.runPrompt(ctx, p, func() {
-			ss.mu.Lock()
-			ss.running = nil
-			if ss.stream.resumable() {
-				if len(ss.finished) == maxFinished {
-					ss.finished = append(ss.finished[:0], ss.finished[1:]...)
-				}
-				ss.finished = append(ss.finished, p.msg.ID)
-			}
-			ss.mu.Unlock()
-		})
-		cancel(nil)
-		ss.srv.notePromptEnded()
-	}
-}
-
 // end cancels everything the session runs, waits for its prompt to
 // return, closes the agent's conversation and removes the session's
 // directories. Safe to call more than once.
 func (ss *session) end(cause error) {
 	ss.endOnce.Do(func() {
-		ss.mu.Lock()
-		ss.ended = true
-		queued := ss.queue
-		ss.queue = nil
-		if ss.running != nil {
-			ss.running.cancel(cause)
-		}
-		ss.mu.Unlock()
+		queued := ss.prompts.stop(cause)
 		ss.cancel(cause)
-		for _, p := range queued {
-			ss.stream.sendError(context.Background(), p.msg.ID, protocol.CodeAborted, abortMessage)
-		}
-		ss.runWG.Wait()
+		ss.prompts.refuse(queued)
+		ss.prompts.wg.Wait()
 
 		ss.stream.close()
 
