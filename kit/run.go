@@ -235,7 +235,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	t.text = text
 	ss.prompts.turnNow.Store(t)
 	defer ss.prompts.turnNow.Store(nil)
-	defer ss.clearSlots(m.ID)
+	defer ss.slots.clear(m.ID)
 	defer t.finish()
 
 	// Check every directive before anything runs.
@@ -300,7 +300,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		return "", nil, context.Cause(ctx)
 	}
 	t.finish()
-	ss.clearSlots(m.ID)
+	ss.slots.clear(m.ID)
 	if err := ss.checkDisk(); err != nil {
 		return "", nil, err
 	}

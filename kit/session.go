@@ -64,9 +64,7 @@ type session struct {
 
 	prompts prompts // the prompt queue and its runner (queue.go)
 
-	mu    sync.Mutex
-	slots map[string]*slot
-	slotN int
+	slots slots // the display slots its prompts pushed (slots.go)
 
 	endOnce sync.Once
 
@@ -99,6 +97,7 @@ func (s *Server) newSession() *session {
 	ss.lastActive.Store(ss.created.UnixNano())
 	ss.stream.ss = ss
 	ss.prompts.ss = ss
+	ss.slots.ss = ss
 	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
@@ -348,9 +347,9 @@ func (ss *session) handle(c *conn, data []byte) {
 	case *protocol.Abort:
 		ss.prompts.abort(m.ID)
 	case *protocol.DisplayResolve:
-		ss.settle(m.SlotID, slotResult{value: m.Value})
+		ss.slots.settle(m.SlotID, slotResult{value: m.Value})
 	case *protocol.DisplayReject:
-		ss.settle(m.SlotID, slotResult{rejected: true, value: m.Error})
+		ss.slots.settle(m.SlotID, slotResult{rejected: true, value: m.Error})
 	case *protocol.ClientHello:
 		for _, cp := range m.Capabilities {
 			if cp == protocol.CapResume {

@@ -1,14 +1,11 @@
 package kit
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -141,8 +138,8 @@ func (t *turn) Ask(ctx context.Context, renderer string, input any) (json.RawMes
 	case <-t.ctx.Done():
 	}
 	t.mu.RLock()
-	if !t.done && t.ss.takeSlot(sl.id) != nil {
-		t.ss.sendClear(sl)
+	if !t.done && t.ss.slots.take(sl.id) != nil {
+		t.ss.slots.sendClear(sl)
 	}
 	t.mu.RUnlock()
 	if ctx.Err() != nil {
@@ -167,14 +164,14 @@ func (t *turn) Clear(slotID string) error {
 	if err := t.live(); err != nil {
 		return err
 	}
-	sl := t.ss.takeSlot(slotID)
+	sl := t.ss.slots.take(slotID)
 	if sl == nil || sl.promptID != t.id {
 		if sl != nil {
-			t.ss.putSlot(sl) // not ours: leave it
+			t.ss.slots.put(sl) // not ours: leave it
 		}
 		return fmt.Errorf("clear display slot %s: no such slot on this prompt", slotID)
 	}
-	t.ss.sendClear(sl)
+	t.ss.slots.sendClear(sl)
 	return nil
 }
 
@@ -188,7 +185,7 @@ func (t *turn) push(renderer string, input any, wait bool) (*slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("display slot input: %w", err)
 	}
-	sl := t.ss.newSlot(t.id, wait)
+	sl := t.ss.slots.add(t.id, wait)
 	b, err := protocol.Encode(&protocol.DisplayPush{
 		Slot:     protocol.Slot{Renderer: renderer, Input: raw, ID: sl.id},
 		PromptID: t.id,
@@ -197,7 +194,7 @@ func (t *turn) push(renderer string, input any, wait bool) (*slot, error) {
 		err = t.ss.stream.sendSeq(t.ctx, b[:len(b)-1])
 	}
 	if err != nil {
-		t.ss.takeSlot(sl.id)
+		t.ss.slots.take(sl.id)
 		return nil, fmt.Errorf("push display slot: %w", err)
 	}
 	return sl, nil
@@ -238,92 +235,4 @@ func (ss *session) resolveTag(p string) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
-}
-
-// slot is a display slot pushed by a prompt.
-type slot struct {
-	id       string
-	n        int // the number in id: slots are cleared in the order they were pushed
-	promptID string
-	wait     chan slotResult // nil for slots that need no answer
-}
-
-type slotResult struct {
-	value    json.RawMessage
-	rejected bool
-	err      error
-}
-
-func (ss *session) newSlot(promptID string, wait bool) *slot {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.slotN++
-	sl := &slot{id: "slot_" + strconv.Itoa(ss.slotN), n: ss.slotN, promptID: promptID}
-	if wait {
-		sl.wait = make(chan slotResult, 1)
-	}
-	if ss.slots == nil {
-		ss.slots = map[string]*slot{}
-	}
-	ss.slots[sl.id] = sl
-	return sl
-}
-
-func (ss *session) takeSlot(id string) *slot {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	sl := ss.slots[id]
-	if sl != nil {
-		delete(ss.slots, id)
-	}
-	return sl
-}
-
-func (ss *session) putSlot(sl *slot) {
-	ss.mu.Lock()
-	ss.slots[sl.id] = sl
-	ss.mu.Unlock()
-}
-
-func (ss *session) sendClear(sl *slot) {
-	if err := ss.stream.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
-		ss.logger().Debug("display_clear not sent", "slot", sl.id, "err", err)
-	}
-}
-
-// settle answers a slot from the client: it leaves the display (the
-// client is told so) and its waiter gets the answer. Slots of other
-// sessions, unknown slots and slots that need no answer are ignored.
-func (ss *session) settle(id string, r slotResult) {
-	ss.mu.Lock()
-	sl := ss.slots[id]
-	if sl == nil || sl.wait == nil {
-		ss.mu.Unlock()
-		ss.logger().Debug("display answer for an unknown slot ignored", "slot", id)
-		return
-	}
-	delete(ss.slots, id)
-	ss.mu.Unlock()
-	ss.sendClear(sl)
-	sl.wait <- r
-}
-
-// clearSlots removes the slots a finished prompt left on the display.
-func (ss *session) clearSlots(promptID string) {
-	ss.mu.Lock()
-	var left []*slot
-	for id, sl := range ss.slots {
-		if sl.promptID == promptID {
-			delete(ss.slots, id)
-			left = append(left, sl)
-		}
-	}
-	ss.mu.Unlock()
-	slices.SortFunc(left, func(a, b *slot) int { return cmp.Compare(a.n, b.n) })
-	for _, sl := range left {
-		if sl.wait != nil {
-			sl.wait <- slotResult{err: agent.ErrTurnDone}
-		}
-		ss.sendClear(sl)
-	}
 }
