@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -31,10 +29,19 @@ var (
 // abortMessage is v1's message for an aborted prompt.
 const abortMessage = "This operation was aborted"
 
-// session is one client's state: its agent conversation, prompt queue,
-// display slots, directories and numbered frame stream. It usually lives
-// as long as its connection; a resumable session outlives a dropped one
-// for the resume grace period.
+// session is one client's state. It holds the session's identity, its
+// context, its counters and its logger, and composes four parts, each
+// with its own state and lock:
+//
+//   - stream: the numbered frames and the connection they go to (stream.go);
+//   - prompts: the prompt queue and its runner (queue.go; one prompt's run
+//     is run.go, its turn as the agent sees it turn.go);
+//   - slots: the display slots its prompts pushed (slots.go);
+//   - workspace: its directories and sandbox, inputs in, outputs out
+//     (workspace.go, inputs.go, outputs.go).
+//
+// A session usually lives as long as its connection (ws.go); a resumable
+// session outlives a dropped one for the resume grace period.
 type session struct {
 	srv   *Server
 	id    string
@@ -58,24 +65,18 @@ type session struct {
 	log     *slog.Logger
 	ctx     context.Context // ends with the session
 
-	cancel context.CancelCauseFunc
-
-	stream stream // the numbered frames and the connection they go to (stream.go)
-
-	prompts prompts // the prompt queue and its runner (queue.go)
-
-	slots slots // the display slots its prompts pushed (slots.go)
-
+	cancel  context.CancelCauseFunc
 	endOnce sync.Once
 
-	obs observers // the inspector's view (observe.go); empty when it is off
+	stream    stream
+	prompts   prompts
+	slots     slots
+	workspace workspace // owned by the runner goroutine (and end, after the runner is gone)
+	// conv is the agent's conversation, opened on the workspace by the
+	// first prompt (or a warm-up); owned as the workspace is.
+	conv agent.Conversation
 
-	// Owned by the runner goroutine (and end, after the runner is gone).
-	conv    agent.Conversation
-	info    *agent.Session
-	made    bool      // session directories created
-	outSnap *snapshot // the output directory when outputs were last collected
-
+	obs      observers         // the inspector's view (observe.go); empty when it is off
 	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
 }
 
@@ -98,6 +99,7 @@ func (s *Server) newSession() *session {
 	ss.stream.ss = ss
 	ss.prompts.ss = ss
 	ss.slots.ss = ss
+	ss.workspace.ss = ss
 	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
@@ -376,27 +378,7 @@ func (ss *session) end(cause error) {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
-		// Killing and removing block in system calls: on a thread that
-		// goes with them (sandbox.OwnThread).
-		sandbox.OwnThread(func() {
-			if ss.info != nil && ss.info.Sandbox != nil {
-				// Whatever the agent left running dies with the session.
-				ss.info.Sandbox.Close()
-			}
-			if ss.made && !ss.srv.sharedDirs {
-				for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
-					if d == "" {
-						continue
-					}
-					if err := os.RemoveAll(d); err != nil {
-						ss.logger().Warn("removing a session directory", "dir", d, "err", err)
-					}
-				}
-			}
-		})
-		if ss.made {
-			ss.srv.forgetSession(ss.id)
-		}
+		ss.workspace.remove()
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
 		ss.obs.close()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -52,7 +51,7 @@ func (t *turn) ID() string                  { return t.id }
 func (t *turn) Text() string                { return t.text }
 func (t *turn) Inputs() []agent.Input       { return t.inputs }
 func (t *turn) Skills() []agent.SkillResult { return t.skills }
-func (t *turn) Session() *agent.Session     { return t.ss.info }
+func (t *turn) Session() *agent.Session     { return t.ss.workspace.info }
 
 // finish ends the turn: later calls fail with agent.ErrTurnDone, and every
 // send already under way has completed when it returns.
@@ -207,7 +206,7 @@ func (t *turn) TagOutput(path string) error {
 	if err := t.live(); err != nil {
 		return err
 	}
-	abs, err := t.ss.resolveTag(path)
+	abs, err := t.ss.workspace.resolveTag(path)
 	if err != nil {
 		return err
 	}
@@ -215,24 +214,4 @@ func (t *turn) TagOutput(path string) error {
 	t.tags = append(t.tags, abs)
 	t.tagMu.Unlock()
 	return nil
-}
-
-// resolveTag makes a tagged path absolute (relative to the work directory)
-// and checks that it lies inside one of the session's directories.
-func (ss *session) resolveTag(p string) (string, error) {
-	if p == "" {
-		return "", errors.New("output path is empty")
-	}
-	d := ss.info.Dirs
-	if !filepath.IsAbs(p) {
-		if d.Work == "" {
-			return "", fmt.Errorf("output path %q is relative and the box has no work directory", p)
-		}
-		p = filepath.Join(d.Work, p)
-	}
-	p = filepath.Clean(p)
-	if ss.inDirs(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
 }
