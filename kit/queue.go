@@ -21,13 +21,13 @@ type prompts struct {
 	queue   []*promptRun
 	running *promptRun
 	turnNow atomic.Pointer[turn] // the running prompt's turn, for egress events
-	runner  bool
-	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
+	wake    chan struct{}        // tells a lingering runner a prompt was queued; made with the first runner
 	// finished holds the ids of the latest prompts that ended, for a
 	// session whose client can resume: a client that resends a prompt it
 	// wrote into a dropped socket must not run it twice.
 	finished []string
-	ended    bool
+	runner   bool           // a runner goroutine runs
+	ended    bool           // the session has ended: no more prompts
 	wg       sync.WaitGroup // the runner
 }
 
