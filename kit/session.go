@@ -154,7 +154,7 @@ func (ss *session) end(cause error) {
 		ss.prompts.refuse(queued)
 		ss.prompts.wg.Wait()
 
-		ss.stream.close()
+		ss.stream.end()
 
 		if ss.conv != nil {
 			if err := ss.conv.Close(); err != nil {

@@ -144,9 +144,10 @@ func (st *stream) stopGraceLocked() {
 	st.graceTimer = nil
 }
 
-// close stops the resume grace timer and empties the replay buffer: the
-// session has ended.
-func (st *stream) close() {
+// end stops the resume grace timer and empties the replay buffer: the
+// session has ended. The connection is left to the caller (goingAway,
+// kill) or to its reader.
+func (st *stream) end() {
 	st.mu.Lock()
 	st.stopGraceLocked()
 	st.replay.reset()
