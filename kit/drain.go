@@ -44,11 +44,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	if first {
 		b, _ := protocol.Encode(&protocol.Draining{Deadline: deadline.UnixMilli(), Message: drainMessage})
 		for _, ss := range sessions {
-			ss.sendMu.Lock()
-			if c := ss.conn.Load(); c != nil {
-				c.send(b)
-			}
-			ss.sendMu.Unlock()
+			ss.stream.sendUnnumbered(b)
 		}
 		s.log.Info("draining: no new sessions or prompts; waiting for running prompts", "sessions", len(sessions), "deadline", deadline.UTC().Format(time.RFC3339))
 	}
@@ -77,11 +73,9 @@ func (s *Server) busySessions() int {
 	s.mu.Unlock()
 	n := 0
 	for _, ss := range sessions {
-		ss.mu.Lock()
-		if ss.running != nil || len(ss.queue) > 0 {
+		if queued, running := ss.prompts.load(); running != nil || queued > 0 {
 			n++
 		}
-		ss.mu.Unlock()
 	}
 	return n
 }

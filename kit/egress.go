@@ -248,7 +248,7 @@ func (ss *session) egressEvent(ev egress.Event) {
 	}
 	lvl("egress", "proto", ev.Proto, "host", ev.Host, "port", ev.Port, "decision", ev.Decision, "rule", ev.Rule,
 		"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn, "brokered", ev.Brokered, "stripped", ev.Stripped)
-	if t := ss.turnNow.Load(); t != nil {
+	if t := ss.prompts.turnNow.Load(); t != nil {
 		t.Emit(protocol.EventEgress, ev) // a prompt that just ended no longer takes events
 	}
 }

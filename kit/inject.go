@@ -92,7 +92,7 @@ func preamble(m *protocol.Manifest, d agent.Dirs, proxied bool) string {
 // sessionFS is the manifest's fs with the session's real directories.
 func (ss *session) sessionFS() map[string]protocol.Mount {
 	fs := make(map[string]protocol.Mount, len(ss.srv.man.FS))
-	d := ss.info.Dirs
+	d := ss.workspace.info.Dirs
 	for k, mt := range ss.srv.man.FS {
 		p := ss.srv.mounts[k]
 		switch k {

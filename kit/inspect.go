@@ -306,7 +306,7 @@ func (s *Server) inspectSessions(w http.ResponseWriter) {
 		}
 		out = append(out, inspectSession{
 			ID: ss.id, Owner: owner, Started: ss.obs.started.UTC(),
-			Connected: ss.conn.Load() != nil, LastSeq: ss.lastSeq.Load(),
+			Connected: ss.stream.conn.Load() != nil, LastSeq: ss.stream.lastSeq.Load(),
 			Prompts: ss.obs.promptList(),
 		})
 	}
@@ -400,21 +400,19 @@ func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotI
 		http.Error(w, "inspect: want {\"value\": JSON} or {\"reject\": \"reason\"}: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	ss.mu.Lock()
-	sl := ss.slots[slotID]
-	ss.mu.Unlock()
+	sl := ss.slots.get(slotID)
 	if sl == nil || sl.wait == nil {
 		http.Error(w, "inspect: no display slot "+slotID+" waits for an answer on this session", http.StatusNotFound)
 		return
 	}
 	if body.Reject != nil {
 		reason, _ := json.Marshal(*body.Reject)
-		ss.settle(slotID, slotResult{rejected: true, value: reason})
+		ss.slots.settle(slotID, slotResult{rejected: true, value: reason})
 	} else {
 		if len(body.Value) == 0 {
 			body.Value = json.RawMessage("null")
 		}
-		ss.settle(slotID, slotResult{value: body.Value})
+		ss.slots.settle(slotID, slotResult{value: body.Value})
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

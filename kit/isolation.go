@@ -173,10 +173,10 @@ func diskUsage(dirs []string) int64 {
 // limits.disk.
 func (ss *session) checkDisk() error {
 	limit := ss.srv.diskLimit
-	if limit <= 0 || ss.info == nil {
+	if limit <= 0 || ss.workspace.info == nil {
 		return nil
 	}
-	used := diskUsage(dirSet(ss.info.Dirs).list())
+	used := diskUsage(dirSet(ss.workspace.info.Dirs).list())
 	if used <= limit {
 		return nil
 	}

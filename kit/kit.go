@@ -399,7 +399,7 @@ func (s *Server) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			ss.end(errShutdown)
-			ss.goingAway()
+			ss.stream.goingAway()
 		}()
 	}
 	done := make(chan struct{})
@@ -415,7 +415,7 @@ func (s *Server) Close(ctx context.Context) error {
 		err = ctx.Err()
 		// No session starts once closed is set: these are all of them.
 		for _, ss := range sessions {
-			ss.kill()
+			ss.stream.kill()
 		}
 		// An agent that ignores cancellation would hold Close forever.
 		t := time.NewTimer(time.Second)

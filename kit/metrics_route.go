@@ -175,12 +175,11 @@ func (s *Server) sessionGauges() (open, queued, running int) {
 			continue // reserved for a connection still upgrading
 		}
 		open++
-		ss.mu.Lock()
-		queued += len(ss.queue)
-		if ss.running != nil {
+		q, r := ss.prompts.load()
+		queued += q
+		if r != nil {
 			running++
 		}
-		ss.mu.Unlock()
 	}
 	return open, queued, running
 }

@@ -53,8 +53,8 @@ type promptInfo struct {
 func (ss *session) observed() bool { return ss.srv.inspect != nil }
 
 // publish hands a numbered frame to the history and every observer. The
-// caller holds sendMu, so frames arrive in seq order; frame is never
-// modified afterwards.
+// caller holds the stream's mu, so frames arrive in seq order; frame is
+// never modified afterwards.
 func (o *observers) publish(frame []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +47,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.promptEnded(p, code, nil)
-		ss.sendError(bg, p.msg.ID, code, text)
+		ss.stream.sendError(bg, p.msg.ID, code, text)
 		return
 	}
 	// Logged and counted before the client hears of it, so that whoever
@@ -110,7 +108,7 @@ func (ss *session) sendComplete(ctx context.Context, id, msg string, outputs map
 		}
 		b = append(b, j...)
 	}
-	return ss.sendSeq(ctx, b)
+	return ss.stream.sendSeq(ctx, b)
 }
 
 // describe maps a prompt's failure to a protocol error code and message,
@@ -128,8 +126,8 @@ func (ss *session) describe(ctx context.Context, err error) (code, msg string) {
 func (ss *session) relPaths(msg string) string {
 	type repl struct{ from, to string }
 	var rs []repl
-	if ss.info != nil {
-		d := ss.info.Dirs
+	if info := ss.workspace.info; info != nil {
+		d := info.Dirs
 		for _, r := range []repl{{d.Work, protocol.MountWork}, {d.Input, protocol.MountInput}, {d.Output, protocol.MountOutput}} {
 			if r.from != "" {
 				rs = append(rs, r)
@@ -233,9 +231,9 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	}
 	t := newTurn(ctx, ss, m.ID)
 	t.text = text
-	ss.turnNow.Store(t)
-	defer ss.turnNow.Store(nil)
-	defer ss.clearSlots(m.ID)
+	ss.prompts.turnNow.Store(t)
+	defer ss.prompts.turnNow.Store(nil)
+	defer ss.slots.clear(m.ID)
 	defer t.finish()
 
 	// Check every directive before anything runs.
@@ -244,14 +242,14 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 			if d.args == "" {
 				return "", nil, codeErr(protocol.CodeInput, errors.New("/output needs a path: /output <path>"))
 			}
-			p, err := ss.resolveTag(d.args)
+			p, err := ss.workspace.resolveTag(d.args)
 			if err != nil {
 				return "", nil, codeErr(protocol.CodeInput, fmt.Errorf("/output: %w", err))
 			}
 			t.tags = append(t.tags, p)
 		}
 	}
-	inputs, err := ss.materialise(ctx, m.Inputs)
+	inputs, err := ss.workspace.materialise(ctx, m.Inputs)
 	if err != nil {
 		return "", nil, err
 	}
@@ -259,10 +257,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 
 	// What changed since the last outputs were collected is this
 	// prompt's: files a failed prompt left come with the next one.
-	if ss.outSnap == nil && ss.info.Dirs.Output != "" {
-		ss.outSnap = takeSnapshot(ss.info.Dirs.Output)
-	}
-	before := ss.outSnap
+	before := ss.workspace.baseline()
 
 	onlyHooks := len(directives) > 0 && text == ""
 	t.mu.RLock()
@@ -271,7 +266,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		case dirOutput, dirClearWorkspace:
 			name := d.name[1:]
 			if d.name == dirClearWorkspace {
-				ss.clearWorkspace()
+				ss.workspace.clear()
 			}
 			err = t.emitLocked("hook_invoked", hookEvent{Name: name})
 		case dirEnvironment, dirWorkspace:
@@ -300,12 +295,12 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		return "", nil, context.Cause(ctx)
 	}
 	t.finish()
-	ss.clearSlots(m.ID)
+	ss.slots.clear(m.ID)
 	if err := ss.checkDisk(); err != nil {
 		return "", nil, err
 	}
 
-	outputs, err := ss.collect(ctx, m.ID, before, t.tags, policy)
+	outputs, err := ss.workspace.collect(ctx, m.ID, before, t.tags, policy)
 	if err != nil {
 		return "", nil, err
 	}
@@ -344,62 +339,21 @@ type skillEvent struct {
 	Args   string `json:"args,omitempty"`
 }
 
-// prepare creates the session's directories and opens the agent's
+// prepare makes the session's workspace and opens the agent's
 // conversation, the first time a prompt runs. The conversation lives as
 // long as the session, so it opens with the session's context.
 func (ss *session) prepare() error {
 	if ss.conv != nil {
 		return nil
 	}
-	srv := ss.srv
-	if !ss.made {
-		srv.noteSession(ss.id) // reclaim.go
-		var dirs agent.Dirs
-		for _, d := range []struct {
-			key string
-			dst *string
-		}{{protocol.MountWork, &dirs.Work}, {protocol.MountInput, &dirs.Input}, {protocol.MountOutput, &dirs.Output}} {
-			root, ok := srv.mounts[d.key]
-			if !ok {
-				continue
-			}
-			p := root
-			if !srv.sharedDirs {
-				p = filepath.Join(root, ss.id)
-			}
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
-			}
-			if real, err := filepath.EvalSymlinks(p); err == nil {
-				p = real
-			}
-			*d.dst = p
-		}
-		ss.made = true
-		box, err := srv.sb.Open(ss.id, dirSet(dirs).list())
-		if err != nil {
-			return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
-		}
-		proxyEnv, err := ss.egressEnv(box)
-		if err != nil {
-			ss.made = false
-			box.Close()
-			return err
-		}
-		ss.info = &agent.Session{
-			ID:       ss.id,
-			Dirs:     dirs,
-			Env:      mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv),
-			Preamble: preamble(srv.man, dirs, srv.egress != nil),
-			Manifest: srv.man,
-			Log:      ss.logger(),
-			Sandbox:  box,
-		}
+	if err := ss.workspace.prepare(); err != nil {
+		return err
 	}
+	srv := ss.srv
 	var conv agent.Conversation
 	_, err := guard("the agent's Open", func() (string, error) {
 		var err error
-		conv, err = srv.opts.Agent.Open(ss.ctx, ss.info)
+		conv, err = srv.opts.Agent.Open(ss.ctx, ss.workspace.info)
 		return "", err
 	})
 	if err != nil {
@@ -410,22 +364,4 @@ func (ss *session) prepare() error {
 	}
 	ss.conv = conv
 	return nil
-}
-
-// clearWorkspace empties the session's work directory.
-func (ss *session) clearWorkspace() {
-	dir := ss.info.Dirs.Work
-	if dir == "" {
-		return
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		ss.logger().Warn("clear-workspace", "err", err)
-		return
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			ss.logger().Warn("clear-workspace", "err", err)
-		}
-	}
 }

@@ -24,9 +24,9 @@ func TestRunnerLingersThenExits(t *testing.T) {
 			b.srv.mu.Lock()
 			busy := false
 			for _, ss := range b.srv.sessions {
-				ss.mu.Lock()
-				busy = busy || ss.runner
-				ss.mu.Unlock()
+				ss.prompts.mu.Lock()
+				busy = busy || ss.prompts.runner
+				ss.prompts.mu.Unlock()
 			}
 			b.srv.mu.Unlock()
 			if !busy {

@@ -5,21 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/sandbox"
-	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Causes of a prompt's cancellation.
@@ -32,10 +24,19 @@ var (
 // abortMessage is v1's message for an aborted prompt.
 const abortMessage = "This operation was aborted"
 
-// session is one client's state: its agent conversation, prompt queue,
-// display slots, directories and numbered frame stream. It usually lives
-// as long as its connection; a resumable session outlives a dropped one
-// for the resume grace period.
+// session is one client's state. It holds the session's identity, its
+// context, its counters and its logger, and composes four parts, each
+// with its own state and lock:
+//
+//   - stream: the numbered frames and the connection they go to (stream.go);
+//   - prompts: the prompt queue and its runner (queue.go; one prompt's run
+//     is run.go, its turn as the agent sees it turn.go);
+//   - slots: the display slots its prompts pushed (slots.go);
+//   - workspace: its directories and sandbox, inputs in, outputs out
+//     (workspace.go, inputs.go, outputs.go).
+//
+// A session usually lives as long as its connection (ws.go); a resumable
+// session outlives a dropped one for the resume grace period.
 type session struct {
 	srv   *Server
 	id    string
@@ -59,53 +60,19 @@ type session struct {
 	log     *slog.Logger
 	ctx     context.Context // ends with the session
 
-	cancel context.CancelCauseFunc
-
-	// sendMu orders the numbered frames: a frame's seq and its place in
-	// the connection's queue are decided together. conn and canResume
-	// change under sendMu and may be read without it.
-	sendMu     sync.Mutex
-	seq        uint64
-	lastSeq    atomic.Uint64        // seq, readable without sendMu
-	conn       atomic.Pointer[conn] // nil while detached
-	canResume  atomic.Bool          // the client announced "resume"
-	replay     replay
-	graceGen   int
-	graceTimer *time.Timer
-
-	mu      sync.Mutex
-	queue   []*promptRun
-	running *promptRun
-	turnNow atomic.Pointer[turn] // the running prompt's turn, for egress events
-	runner  bool
-	wake    chan struct{} // tells a lingering runner a prompt was queued; made with the first runner
-	// finished holds the ids of the latest prompts that ended, for a
-	// session whose client can resume: a client that resends a prompt it
-	// wrote into a dropped socket must not run it twice.
-	finished []string
-	ended    bool
-	slots    map[string]*slot
-	slotN    int
-	runWG    sync.WaitGroup
-
+	cancel  context.CancelCauseFunc
 	endOnce sync.Once
 
-	obs observers // the inspector's view (observe.go); empty when it is off
+	stream    stream
+	prompts   prompts
+	slots     slots
+	workspace workspace // owned by the runner goroutine (and end, after the runner is gone)
+	// conv is the agent's conversation, opened on the workspace by the
+	// first prompt (or a warm-up); owned as the workspace is.
+	conv agent.Conversation
 
-	// Owned by the runner goroutine (and end, after the runner is gone).
-	conv    agent.Conversation
-	info    *agent.Session
-	made    bool      // session directories created
-	outSnap *snapshot // the output directory when outputs were last collected
-
+	obs      observers         // the inspector's view (observe.go); empty when it is off
 	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
-}
-
-// promptRun is a prompt in the queue or running.
-type promptRun struct {
-	msg     *protocol.Prompt
-	cancel  context.CancelCauseFunc // set when it starts
-	started time.Time               // set when it starts
 }
 
 // logger returns the session's logger, made on first use: most idle
@@ -124,7 +91,11 @@ func newSessionID() string {
 func (s *Server) newSession() *session {
 	ss := &session{srv: s, id: s.machineID(newSessionID()), created: time.Now()}
 	ss.lastActive.Store(ss.created.UnixNano())
-	ss.replay.total, ss.replay.limit = &s.replayBytes, s.replayCap
+	ss.stream.ss = ss
+	ss.prompts.ss = ss
+	ss.slots.ss = ss
+	ss.workspace.ss = ss
+	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
 		ss.obs.total = &s.inspect.histBytes
@@ -173,614 +144,24 @@ func (s *Server) lookup(id string) *session {
 	return s.sessions[id]
 }
 
-// serveWS authenticates and upgrades a connection and starts its reader
-// and writer.
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	tok, ok := bearerHeader(r)
-	if !ok {
-		tok, ok = bearerSubprotocol(r)
-	}
-	who, ok := s.connectIdentity(tok, ok)
-	if !ok {
-		unauthorized(w)
-		return
-	}
-	if s.draining.Load() {
-		refuseDraining(w)
-		return
-	}
-	fresh := s.reserve(who)
-	if fresh == nil {
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	defer s.wg.Done()
-
-	ws, err := wsconn.Upgrade(w, r, wsconn.UpgradeOptions{
-		Subprotocols:   []string{SubprotocolV1},
-		ReadBufferSize: readBufferSize,
-	})
-	if err != nil {
-		// Upgrade has answered the request already.
-		s.log.Debug("websocket upgrade", "err", err)
-		fresh.end(errClosed) // a warm one holds an agent and directories
-		return
-	}
-	c := newConn(ws, s)
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-
-	fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
-	ss := fresh
-	resumeFailed := ""
-	if rid := r.URL.Query().Get("resume"); rid != "" {
-		last, perr := strconv.ParseUint(r.URL.Query().Get("last_seq"), 10, 64)
-		old := s.lookup(rid)
-		// Nothing a foreign or impossible resume asks may disturb the
-		// session: it is checked before the session's socket is touched.
-		switch {
-		case perr != nil:
-			resumeFailed = fmt.Sprintf("cannot resume session %s: last_seq must be a whole number", rid)
-		case old == nil || old == fresh || old.owner != who:
-			// A session opened with another credential looks unknown: its
-			// id must not be confirmed to whoever guessed or stole it.
-			resumeFailed = fmt.Sprintf("cannot resume session %s: it is unknown or expired", rid)
-			if old != nil && old != fresh {
-				s.log.Warn("resume refused: the session was opened with another credential", "session", rid)
-			}
-		case last > old.lastSeq.Load():
-			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.lastSeq.Load())
-		case !old.resumable():
-			resumeFailed = fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
-		case !old.resume(c, last):
-			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
-			old.end(errClosed)
-		default:
-			ss = old
-			fresh.end(errClosed)
-		}
-	}
-	if ss == fresh {
-		ss.opened.Store(true)
-		s.obs.sessionsTotal.Add(1)
-		ss.attach(c)
-		if resumeFailed != "" {
-			ss.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
-		}
-		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
-	} else {
-		s.obs.resumesTotal.Add(1)
-		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.lastSeq.Load())
-	}
-
-	if ss.ctx.Err() != nil {
-		c.close() // the box closed during the upgrade
-	}
-	// The connection is read by a goroutine of its own, so that the
-	// handler's goroutine, whose stack grew while serving HTTP, is freed.
-	// That reader parks the connection whenever it is idle: an idle
-	// connection then holds no goroutine.
-	c.sess = ss
-	c.ws.SetReadLimit(s.maxMessage)
-	wait := 2 * s.pingInterval
-	c.setReadDeadline(time.Now().Add(wait))
-	c.ws.SetPongHandler(func() { c.setReadDeadline(time.Now().Add(wait)) })
-	s.wg.Add(1) // the reader's, carried on while it is parked
-	go s.reader(c)
-}
-
-// reader reads c until it parks or ends; when it ends, it tears the
-// connection down. It holds one count in s.wg, which a parked connection
-// keeps and the reader started when it wakes carries on.
-func (s *Server) reader(c *conn) {
-	clean, parked := s.readLoop(c.sess, c)
-	if parked {
-		return
-	}
-	defer s.wg.Done()
-	c.finish()
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	c.sess.connGone(c, clean)
-}
-
-// park registers c in the server's epoll set, made on first use. It
-// reports false when the server is closing or cannot park.
-func (s *Server) park(c *conn, fd uintptr) bool {
-	p := s.parker.Load()
-	if p == nil {
-		s.mu.Lock()
-		if s.closed || s.noPark {
-			s.mu.Unlock()
-			return false
-		}
-		if p = s.parker.Load(); p == nil {
-			np, err := newParker(func(c *conn) { go s.reader(c) })
-			if err != nil {
-				s.noPark = true
-				s.mu.Unlock()
-				s.log.Warn("idle connections keep their goroutines", "err", err)
-				return false
-			}
-			s.parker.Store(np)
-			p = np
-		}
-		s.mu.Unlock()
-	}
-	return p.park(c, fd)
-}
-
-// closeAbnormal is the code a read error carries when the connection
-// dropped without a close frame (RFC 6455 7.4.1: never sent on the wire).
-const closeAbnormal = 1006
-
-// readLoop reads frames until the connection ends or parks. clean
-// reports whether the client ended it with a close frame (or the server is
-// closing). A connection whose read deadline has passed does not park:
-// its wait meets the deadline.
-func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
-	wait := 2 * s.pingInterval
-	register := func(fd uintptr) bool { return s.park(c, fd) }
-	for {
-		if time.Now().UnixNano() < c.readBy.Load() && c.ws.Park(register) {
-			return false, true
-		}
-		err := c.ws.WaitReadable()
-		var data []byte
-		release := func() {}
-		if err == nil {
-			data, release, err = s.readFrame(c.ws, wait)
-		}
-		if errors.Is(err, errBudget) {
-			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
-			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
-			return false, false
-		}
-		if err != nil {
-			code := wsconn.CloseCode(err)
-			ss.logger().Debug("connection ended", "err", err, "close_code", code)
-			return (code != 0 && code != closeAbnormal) || s.ctx.Err() != nil, false
-		}
-		now := time.Now()
-		c.setReadDeadline(now.Add(wait))
-		ss.lastActive.Store(now.UnixNano())
-		ss.handle(c, data)
-		release()
-	}
-}
-
-// handle dispatches one client frame.
-func (ss *session) handle(c *conn, data []byte) {
-	m, err := protocol.DecodeClient(data)
-	if err != nil {
-		if errors.Is(err, protocol.ErrUnknownType) {
-			ss.logger().Debug("ignoring frame of unknown type", "err", err)
-			return
-		}
-		ss.sendError(context.Background(), protocol.PeekID(data), protocol.CodeBadMessage, err.Error())
-		return
-	}
-	switch m := m.(type) {
-	case *protocol.Ping:
-		b, _ := protocol.Encode(&protocol.Pong{TS: m.TS})
-		c.send(b)
-	case *protocol.Prompt:
-		ss.enqueue(m)
-	case *protocol.Abort:
-		ss.abort(m.ID)
-	case *protocol.DisplayResolve:
-		ss.settle(m.SlotID, slotResult{value: m.Value})
-	case *protocol.DisplayReject:
-		ss.settle(m.SlotID, slotResult{rejected: true, value: m.Error})
-	case *protocol.ClientHello:
-		for _, cp := range m.Capabilities {
-			if cp == protocol.CapResume {
-				ss.sendMu.Lock()
-				ss.canResume.Store(true)
-				ss.sendMu.Unlock()
-			}
-		}
-	}
-}
-
-// attach makes c the session's connection and greets the client.
-func (ss *session) attach(c *conn) {
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	ss.conn.Store(c)
-	c.send(ss.hello(false))
-	if ss.srv.draining.Load() {
-		b, _ := protocol.Encode(&protocol.Draining{Deadline: ss.srv.drainUntil.Load(), Message: drainMessage})
-		c.send(b)
-	}
-}
-
-func (ss *session) hello(resumed bool) []byte {
-	h := &protocol.ServerHello{
-		ProtocolVersion: protocol.Version,
-		SessionID:       ss.id,
-		Capabilities:    ss.srv.caps,
-		Name:            ss.srv.man.Name,
-		Version:         ss.srv.man.Version,
-		Resumed:         resumed,
-	}
-	if resumed {
-		h.LastSeq = ss.seq
-	}
-	b, _ := protocol.Encode(h)
-	return b
-}
-
-func (ss *session) resumable() bool { return ss.canResume.Load() }
-
-// resume reattaches a dropped session to c and replays the frames after
-// last. It fails when the session cannot resume or no longer holds them.
-func (ss *session) resume(c *conn, last uint64) bool {
-	// Cut the old connection first: a prompt blocked sending to it holds
-	// sendMu until its frame is queued or the connection is finished.
-	if old := ss.conn.Load(); old != nil {
-		old.finish()
-	}
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	if ss.ctx.Err() != nil || !ss.canResume.Load() {
-		return false
-	}
-	frames, ok := ss.replay.since(last, ss.seq)
-	if !ok {
-		return false
-	}
-	old := ss.conn.Swap(c)
-	ss.graceGen++
-	ss.stopGraceLocked()
-	c.send(ss.hello(true))
-	for _, f := range frames {
-		if !c.send(f) {
-			break
-		}
-	}
-	if old != nil {
-		old.finish()
-	}
-	return true
-}
-
-// connGone detaches c. A resumable session whose client vanished without
-// a close frame waits for a resume; any other session ends.
-func (ss *session) connGone(c *conn, clean bool) {
-	ss.sendMu.Lock()
-	if ss.conn.Load() != c {
-		ss.sendMu.Unlock()
-		return // replaced by a resume
-	}
-	ss.conn.Store(nil)
-	wait := ss.canResume.Load() && !clean && ss.ctx.Err() == nil
-	if wait {
-		ss.graceGen++
-		gen := ss.graceGen
-		ss.srv.wg.Add(1)
-		ss.graceTimer = time.AfterFunc(ss.srv.resumeGrace, func() {
-			defer ss.srv.wg.Done()
-			ss.sendMu.Lock()
-			expired := ss.conn.Load() == nil && ss.graceGen == gen
-			if expired {
-				ss.graceTimer = nil
-			}
-			ss.sendMu.Unlock()
-			if expired {
-				ss.logger().Debug("resume grace expired")
-				ss.end(errClosed)
-			}
-		})
-		ss.logger().Debug("connection dropped; waiting for a resume", "grace", ss.srv.resumeGrace)
-	}
-	ss.sendMu.Unlock()
-	if !wait {
-		ss.end(errClosed)
-	}
-}
-
-func (ss *session) stopGraceLocked() {
-	if ss.graceTimer != nil && ss.graceTimer.Stop() {
-		ss.srv.wg.Done()
-	}
-	ss.graceTimer = nil
-}
-
-// goingAway closes the session's connection with a close frame.
-func (ss *session) goingAway() {
-	ss.sendMu.Lock()
-	c := ss.conn.Load()
-	ss.sendMu.Unlock()
-	if c != nil {
-		c.close()
-	}
-}
-
-// kill cuts the session's connection at once.
-func (ss *session) kill() {
-	ss.sendMu.Lock()
-	c := ss.conn.Load()
-	ss.sendMu.Unlock()
-	if c != nil {
-		c.finish()
-	}
-}
-
-// sendSeq numbers a frame and queues it. body is a JSON object without its
-// closing brace; sendSeq appends the seq field and the brace. It blocks
-// while the connection's queue is full, until ctx ends; while the session
-// is detached the frame goes to the replay buffer only.
-func (ss *session) sendSeq(ctx context.Context, body []byte) error {
-	c, err := ss.queueSeq(ctx, body)
-	if c != nil {
-		c.kick()
-	}
-	return err
-}
-
-func (ss *session) queueSeq(ctx context.Context, body []byte) (*conn, error) {
-	ss.sendMu.Lock()
-	defer ss.sendMu.Unlock()
-	seq := ss.seq + 1
-	body = append(body, `,"seq":`...)
-	body = strconv.AppendUint(body, seq, 10)
-	body = append(body, '}')
-	c := ss.conn.Load()
-	// The frame is counted before it can reach the client: a client that
-	// saw it and resumes at once must find it sent.
-	ss.lastSeq.Store(seq)
-	if c != nil {
-		if err := c.enqueue(ctx, body); err != nil {
-			ss.lastSeq.Store(ss.seq)
-			return c, err
-		}
-	}
-	ss.seq = seq
-	ss.framesSent.Add(1)
-	ss.bytesSent.Add(int64(len(body)))
-	ss.lastActive.Store(time.Now().UnixNano())
-	if o := ss.srv.obs; o != nil {
-		o.framesSent.Add(1)
-		o.bytesSent.Add(int64(len(body)))
-	}
-	if ss.observed() {
-		ss.obs.publish(body)
-	}
-	if ss.canResume.Load() {
-		ss.replay.push(seq, body)
-	}
-	return c, nil
-}
-
-// sendMessage encodes a numbered server message and queues it.
-func (ss *session) sendMessage(ctx context.Context, m protocol.ServerMessage) error {
-	b, err := protocol.Encode(m)
-	if err != nil {
-		return err
-	}
-	return ss.sendSeq(ctx, b[:len(b)-1])
-}
-
-func (ss *session) sendError(ctx context.Context, id, code, msg string) {
-	if err := ss.sendMessage(ctx, &protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}}); err != nil {
-		ss.logger().Debug("error frame not sent", "id", id, "err", err)
-	}
-}
-
-// enqueue queues a prompt, or answers it with an error at once.
-func (ss *session) enqueue(m *protocol.Prompt) {
-	ss.mu.Lock()
-	if ss.ended {
-		ss.mu.Unlock()
-		return
-	}
-	dup := ss.running != nil && ss.running.msg.ID == m.ID
-	for _, q := range ss.queue {
-		dup = dup || q.msg.ID == m.ID
-	}
-	if dup {
-		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
-			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
-		return
-	}
-	if slices.Contains(ss.finished, m.ID) {
-		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
-			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
-		return
-	}
-	if ss.srv.draining.Load() {
-		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeDraining,
-			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
-		return
-	}
-	if len(ss.queue) >= ss.srv.maxQueue {
-		ss.mu.Unlock()
-		ss.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
-			fmt.Sprintf("prompt %q refused: %d prompts are already queued on this session", m.ID, len(ss.queue)))
-		return
-	}
-	ss.queue = append(ss.queue, &promptRun{msg: m})
-	if ss.observed() {
-		ss.obs.queued(m.ID, m.Text, sortedKeys(m.Inputs))
-	}
-	start := !ss.runner
-	if start {
-		ss.runner = true
-		if ss.wake == nil {
-			ss.wake = make(chan struct{}, 1)
-		}
-		ss.runWG.Add(1)
-		ss.srv.wg.Add(1)
-	}
-	wake := ss.wake
-	ss.mu.Unlock()
-	if start {
-		go ss.runLoop()
-		return
-	}
-	select {
-	case wake <- struct{}{}:
-	default: // a wake-up is already pending
-	}
-}
-
-// runnerLinger is how long a runner whose queue is empty waits for the next
-// prompt before it exits. A new goroutine per prompt would grow its stack
-// through the agent's and the writer's call chains every time; a session
-// that has not prompted for a while holds no goroutine at all.
-var runnerLinger = 2 * time.Second
-
-// maxFinished bounds the ids a resumable session remembers.
-const maxFinished = 256
-
-// abort cancels the running prompt with that id, or removes it from the
-// queue (it then gets its error at once and never runs).
-func (ss *session) abort(id string) {
-	ss.mu.Lock()
-	if r := ss.running; r != nil && r.msg.ID == id {
-		r.cancel(errAborted)
-		ss.mu.Unlock()
-		return
-	}
-	for i, q := range ss.queue {
-		if q.msg.ID == id {
-			ss.queue = append(ss.queue[:i], ss.queue[i+1:]...)
-			ss.mu.Unlock()
-			ss.srv.notePromptEnded()
-			ss.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
-			return
-		}
-	}
-	ss.mu.Unlock()
-	ss.logger().Debug("abort of an unknown prompt ignored", "id", id)
-}
-
-// runLoop runs queued prompts one at a time, and exits once the queue has
-// stayed empty for runnerLinger or the session ends.
-func (ss *session) runLoop() {
-	defer ss.srv.wg.Done()
-	defer ss.runWG.Done()
-	var idle *time.Timer
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-	}()
-	for {
-		ss.mu.Lock()
-		if ss.ended {
-			ss.runner = false
-			ss.mu.Unlock()
-			return
-		}
-		if len(ss.queue) == 0 {
-			ss.mu.Unlock()
-			if idle == nil {
-				idle = time.NewTimer(runnerLinger)
-			} else {
-				idle.Reset(runnerLinger)
-			}
-			select {
-			case <-ss.wake:
-				continue
-			case <-ss.ctx.Done():
-			case <-idle.C:
-			}
-			ss.mu.Lock()
-			if ss.ended || ss.ctx.Err() != nil || len(ss.queue) == 0 {
-				ss.runner = false
-				ss.mu.Unlock()
-				return
-			}
-			ss.mu.Unlock()
-			continue
-		}
-		p := ss.queue[0]
-		ss.queue[0] = nil
-		ss.queue = ss.queue[1:]
-		ctx, cancel := context.WithCancelCause(ss.ctx)
-		p.cancel = cancel
-		p.started = time.Now()
-		ss.running = p
-		ss.mu.Unlock()
-		if ss.observed() {
-			ss.obs.running(p.msg.ID)
-		}
-
-		ss.runPrompt(ctx, p, func() {
-			ss.mu.Lock()
-			ss.running = nil
-			if ss.resumable() {
-				if len(ss.finished) == maxFinished {
-					ss.finished = append(ss.finished[:0], ss.finished[1:]...)
-				}
-				ss.finished = append(ss.finished, p.msg.ID)
-			}
-			ss.mu.Unlock()
-		})
-		cancel(nil)
-		ss.srv.notePromptEnded()
-	}
-}
-
 // end cancels everything the session runs, waits for its prompt to
 // return, closes the agent's conversation and removes the session's
 // directories. Safe to call more than once.
 func (ss *session) end(cause error) {
 	ss.endOnce.Do(func() {
-		ss.mu.Lock()
-		ss.ended = true
-		queued := ss.queue
-		ss.queue = nil
-		if ss.running != nil {
-			ss.running.cancel(cause)
-		}
-		ss.mu.Unlock()
+		queued := ss.prompts.stop(cause)
 		ss.cancel(cause)
-		for _, p := range queued {
-			ss.sendError(context.Background(), p.msg.ID, protocol.CodeAborted, abortMessage)
-		}
-		ss.runWG.Wait()
+		ss.prompts.refuse(queued)
+		ss.prompts.wg.Wait()
 
-		ss.sendMu.Lock()
-		ss.stopGraceLocked()
-		ss.replay.reset()
-		ss.sendMu.Unlock()
+		ss.stream.end()
 
 		if ss.conv != nil {
 			if err := ss.conv.Close(); err != nil {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
-		// Killing and removing block in system calls: on a thread that
-		// goes with them (sandbox.OwnThread).
-		sandbox.OwnThread(func() {
-			if ss.info != nil && ss.info.Sandbox != nil {
-				// Whatever the agent left running dies with the session.
-				ss.info.Sandbox.Close()
-			}
-			if ss.made && !ss.srv.sharedDirs {
-				for _, d := range []string{ss.info.Dirs.Work, ss.info.Dirs.Input, ss.info.Dirs.Output} {
-					if d == "" {
-						continue
-					}
-					if err := os.RemoveAll(d); err != nil {
-						ss.logger().Warn("removing a session directory", "dir", d, "err", err)
-					}
-				}
-			}
-		})
-		if ss.made {
-			ss.srv.forgetSession(ss.id)
-		}
+		ss.workspace.remove()
 		ss.srv.removeSession(ss)
 		ss.srv.notePromptEnded()
 		ss.obs.close()
@@ -794,16 +175,6 @@ func (ss *session) end(cause error) {
 			"prompts", ss.promptsRun.Load(), "frames", ss.framesSent.Load(), "events", ss.eventsSent.Load(),
 			"bytes", ss.bytesSent.Load(), "cause", closeCause(cause))
 	})
-}
-
-// ownerKind is what the logs say of a session's owner: "key", "sub:NAME",
-// or "token" (a token's hash identifies it to the kit, not to a reader of
-// logs).
-func ownerKind(who string) string {
-	if strings.HasPrefix(who, "token:") {
-		return "token"
-	}
-	return who
 }
 
 // closeCause names why a session ended, for its log line.

@@ -62,14 +62,13 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		State:        protocol.SessionIdle,
 		Prompts:      ss.promptsRun.Load(),
 	}
-	ss.mu.Lock()
-	info.Queued = len(ss.queue)
-	if p := ss.running; p != nil {
+	queued, p := ss.prompts.load()
+	info.Queued = queued
+	if p != nil {
 		info.State = protocol.SessionRunning
 		info.Running = &protocol.RunningPrompt{ID: p.msg.ID, Started: p.started.UTC(), DurationMS: now.Sub(p.started).Milliseconds()}
 	}
-	ss.mu.Unlock()
-	if ss.conn.Load() == nil {
+	if ss.stream.conn.Load() == nil {
 		info.State = protocol.SessionDetached
 	}
 	return info

@@ -1,14 +1,10 @@
 package kit
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -55,7 +51,7 @@ func (t *turn) ID() string                  { return t.id }
 func (t *turn) Text() string                { return t.text }
 func (t *turn) Inputs() []agent.Input       { return t.inputs }
 func (t *turn) Skills() []agent.SkillResult { return t.skills }
-func (t *turn) Session() *agent.Session     { return t.ss.info }
+func (t *turn) Session() *agent.Session     { return t.ss.workspace.info }
 
 // finish ends the turn: later calls fail with agent.ErrTurnDone, and every
 // send already under way has completed when it returns.
@@ -105,7 +101,7 @@ func (t *turn) emitLocked(eventType string, data any) error {
 			t.ss.exitCode.Store(*x.Code)
 		}
 	}
-	if err := t.ss.sendSeq(t.ctx, b); err != nil {
+	if err := t.ss.stream.sendSeq(t.ctx, b); err != nil {
 		return fmt.Errorf("%w: %w", agent.ErrTurnDone, err)
 	}
 	t.ss.eventsSent.Add(1)
@@ -141,8 +137,8 @@ func (t *turn) Ask(ctx context.Context, renderer string, input any) (json.RawMes
 	case <-t.ctx.Done():
 	}
 	t.mu.RLock()
-	if !t.done && t.ss.takeSlot(sl.id) != nil {
-		t.ss.sendClear(sl)
+	if !t.done && t.ss.slots.take(sl.id) != nil {
+		t.ss.slots.sendClear(sl)
 	}
 	t.mu.RUnlock()
 	if ctx.Err() != nil {
@@ -167,14 +163,14 @@ func (t *turn) Clear(slotID string) error {
 	if err := t.live(); err != nil {
 		return err
 	}
-	sl := t.ss.takeSlot(slotID)
+	sl := t.ss.slots.take(slotID)
 	if sl == nil || sl.promptID != t.id {
 		if sl != nil {
-			t.ss.putSlot(sl) // not ours: leave it
+			t.ss.slots.put(sl) // not ours: leave it
 		}
 		return fmt.Errorf("clear display slot %s: no such slot on this prompt", slotID)
 	}
-	t.ss.sendClear(sl)
+	t.ss.slots.sendClear(sl)
 	return nil
 }
 
@@ -188,16 +184,16 @@ func (t *turn) push(renderer string, input any, wait bool) (*slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("display slot input: %w", err)
 	}
-	sl := t.ss.newSlot(t.id, wait)
+	sl := t.ss.slots.add(t.id, wait)
 	b, err := protocol.Encode(&protocol.DisplayPush{
 		Slot:     protocol.Slot{Renderer: renderer, Input: raw, ID: sl.id},
 		PromptID: t.id,
 	})
 	if err == nil {
-		err = t.ss.sendSeq(t.ctx, b[:len(b)-1])
+		err = t.ss.stream.sendSeq(t.ctx, b[:len(b)-1])
 	}
 	if err != nil {
-		t.ss.takeSlot(sl.id)
+		t.ss.slots.take(sl.id)
 		return nil, fmt.Errorf("push display slot: %w", err)
 	}
 	return sl, nil
@@ -210,7 +206,7 @@ func (t *turn) TagOutput(path string) error {
 	if err := t.live(); err != nil {
 		return err
 	}
-	abs, err := t.ss.resolveTag(path)
+	abs, err := t.ss.workspace.resolveTag(path)
 	if err != nil {
 		return err
 	}
@@ -218,112 +214,4 @@ func (t *turn) TagOutput(path string) error {
 	t.tags = append(t.tags, abs)
 	t.tagMu.Unlock()
 	return nil
-}
-
-// resolveTag makes a tagged path absolute (relative to the work directory)
-// and checks that it lies inside one of the session's directories.
-func (ss *session) resolveTag(p string) (string, error) {
-	if p == "" {
-		return "", errors.New("output path is empty")
-	}
-	d := ss.info.Dirs
-	if !filepath.IsAbs(p) {
-		if d.Work == "" {
-			return "", fmt.Errorf("output path %q is relative and the box has no work directory", p)
-		}
-		p = filepath.Join(d.Work, p)
-	}
-	p = filepath.Clean(p)
-	if ss.inDirs(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
-}
-
-// slot is a display slot pushed by a prompt.
-type slot struct {
-	id       string
-	n        int // the number in id: slots are cleared in the order they were pushed
-	promptID string
-	wait     chan slotResult // nil for slots that need no answer
-}
-
-type slotResult struct {
-	value    json.RawMessage
-	rejected bool
-	err      error
-}
-
-func (ss *session) newSlot(promptID string, wait bool) *slot {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.slotN++
-	sl := &slot{id: "slot_" + strconv.Itoa(ss.slotN), n: ss.slotN, promptID: promptID}
-	if wait {
-		sl.wait = make(chan slotResult, 1)
-	}
-	if ss.slots == nil {
-		ss.slots = map[string]*slot{}
-	}
-	ss.slots[sl.id] = sl
-	return sl
-}
-
-func (ss *session) takeSlot(id string) *slot {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	sl := ss.slots[id]
-	if sl != nil {
-		delete(ss.slots, id)
-	}
-	return sl
-}
-
-func (ss *session) putSlot(sl *slot) {
-	ss.mu.Lock()
-	ss.slots[sl.id] = sl
-	ss.mu.Unlock()
-}
-
-func (ss *session) sendClear(sl *slot) {
-	if err := ss.sendMessage(context.Background(), &protocol.DisplayClear{SlotID: sl.id, PromptID: sl.promptID}); err != nil {
-		ss.logger().Debug("display_clear not sent", "slot", sl.id, "err", err)
-	}
-}
-
-// settle answers a slot from the client: it leaves the display (the
-// client is told so) and its waiter gets the answer. Slots of other
-// sessions, unknown slots and slots that need no answer are ignored.
-func (ss *session) settle(id string, r slotResult) {
-	ss.mu.Lock()
-	sl := ss.slots[id]
-	if sl == nil || sl.wait == nil {
-		ss.mu.Unlock()
-		ss.logger().Debug("display answer for an unknown slot ignored", "slot", id)
-		return
-	}
-	delete(ss.slots, id)
-	ss.mu.Unlock()
-	ss.sendClear(sl)
-	sl.wait <- r
-}
-
-// clearSlots removes the slots a finished prompt left on the display.
-func (ss *session) clearSlots(promptID string) {
-	ss.mu.Lock()
-	var left []*slot
-	for id, sl := range ss.slots {
-		if sl.promptID == promptID {
-			delete(ss.slots, id)
-			left = append(left, sl)
-		}
-	}
-	ss.mu.Unlock()
-	slices.SortFunc(left, func(a, b *slot) int { return cmp.Compare(a.n, b.n) })
-	for _, sl := range left {
-		if sl.wait != nil {
-			sl.wait <- slotResult{err: agent.ErrTurnDone}
-		}
-		ss.sendClear(sl)
-	}
 }

@@ -283,7 +283,7 @@ func (ss *session) warmUp() ([]<-chan struct{}, error) {
 	if err := ss.prepare(); err != nil {
 		return nil, err
 	}
-	box := ss.info.Sandbox
+	box := ss.workspace.info.Sandbox
 	if err := box.Warm(); err != nil {
 		return nil, err
 	}

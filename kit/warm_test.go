@@ -131,7 +131,7 @@ func TestWarmSessionKilledIsReplaced(t *testing.T) {
 	b.srv.warm.mu.Lock()
 	victim := b.srv.warm.ready[0].ss
 	b.srv.warm.mu.Unlock()
-	p := victim.info.Sandbox.SupervisorPid()
+	p := victim.workspace.info.Sandbox.SupervisorPid()
 	if p <= 0 {
 		t.Fatal("the warm session has no supervisor")
 	}

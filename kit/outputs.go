@@ -9,145 +9,17 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// checkInputName rejects an input name that is not a plain file name
-// (protocol.CheckInputName, which the Go client applies too).
-func checkInputName(name string) error { return protocol.CheckInputName(name) }
-
-// checkServerRef applies GET /files/{id}'s rules to a server ref: the
-// session's credential may read the file (the key, or a files-scope token
-// for it), or the file was parked by a session opened with the same
-// credential. Anything else, an unknown id included, is refused with one
-// message, so that a ref does not tell whether a file exists.
-func (ss *session) checkServerRef(ctx context.Context, name string, ref protocol.FileRef) error {
-	if ss.mayReadFile != nil && ss.mayReadFile(ref.ID) {
-		return nil
-	}
-	owner, err := ss.srv.local.Owner(ctx, ref.ID)
-	if err == nil && owner != "" && owner == ss.owner {
-		return nil
-	}
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		ss.logger().Warn("server ref: owner lookup", "id", ref.ID, "err", err)
-	}
-	return codeErr(protocol.CodeInput, fmt.Errorf("input %q: server file %q is unknown, or this session's credential may not read it: a server ref reads files parked by sessions of the same credential, or any file with the box key or a files-scope token for it", name, ref.ID))
-}
-
-// inputAccepted reports whether the inputs policy names the adapter key.
-func (s *Server) inputAccepted(key string) bool {
-	for _, r := range s.man.StoragePolicy.Inputs.Rules {
-		if r.Use.Adapter == key {
-			return true
-		}
-	}
-	return false
-}
-
-// materialise writes a prompt's inputs into the session's input directory.
-// Every name and kind is checked before anything is fetched.
-func (ss *session) materialise(ctx context.Context, refs map[string]protocol.FileRef) ([]agent.Input, error) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	srv := ss.srv
-	dir := ss.info.Dirs.Input
-	if dir == "" {
-		return nil, codeErr(protocol.CodeInput, errors.New("this box has no input directory (manifest fs.input), so it takes no inputs"))
-	}
-	names := sortedKeys(refs)
-	adapters := make([]storage.Adapter, len(names))
-	for i, name := range names {
-		ref := refs[name]
-		if err := checkInputName(name); err != nil {
-			return nil, codeErr(protocol.CodeInput, err)
-		}
-		if err := ref.Validate(); err != nil {
-			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
-		}
-		if ref.Kind == protocol.KindServer {
-			if err := ss.checkServerRef(ctx, name, ref); err != nil {
-				return nil, err
-			}
-			adapters[i] = srv.local
-			continue
-		}
-		a, err := srv.registry.ForRef(ref)
-		if err != nil {
-			return nil, codeErr(protocol.CodeInput, err)
-		}
-		if key := storage.KeyForKind(ref.Kind); !srv.inputAccepted(key) {
-			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %s inputs are not accepted by this box (its storage_policy.inputs does not name the %q adapter)", name, ref.Kind, key))
-		}
-		adapters[i] = a
-	}
-	out := make([]agent.Input, 0, len(names))
-	for i, name := range names {
-		ref := refs[name]
-		n, err := ss.writeInput(ctx, adapters[i], ref, filepath.Join(dir, name))
-		if err != nil {
-			return nil, codeErr(protocol.CodeInput, fmt.Errorf("input %q: %w", name, err))
-		}
-		mime := ref.Mime
-		if mime == "" {
-			mime = protocol.GuessMime(name)
-		}
-		out = append(out, agent.Input{Name: name, Path: filepath.Join(dir, name), Mime: mime, Size: n})
-	}
-	return out, nil
-}
-
-// writeInput streams one input into a temporary file beside dst and
-// renames it into place, so the agent never sees a partial file.
-func (ss *session) writeInput(ctx context.Context, a storage.Adapter, ref protocol.FileRef, dst string) (int64, error) {
-	max := ss.srv.maxInput
-	rc, err := a.Open(ctx, ref, max)
-	if err != nil {
-		return 0, err
-	}
-	defer rc.Close()
-	f, err := os.CreateTemp(filepath.Dir(dst), ".input-*")
-	if err != nil {
-		return 0, err
-	}
-	tmp := f.Name()
-	if uid := ss.info.Sandbox.UID(); uid >= 0 {
-		// The session's uid owns its inputs (by the descriptor: no path
-		// the agent could have swapped is followed).
-		if err := f.Chown(uid, uid); err != nil {
-			f.Close()
-			os.Remove(tmp)
-			return 0, err
-		}
-	}
-	n, err := io.Copy(f, io.LimitReader(rc, max+1))
-	if err == nil && n > max {
-		err = fmt.Errorf("larger than limits.max_input (%s)", protocol.FormatSize(max))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return 0, err
-	}
-	return n, nil
-}
+// Outputs out: what a prompt wrote under the output directory or tagged,
+// stored through the outputs policy as the refs of its complete frame.
 
 // fileState is what tells a changed file from an unchanged one.
 type fileState struct {
@@ -222,6 +94,17 @@ func stateOf(info fs.FileInfo) fileState {
 	return st
 }
 
+// baseline returns the output directory as it was when outputs were last
+// collected, taking it now the first time: what changed since then is
+// the next prompt's, so files a failed prompt left come with the next
+// one.
+func (w *workspace) baseline() *snapshot {
+	if w.outSnap == nil && w.info.Dirs.Output != "" {
+		w.outSnap = takeSnapshot(w.info.Dirs.Output)
+	}
+	return w.outSnap
+}
+
 // output is one file to return.
 type output struct {
 	name string // the key in the outputs map
@@ -230,14 +113,14 @@ type output struct {
 
 // collect stores the files the prompt created or changed under the output
 // directory and the tagged files through the outputs policy.
-func (ss *session) collect(ctx context.Context, promptID string, before *snapshot, tags []string, policy protocol.Policy) (map[string]protocol.FileRef, error) {
+func (w *workspace) collect(ctx context.Context, promptID string, before *snapshot, tags []string, policy protocol.Policy) (map[string]protocol.FileRef, error) {
 	var outs []output
 	taken := map[string]bool{}
 	seen := map[string]bool{}
-	outDir := ss.info.Dirs.Output
+	outDir := w.info.Dirs.Output
 	if outDir != "" && !before.unchanged(outDir) {
 		after := takeSnapshot(outDir)
-		ss.outSnap = after
+		w.outSnap = after
 		for _, rel := range sortedKeys(after.files) {
 			if old, ok := before.files[rel]; ok && old == after.files[rel] {
 				continue
@@ -253,7 +136,7 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 		if err != nil {
 			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: %w", tag, pathCause(err)))
 		}
-		if !ss.inDirs(real) {
+		if !w.inDirs(real) {
 			return nil, codeErr(protocol.CodeOutput, fmt.Errorf("/output %s: resolves to %s, outside the session's directories", tag, real))
 		}
 		info, err := os.Stat(real)
@@ -277,9 +160,9 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 		outs = append(outs, output{name: name, path: real})
 	}
 	refs := make(map[string]protocol.FileRef, len(outs))
-	inlineLeft := ss.srv.inlineBudget()
+	inlineLeft := w.ss.srv.inlineBudget()
 	for _, o := range outs {
-		ref, err := ss.store(ctx, promptID, o, policy, &inlineLeft)
+		ref, err := w.store(ctx, promptID, o, policy, &inlineLeft)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
@@ -295,8 +178,9 @@ func (ss *session) collect(ctx context.Context, promptID string, before *snapsho
 // inline rule counts only while the file fits in what is left of the
 // complete frame's inline budget (*inlineLeft, base64 bytes), which it
 // then takes; otherwise the next rule applies.
-func (ss *session) store(ctx context.Context, promptID string, o output, policy protocol.Policy, inlineLeft *int64) (protocol.FileRef, error) {
-	f, err := ss.openOutput(o.path)
+func (w *workspace) store(ctx context.Context, promptID string, o output, policy protocol.Policy, inlineLeft *int64) (protocol.FileRef, error) {
+	ss := w.ss
+	f, err := w.openOutput(o.path)
 	if err != nil {
 		return protocol.FileRef{}, pathCause(err)
 	}
@@ -369,8 +253,8 @@ func isInline(reg *storage.Registry, key string) bool {
 // what the agent wrote, so no symbolic link, last or intermediate, may
 // lead it out of the session's directories, whatever the agent changes
 // meanwhile.
-func (ss *session) openOutput(p string) (*os.File, error) {
-	for _, dir := range dirSet(ss.info.Dirs).list() {
+func (w *workspace) openOutput(p string) (*os.File, error) {
+	for _, dir := range dirSet(w.info.Dirs).list() {
 		if !within(dir, p) {
 			continue
 		}
@@ -402,35 +286,4 @@ func unique(name string, taken map[string]bool) string {
 			return n
 		}
 	}
-}
-
-// inDirs reports whether p lies inside one of the session's directories.
-func (ss *session) inDirs(p string) bool {
-	d := ss.info.Dirs
-	for _, dir := range []string{d.Work, d.Input, d.Output} {
-		if dir != "" && within(dir, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// within reports whether p is dir or lies below it (both clean, absolute).
-func within(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	if err != nil {
-		return false
-	}
-	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
-}
-
-func joinDirs(d agent.Dirs) string {
-	var ds []string
-	for _, p := range []string{d.Work, d.Input, d.Output} {
-		if p != "" {
-			ds = append(ds, p)
-		}
-	}
-	sort.Strings(ds)
-	return strings.Join(ds, ", ")
 }

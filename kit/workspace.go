@@ -1,0 +1,175 @@
+package kit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// workspace is a session's directories (work, input, output) and its
+// sandbox, made the first time a prompt runs, or ahead of any for a warm
+// session: a prompt's inputs are written into it (inputs.go) and its
+// outputs collected from it (outputs.go). Only the runner goroutine uses
+// it (and end, once the runner is gone), so it has no lock.
+type workspace struct {
+	ss      *session
+	info    *agent.Session // the agent's view of the session; nil until made
+	made    bool           // session directories created
+	outSnap *snapshot      // the output directory when outputs were last collected
+}
+
+// prepare creates the session's directories and sandbox, the first time.
+func (w *workspace) prepare() error {
+	if w.made {
+		return nil
+	}
+	ss := w.ss
+	srv := ss.srv
+	srv.noteSession(ss.id) // reclaim.go
+	var dirs agent.Dirs
+	for _, d := range []struct {
+		key string
+		dst *string
+	}{{protocol.MountWork, &dirs.Work}, {protocol.MountInput, &dirs.Input}, {protocol.MountOutput, &dirs.Output}} {
+		root, ok := srv.mounts[d.key]
+		if !ok {
+			continue
+		}
+		p := root
+		if !srv.sharedDirs {
+			p = filepath.Join(root, ss.id)
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		*d.dst = p
+	}
+	w.made = true
+	box, err := srv.sb.Open(ss.id, dirSet(dirs).list())
+	if err != nil {
+		return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
+	}
+	proxyEnv, err := ss.egressEnv(box)
+	if err != nil {
+		w.made = false
+		box.Close()
+		return err
+	}
+	w.info = &agent.Session{
+		ID:       ss.id,
+		Dirs:     dirs,
+		Env:      mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv),
+		Preamble: preamble(srv.man, dirs, srv.egress != nil),
+		Manifest: srv.man,
+		Log:      ss.logger(),
+		Sandbox:  box,
+	}
+	return nil
+}
+
+// clear empties the session's work directory.
+func (w *workspace) clear() {
+	dir := w.info.Dirs.Work
+	if dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		w.ss.logger().Warn("clear-workspace", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			w.ss.logger().Warn("clear-workspace", "err", err)
+		}
+	}
+}
+
+// remove closes the sandbox, killing whatever the agent left running,
+// removes the session's directories and takes the session off the
+// ledger. The session has ended.
+func (w *workspace) remove() {
+	ss := w.ss
+	// Killing and removing block in system calls: on a thread that goes
+	// with them (sandbox.OwnThread).
+	sandbox.OwnThread(func() {
+		if w.info != nil && w.info.Sandbox != nil {
+			// Whatever the agent left running dies with the session.
+			w.info.Sandbox.Close()
+		}
+		if w.made && !ss.srv.sharedDirs {
+			for _, d := range []string{w.info.Dirs.Work, w.info.Dirs.Input, w.info.Dirs.Output} {
+				if d == "" {
+					continue
+				}
+				if err := os.RemoveAll(d); err != nil {
+					ss.logger().Warn("removing a session directory", "dir", d, "err", err)
+				}
+			}
+		}
+	})
+	if w.made {
+		ss.srv.forgetSession(ss.id)
+	}
+}
+
+// resolveTag makes a tagged path absolute (relative to the work directory)
+// and checks that it lies inside one of the session's directories.
+func (w *workspace) resolveTag(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("output path is empty")
+	}
+	d := w.info.Dirs
+	if !filepath.IsAbs(p) {
+		if d.Work == "" {
+			return "", fmt.Errorf("output path %q is relative and the box has no work directory", p)
+		}
+		p = filepath.Join(d.Work, p)
+	}
+	p = filepath.Clean(p)
+	if w.inDirs(p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("output path %s is outside the session's directories (%s)", p, joinDirs(d))
+}
+
+// inDirs reports whether p lies inside one of the session's directories.
+func (w *workspace) inDirs(p string) bool {
+	d := w.info.Dirs
+	for _, dir := range []string{d.Work, d.Input, d.Output} {
+		if dir != "" && within(dir, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or lies below it (both clean, absolute).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
+}
+
+func joinDirs(d agent.Dirs) string {
+	var ds []string
+	for _, p := range []string{d.Work, d.Input, d.Output} {
+		if p != "" {
+			ds = append(ds, p)
+		}
+	}
+	sort.Strings(ds)
+	return strings.Join(ds, ", ")
+}
