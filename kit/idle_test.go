@@ -104,9 +104,11 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 		}
 		// No goroutine, no stack: what is left is the stacks of the
 		// goroutines that served and exited, which the runtime keeps
-		// cached as in use (a reader's alone would be 2 KiB).
-		if stack > 1<<10 {
-			t.Errorf("each parked connection holds %.0f B of stack, want near none (under 1 KiB)", stack)
+		// cached as in use, and on a loaded machine the stacks of
+		// goroutines still on their way out. A reader's alone would be
+		// the 2 KiB minimum, so less than that means none per connection.
+		if stack >= 2<<10 {
+			t.Errorf("each parked connection holds %.0f B of stack, want less than a goroutine's 2 KiB minimum", stack)
 		}
 		return
 	}
