@@ -24,6 +24,9 @@ const (
 )
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cors(w, r) { // cors.go
+		return
+	}
 	if s.replayElsewhere(w, r) {
 		return
 	}

@@ -242,6 +242,7 @@ type Server struct {
 	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
 	promptEnded chan struct{} // wakes Drain when a prompt ends
 	drainBody   []byte        // /health's body while draining
+	corsPolicy  *corsPolicy   // [http] cors_origins; nil: none (cors.go)
 
 	healthBody []byte
 	envBody    []byte
@@ -317,6 +318,7 @@ func New(opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.corsPolicy = newCORS(s.man.HTTP)
 	s.wg.Add(1)
 	go s.pingLoop()
 	if n := s.man.Agent.WarmSize(); n > 0 {

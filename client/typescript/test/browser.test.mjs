@@ -78,23 +78,35 @@ after(async () => {
   await kit?.stop();
 });
 
-test("a page prompts a box with a token: events, inputs, outputs, environment, health, abort", { skip: !existsSync(chromium) && `no ${chromium}: apt-get install chromium` }, async () => {
-  const { chromium: pw } = await import("playwright-core");
-  profile = mkdtempSync(path.join(os.tmpdir(), "gbx-chromium-"));
-  context = await within(60000, "Chromium to start", pw.launchPersistentContext(profile, {
-    executablePath: chromium,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  }));
-  const page = context.pages()[0] ?? (await context.newPage());
+const skip = !existsSync(chromium) && `no ${chromium}: apt-get install chromium`;
+
+/** Opens the test page once Chromium runs, and returns what its scenario reported, and its console. */
+async function runPage(fragment) {
+  if (!context) {
+    const { chromium: pw } = await import("playwright-core");
+    profile = mkdtempSync(path.join(os.tmpdir(), "gbx-chromium-"));
+    context = await within(60000, "Chromium to start", pw.launchPersistentContext(profile, {
+      executablePath: chromium,
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    }));
+  }
+  const page = await context.newPage();
   const consoleLines = [];
   page.on("console", (m) => consoleLines.push(m.text()));
   page.on("pageerror", (e) => consoleLines.push(String(e)));
-  const token = mintToken(kit.key, { scope: "connect,files,environment", ttl: "5m" });
-  await page.goto(`${host.origin}/app/#token=${encodeURIComponent(token)}`);
-  await within(60000, "the page's scenario to finish", page.waitForFunction(() => window.__result !== undefined, null, { timeout: 60000 }));
-  const r = await page.evaluate(() => window.__result);
-  assert.equal(r.failed, undefined, `${r.failed}\nconsole:\n${consoleLines.join("\n")}`);
+  try {
+    await page.goto(`${host.origin}/app/#${fragment}`);
+    await within(60000, "the page's scenario to finish", page.waitForFunction(() => window.__result !== undefined, null, { timeout: 60000 }));
+    return { r: await page.evaluate(() => window.__result), console: consoleLines.join("\n") };
+  } finally {
+    await page.close();
+  }
+}
+
+/** Checks everything the page's scenario reports. */
+function checkScenario({ r, console }) {
+  assert.equal(r.failed, undefined, `${r.failed}\nconsole:\n${console}`);
   assert.equal(r.keyRefused, true);
   // stdout and stderr are two pipes: their order between each other is
   // not defined, each stream's own order is, and the exit event comes last.
@@ -112,4 +124,26 @@ test("a page prompts a box with a token: events, inputs, outputs, environment, h
   assert.equal(r.health, true);
   assert.equal(r.abortCode, "AbortError");
   assert.ok(r.capabilities.includes("bearer_subprotocol") && r.capabilities.includes("tokens"));
+}
+
+test("a page prompts a box with a token: events, inputs, outputs, environment, health, abort", { skip }, async () => {
+  const token = mintToken(kit.key, { scope: "connect,files,environment", ttl: "5m" });
+  checkScenario(await runPage(`token=${encodeURIComponent(token)}`));
+});
+
+test("a page on another origin calls a box that lists it in [http] cors_origins, and not one that does not", { skip }, async () => {
+  const allowing = await startKit({ manifest: { http: { cors_origins: [host.origin] } } });
+  const refusing = await startKit();
+  try {
+    const token = mintToken(allowing.key, { scope: "connect,files,environment", ttl: "5m" });
+    checkScenario(await runPage(`token=${encodeURIComponent(token)}&box=127.0.0.1:${allowing.port}`));
+    // Without the entry the WebSocket still works (browsers apply no CORS
+    // to it), but the page may not read the box's HTTP answers.
+    const other = mintToken(refusing.key, { scope: "connect,files,environment", ttl: "5m" });
+    const { r } = await runPage(`token=${encodeURIComponent(other)}&box=127.0.0.1:${refusing.port}`);
+    assert.match(r.failed ?? "", /fetch|network|CORS/i, `the page read a box on another origin that does not list it: ${JSON.stringify(r)}`);
+  } finally {
+    await allowing.stop();
+    await refusing.stop();
+  }
 });
