@@ -91,6 +91,20 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 }
 
+// Next is Recv for a channel that may close: ok is false when it did.
+func Next[T any](t testing.TB, ch <-chan T, what string) (v T, ok bool) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case v, ok = <-ch:
+		return v, ok
+	case <-timer.C:
+		t.Fatalf("gave up after %v waiting for %s", Timeout, what)
+		panic("unreachable")
+	}
+}
+
 // Exit waits for the started cmd to exit and returns what cmd.Wait
 // returns. A process still running after Timeout is killed, and the test
 // fails.

@@ -35,3 +35,15 @@ func TestRecv(t *testing.T) {
 		t.Errorf("Recv = %d, want 7", got)
 	}
 }
+
+func TestNextSaysWhenTheChannelClosed(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	close(ch)
+	if v, ok := waittest.Next(t, ch, "a number"); v != 7 || !ok {
+		t.Errorf("Next = %d, %v, want 7, true", v, ok)
+	}
+	if v, ok := waittest.Next(t, ch, "a number"); v != 0 || ok {
+		t.Errorf("Next on a closed channel = %d, %v, want 0, false", v, ok)
+	}
+}
