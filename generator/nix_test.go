@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // These tests evaluate every golden box's generated flake with a real Nix
@@ -25,9 +26,7 @@ import (
 // lock, is overridden with path:<copy of the repository>.
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	nixtest.RemoveRepoCopy()
-	os.Exit(code)
+	testkit.Main(m, testkit.After(nixtest.RemoveRepoCopy))
 }
 
 // standInPin is the default nixpkgs pin with the stand-in's narHash.

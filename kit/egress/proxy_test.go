@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -278,13 +279,7 @@ func (b *box) run(t *testing.T, name string, args ...string) (stdout, stderr str
 // next waits for the next event.
 func (b *box) next(t *testing.T) Event {
 	t.Helper()
-	select {
-	case e := <-b.events:
-		return e
-	case <-time.After(10 * time.Second):
-		t.Fatal("no egress event within 10s")
-	}
-	return Event{}
+	return waittest.Recv(t, b.events, "the next egress event")
 }
 
 func TestCurlPolicy(t *testing.T) {
@@ -678,8 +673,15 @@ func TestStreamingPassedOn(t *testing.T) {
 	defer tlsSrv.Close()
 	o.roots = roots
 	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}})
-	go func() {
-		for range b.events {
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() { // the events are not what this test checks
+		for {
+			select {
+			case <-b.events:
+			case <-drained:
+				return
+			}
 		}
 	}()
 	boxRoots := x509.NewCertPool()
@@ -712,22 +714,7 @@ func TestStreamingPassedOn(t *testing.T) {
 // Serve.
 func checkLeaks(t testing.TB) {
 	t.Helper()
-	var stacks string
-	for range 200 {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "kit/egress.(*") && !strings.Contains(g, "checkLeaks") && !strings.Contains(g, "testing.tRunner") {
-				stacks += g + "\n\n"
-			}
-		}
-		if stacks == "" {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("goroutines left after Serve returned:\n%s", stacks)
+	testkit.NoGoroutines(t, "kit/egress.(*")
 }
 
 // TestHostHeaderPinned: a forwarded request carries the Host the policy

@@ -14,8 +14,10 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/protocol"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -337,9 +339,7 @@ func TestLocalClose(t *testing.T) {
 	if err := l.Start(t.Context()); err == nil {
 		t.Error("Start after Close succeeded")
 	}
-	if stacks := leakedGoroutines(); stacks != "" {
-		t.Errorf("goroutines left after Close:\n%s", stacks)
-	}
+	testkit.NoGoroutines(t, "glovebox/kit/storage.", "database/sql.", "net/http.(*persistConn)", "net/http.(*conn).serve", "net/http/httptest.")
 }
 
 // Puts, reads, consumes and sweeps at once: run with -race.
