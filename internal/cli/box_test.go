@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -285,24 +286,6 @@ func TestPromptUsageErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var devURLRE = regexp.MustCompile(`(?m)^  url    (\S+)\n  key    (\S+)$`)
 
 // startDev runs gbx dev DIR through Run until the test ends, and returns
@@ -311,8 +294,8 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	var errb syncBuffer
-	var out syncBuffer
+	var errb testkit.LogBuffer
+	var out testkit.LogBuffer
 	done := make(chan error, 1)
 	go func() {
 		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &out), Stderr: &errb,

@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/generator"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // devRun is a gbx dev running in process through Run.
 type devRun struct {
 	banner, url, key string
-	stderr           *syncBuffer
+	stderr           *testkit.LogBuffer
 	stop             func() error
 }
 
@@ -32,7 +33,7 @@ func devUntilBanner(t *testing.T, dir string, env map[string]string, args ...str
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	errb := &syncBuffer{}
+	errb := &testkit.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: errb,

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -330,7 +331,7 @@ func TestDevVerbose(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out, errb syncBuffer
+			var out, errb testkit.LogBuffer
 			done := make(chan error, 1)
 			go func() {
 				done <- execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)

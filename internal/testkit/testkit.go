@@ -16,6 +16,7 @@ package testkit
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -230,10 +231,11 @@ func Logger(t testing.TB, level slog.Level) *slog.Logger {
 }
 
 // LogBuffer collects what is written to it, from any goroutine, for a
-// test to read or wait on.
+// test to read or wait on. The zero value is ready to use.
 type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed by the next Write; nil when no one waits
 }
 
 var _ io.Writer = (*LogBuffer)(nil)
@@ -241,6 +243,10 @@ var _ io.Writer = (*LogBuffer)(nil)
 func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.written != nil {
+		close(l.written)
+		l.written = nil
+	}
 	return l.b.Write(p)
 }
 
@@ -254,15 +260,33 @@ func (l *LogBuffer) String() string {
 // Count returns how many times s was written so far.
 func (l *LogBuffer) Count(s string) int { return strings.Count(l.String(), s) }
 
+// Wait blocks until s has been written n times, or ctx ends; then it
+// returns ctx's cause. It may be called from any goroutine.
+func (l *LogBuffer) Wait(ctx context.Context, n int, s string) error {
+	for {
+		l.mu.Lock()
+		if strings.Count(l.b.String(), s) >= n {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.written == nil {
+			l.written = make(chan struct{})
+		}
+		written := l.written
+		l.mu.Unlock()
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // Until fails t unless s has been written n times within
 // waittest.Timeout.
 func (l *LogBuffer) Until(t testing.TB, n int, s string) {
 	t.Helper()
-	deadline := time.Now().Add(waittest.Timeout)
-	for l.Count(s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %d× %q in the log; it has:\n%s", waittest.Timeout, n, s, l.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := l.Wait(waittest.Context(t, fmt.Sprintf("%d× %q in the log", n, s)), n, s); err != nil {
+		t.Fatalf("%v; the log has:\n%s", err, l.String())
 	}
 }
