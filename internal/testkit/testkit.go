@@ -170,8 +170,10 @@ func waitGoroutines(leaked func(stack string) bool) string {
 func NoGoroutines(t testing.TB, marks ...string) {
 	t.Helper()
 	left := waitGoroutines(func(g string) bool {
-		if strings.Contains(g, "testkit.NoGoroutines") || strings.Contains(g, "testing.tRunner") {
-			return false
+		for _, runner := range []string{"testkit.NoGoroutines", "testing.tRunner", "testing.fRunner", "testing.(*M).Run"} {
+			if strings.Contains(g, runner) {
+				return false
+			}
 		}
 		for _, m := range marks {
 			if strings.Contains(g, m) {

@@ -1,7 +1,6 @@
 package acp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,12 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/proctest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit"
@@ -106,16 +105,11 @@ func (w *wsClient) send(v map[string]any) {
 
 func (w *wsClient) next() map[string]any {
 	w.t.Helper()
-	select {
-	case m, ok := <-w.frames:
-		if !ok {
-			w.t.Fatal("connection closed while waiting for a frame")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		w.t.Fatal("no frame within 30s")
+	m, ok := waittest.Next(w.t, w.frames, "the kit's next frame")
+	if !ok {
+		w.t.Fatal("connection closed while waiting for the kit's next frame")
 	}
-	return nil
+	return m
 }
 
 // until reads frames up to and including the first that stop accepts.
@@ -294,22 +288,7 @@ func TestThroughKit(t *testing.T) {
 // its Close. They may take a moment to return after Close does.
 func checkNoKitGoroutines(t *testing.T) {
 	t.Helper()
-	var left string
-	for range 200 {
-		var buf bytes.Buffer
-		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		left = ""
-		for _, g := range strings.Split(buf.String(), "\n\n") {
-			if strings.Contains(g, "glovebox/kit") && !strings.Contains(g, "checkNoKitGoroutines") && !strings.Contains(g, "testing.tRunner") {
-				left += g + "\n\n"
-			}
-		}
-		if left == "" {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("goroutines left after the kit's Close:\n%s", left)
+	testkit.NoGoroutines(t, "glovebox/kit")
 }
 
 func last(fs []map[string]any) map[string]any { return fs[len(fs)-1] }
