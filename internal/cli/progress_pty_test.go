@@ -80,7 +80,7 @@ func throttle(t *testing.T, to string, rate int) string {
 						if _, err := up.Write(buf[:n]); err != nil {
 							return
 						}
-						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate))
+						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate)) // a slow link is the subject: the bar must move while bytes trickle
 					}
 					if err != nil {
 						return
