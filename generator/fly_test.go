@@ -80,6 +80,7 @@ func decodeFly(t *testing.T, data []byte) flyConfig {
 }
 
 func TestFlyToml(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		box, app, region, size string
 		mem                    int64
@@ -124,6 +125,7 @@ func TestFlyToml(t *testing.T) {
 // terminationGracePeriodSeconds both give the box its sessions.drain plus
 // the margin, capped at Fly's 300 s.
 func TestDrainDeployAgree(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		drain string
 		want  int
@@ -176,6 +178,7 @@ func TestDrainDeployAgree(t *testing.T) {
 // TestFlySizes maps limits and [deploy.fly] to Fly's presets, and refuses
 // what Fly would reject, at the key's line.
 func TestFlySizes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, toml, size string
 		mem              int64
@@ -223,6 +226,7 @@ func TestFlySizes(t *testing.T) {
 // TestFlyKeepsLaunch: the app and region `fly launch` wrote into fly.toml
 // survive the next generate unless [deploy.fly] sets them.
 func TestFlyKeepsLaunch(t *testing.T) {
+	t.Parallel()
 	launched := []byte("app = 'box-x7f2'\nprimary_region = 'fra'\n[build]\ndockerfile = 'Dockerfile'\n")
 	for _, tc := range []struct {
 		toml, app, region string
@@ -265,6 +269,7 @@ type railwayJSON struct {
 }
 
 func TestRailwayJSON(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ box, builder, path string }{
 		{"minimal", "DOCKERFILE", DockerFile},
 		{"python", "NIXPACKS", NixpacksFile},

@@ -23,6 +23,7 @@ import (
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func TestLocalPut(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		meta     Meta
@@ -100,6 +101,7 @@ func TestLocalPut(t *testing.T) {
 }
 
 func TestLocalModes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := OpenLocal(t.Context(), filepath.Join(dir, "files"), filepath.Join(dir, "state", "files.db"), LocalOptions{})
 	if err != nil {
@@ -126,6 +128,7 @@ func TestLocalModes(t *testing.T) {
 }
 
 func TestLocalDefaultTTLOption(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{DefaultTTL: 5 * time.Minute})
 	id := put(t, l, "a.txt", []byte("a"), nil)
 	var ttlAt int64
@@ -138,6 +141,7 @@ func TestLocalDefaultTTLOption(t *testing.T) {
 }
 
 func TestLocalPutCancelled(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -153,6 +157,7 @@ func TestLocalPutCancelled(t *testing.T) {
 // A file as the source takes the zero-copy path; it must still check the
 // length both ways.
 func TestLocalPutFromFile(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	data := randomBytes(t, 3<<20+17)
 	src := filepath.Join(t.TempDir(), "src")
@@ -199,6 +204,7 @@ func TestLocalPutFromFile(t *testing.T) {
 }
 
 func TestLocalOpen(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	data := []byte("hello, box")
 	id := put(t, l, "hello.txt", data, map[string]any{"ttl": "10s"})
@@ -261,6 +267,7 @@ func TestLocalOpen(t *testing.T) {
 
 // A database written by v1 (no session_id column) opens and reads.
 func TestLocalOpensV1Database(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "files.db")
 	v1 := openDB(t, dbPath)
@@ -295,6 +302,7 @@ func TestLocalOpensV1Database(t *testing.T) {
 }
 
 func TestOpenLocalErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notDir := filepath.Join(dir, "plain")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
@@ -344,6 +352,7 @@ func TestLocalClose(t *testing.T) {
 
 // Puts, reads, consumes and sweeps at once: run with -race.
 func TestLocalConcurrent(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	srv, handlers := serve(t, l)
 	var wg sync.WaitGroup
