@@ -396,6 +396,7 @@ func TestV1BufferFull(t *testing.T) {
 }
 
 func TestV1Unauthorized(t *testing.T) {
+	t.Parallel()
 	s := newV1Server(t, testKey)
 	c, err := client.New(map[string]client.Endpoint{"v1": {URL: s.url(), Key: "wrong"}})
 	if err != nil {
@@ -440,6 +441,7 @@ func TestV1EnvironmentCachedAndShared(t *testing.T) {
 }
 
 func TestEnvironmentKeepsPathPrefix(t *testing.T) {
+	t.Parallel()
 	s := newV1Server(t, testKey)
 	mux := http.NewServeMux()
 	mux.Handle("/boxes/a/", http.StripPrefix("/boxes/a", s))
@@ -500,6 +502,7 @@ func TestClosedBoxIsReplaced(t *testing.T) {
 }
 
 func TestNewRejectsBadEndpoints(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ep   client.Endpoint

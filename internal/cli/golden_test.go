@@ -122,6 +122,7 @@ func transcript(n *normaliser, args []string, stdout, stderr string, status int)
 // the commands that need none) and compares what it prints, normalised,
 // with testdata/golden.
 func TestGoldenOutput(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"golden"}`)
 	n := &normaliser{}
 	n.add(url, "<URL>")
@@ -191,6 +192,7 @@ func TestGoldenOutput(t *testing.T) {
 // TestGoldenDemo: gbx demo brings up its own box; its whole story is
 // golden.
 func TestGoldenDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := &normaliser{}
 	n.add(dir, "<DIR>")
@@ -202,6 +204,7 @@ func TestGoldenDemo(t *testing.T) {
 
 // TestGoldenDev: gbx dev's banner, up to the moment it is stopped.
 func TestGoldenDev(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"golden-dev","agent":{"type":"exec"}}`), 0o644)
 	n := &normaliser{}
@@ -224,6 +227,7 @@ func TestGoldenDev(t *testing.T) {
 // on the remote command's), 2 for a usage error and 1 for any other
 // failure, which it prints.
 func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	env := boxEnv(url, key)
 	for _, tc := range []struct {

@@ -621,6 +621,7 @@ func TestKeepAliveRechecked(t *testing.T) {
 }
 
 func TestCACert(t *testing.T) {
+	t.Parallel()
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
 	p, err := New(Options{Policy: pol})
 	if err != nil {
@@ -805,6 +806,7 @@ func TestLimits(t *testing.T) {
 // TestServeUnixListener: the proxy serves any net.Listener, such as the
 // unix socket a session's network namespace is bridged to.
 func TestServeUnixListener(t *testing.T) {
+	t.Parallel()
 	o := startOutside(t)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
 	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
@@ -907,6 +909,7 @@ func TestBrokeredTunnelRechecked(t *testing.T) {
 // TestServeEndsWithSilentUpstream: Serve returns when its context ends
 // even while a request waits on an upstream that never answers.
 func TestServeEndsWithSilentUpstream(t *testing.T) {
+	t.Parallel()
 	o := startOutside(t)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
