@@ -1,6 +1,8 @@
 package waittest_test
 
 import (
+	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -45,5 +47,17 @@ func TestNextSaysWhenTheChannelClosed(t *testing.T) {
 	}
 	if v, ok := waittest.Next(t, ch, "a number"); v != 0 || ok {
 		t.Errorf("Next on a closed channel = %d, %v, want 0, false", v, ok)
+	}
+}
+
+func TestPollEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("the test is over"))
+	if err := waittest.Poll(ctx, func() bool { return false }); err == nil || err.Error() != "the test is over" {
+		t.Errorf("Poll(cancelled ctx, never) = %v, want the context's cause", err)
+	}
+	n := 0
+	if err := waittest.Poll(context.Background(), func() bool { n++; return n == 3 }); err != nil || n != 3 {
+		t.Errorf("Poll(third time holds) = %v after %d calls, want nil after 3", err, n)
 	}
 }

@@ -623,15 +623,8 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
 		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
-		if err != nil {
-			break // reaped
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphan %d was not reaped within 20s of its end:\n%s", pids[0], st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Until(t, fmt.Sprintf("the orphan %d to be reaped after its end", pids[0]), func() bool {
+		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+		return err != nil
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
@@ -633,18 +634,19 @@ func TestPromptEscapedProcess(t *testing.T) {
 // counts as gone) and fails the test if it still runs after a long while.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	for range 1000 {
+	err := waittest.Poll(context.Background(), func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			return
+			return true
 		}
 		// The state follows the parenthesised command name.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		i := bytes.LastIndexByte(stat, ')')
+		return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+	})
+	if err == nil {
+		return
 	}
-	t.Errorf("process %d still runs after the prompt ended", pid)
+	t.Errorf("process %d still runs after the prompt ended: %v", pid, err)
 	syscall.Kill(pid, syscall.SIGKILL)
 }
 
@@ -765,11 +767,7 @@ func burn(t *testing.T) {
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for range 3000 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waittest.Poll(context.Background(), func() bool { _, err := os.Stat(path); return err == nil }); err != nil {
+		t.Errorf("%s was not written: %v", path, err)
 	}
-	t.Errorf("%s was not written within 30s", path)
 }
