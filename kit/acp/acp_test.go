@@ -325,6 +325,7 @@ func keys(t *testing.T, raw json.RawMessage) []string {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		spec *protocol.AgentSpec
@@ -349,6 +350,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestOpenBadCommand(t *testing.T) {
+	t.Parallel()
 	s, _ := testSession(t)
 	a, err := New(&protocol.AgentSpec{Type: "acp", Command: []string{filepath.Join(t.TempDir(), "no-such-agent")}}, s.Log)
 	if err != nil {
@@ -362,6 +364,7 @@ func TestOpenBadCommand(t *testing.T) {
 }
 
 func TestOpenAgentExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	s, _ := testSession(t)
 	a, err := New(&protocol.AgentSpec{Type: "acp", Command: []string{"/bin/sh", "-c", "echo cannot start >&2; exit 7"}}, s.Log)
 	if err != nil {
@@ -383,6 +386,7 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 // TestSlowStartAbort: a prompt waiting for a slow handshake returns when
 // its ctx ends; the start goes on and the next prompt uses it.
 func TestSlowStartAbort(t *testing.T) {
+	t.Parallel()
 	s, logs := testSession(t)
 	gate := filepath.Join(t.TempDir(), "go")
 	a, err := New(rawAgentSpec(t, map[string]string{"RAW_INIT_WAIT_FILE": gate}), s.Log)
@@ -945,6 +949,7 @@ func TestOversizedLine(t *testing.T) {
 }
 
 func TestHandshakeFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string

@@ -107,6 +107,7 @@ func acpProbe(t *testing.T, k *acpKit) (string, map[string]any) {
 // and session/new done before the connection) and its terminals see what
 // a cold session's see.
 func TestWarmACPAgentIsAColdOne(t *testing.T) {
+	t.Parallel()
 	command := testAgent(t)
 	var wOut, cOut string
 	var wEnv, cEnv map[string]any
@@ -173,6 +174,7 @@ func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 // first prompt as a cold one does: the commands it announced after
 // session/new reach that prompt, which fails asking for authentication.
 func TestWarmRealClaudeCodeACP(t *testing.T) {
+	t.Parallel()
 	testAgent(t) // node
 	bin, err := filepath.Abs(filepath.Join("testdata", "realagents", "node_modules", ".bin", "claude-code-acp"))
 	if err != nil {
