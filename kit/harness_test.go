@@ -38,7 +38,7 @@ type box struct {
 type boxOpt func(*protocol.Manifest, *Options)
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testkit.Logger(t, slog.LevelDebug)
 }
 
 func testManifest(key string) *protocol.Manifest {

@@ -40,7 +40,7 @@ func testBox(t *testing.T, manifest string) (url, key string) {
 	m.KeyFingerprint = protocol.Fingerprint(key)
 	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func serveAgent(t *testing.T, m *protocol.Manifest, key string, ag agent.Agent) 
 	t.Helper()
 	box, err := startLocalBoxWith(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}, ag)
+		Logger: testkit.Logger(t, slog.LevelWarn)}, ag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestPromptSavesFromAnotherName(t *testing.T) {
 	m.KeyFingerprint = protocol.Fingerprint(key)
 	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", PublicURL: "http://localhost:1", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

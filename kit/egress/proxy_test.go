@@ -211,7 +211,7 @@ func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Se
 	p, err := New(Options{
 		Policy: pol, Secrets: secrets, Seed: "box-1",
 		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger: testkit.Logger(t, slog.LevelInfo),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 // testLogger writes to the test's output.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testkit.Logger(t, slog.LevelDebug)
 }
 
 // clock is a settable time source for the Now seam.
