@@ -6,6 +6,7 @@ import (
 )
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	lowest := func(time.Duration) time.Duration { return 0 }
 	highest := func(k time.Duration) time.Duration { return k - 1 }
 	d := 250 * time.Millisecond

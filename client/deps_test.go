@@ -10,6 +10,7 @@ import (
 // protocol, the WebSocket seam and the library behind it, nothing else
 // (in particular no SQLite and no flag library).
 func TestDependencies(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/glovebox-dev/glovebox/client").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

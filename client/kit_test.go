@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -41,7 +42,7 @@ func startKit(t testing.TB, ag agent.Agent, publicURL string) (url string, srv *
 	}
 	srv, err = kit.New(kit.Options{
 		Manifest: m, Key: testKey, Root: t.TempDir(), PublicURL: publicURL, Agent: ag,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: testkit.Logger(t, slog.LevelWarn),
 		Getenv: func(string) string { return "" },
 	})
 	if err != nil {
@@ -385,7 +386,7 @@ func TestKitResumeAfterDrop(t *testing.T) {
 	gate := make(chan struct{})
 	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
-	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(testkit.Logger(t, slog.LevelInfo)))
 	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
@@ -424,7 +425,7 @@ func TestKitResumeRefused(t *testing.T) {
 	gate := make(chan struct{})
 	kit1, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kit1)
-	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(testkit.Logger(t, slog.LevelInfo)))
 	ctx := waittest.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // A token minted from the box key works as Endpoint.Key, for what its
 // scopes allow.
 func TestKitToken(t *testing.T) {
+	t.Parallel()
 	url, _ := startKit(t, exec.New(), "")
 	mint := func(scopes ...string) string {
 		tok, err := protocol.MintToken(testKey, protocol.TokenClaims{Scopes: scopes, Expires: time.Now().Add(time.Minute)})

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -46,17 +46,7 @@ func newV1Box(t *testing.T, opts ...client.Option) (*client.Box, *v1Server) {
 // finishing; those are given a moment.
 func checkNoGoroutines(t *testing.T) {
 	t.Helper()
-	var dump string
-	for range 50 {
-		var b strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&b, 1)
-		dump = b.String()
-		if !strings.Contains(dump, "glovebox/client.(*Box)") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("goroutines of client.Box still running after Close:\n%s", dump)
+	testkit.NoGoroutines(t, "glovebox/client.(*Box)")
 }
 
 func collect(ctx context.Context, r *client.Result) []client.Event {
@@ -406,6 +396,7 @@ func TestV1BufferFull(t *testing.T) {
 }
 
 func TestV1Unauthorized(t *testing.T) {
+	t.Parallel()
 	s := newV1Server(t, testKey)
 	c, err := client.New(map[string]client.Endpoint{"v1": {URL: s.url(), Key: "wrong"}})
 	if err != nil {
@@ -450,6 +441,7 @@ func TestV1EnvironmentCachedAndShared(t *testing.T) {
 }
 
 func TestEnvironmentKeepsPathPrefix(t *testing.T) {
+	t.Parallel()
 	s := newV1Server(t, testKey)
 	mux := http.NewServeMux()
 	mux.Handle("/boxes/a/", http.StripPrefix("/boxes/a", s))
@@ -510,6 +502,7 @@ func TestClosedBoxIsReplaced(t *testing.T) {
 }
 
 func TestNewRejectsBadEndpoints(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ep   client.Endpoint

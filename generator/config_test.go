@@ -13,6 +13,7 @@ import (
 )
 
 func TestParseDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestParseDefaults(t *testing.T) {
 // TestParseStorageRules checks that TOML rules mean what v1's rule
 // constructors mean.
 func TestParseStorageRules(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte(`
 [[storage.outputs]]
 use = "inline"
@@ -89,6 +91,7 @@ use = "inline"
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		toml string
@@ -185,6 +188,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseFlakeBase(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, ref, attr string }{
 		{"github:acme/glovebox-bases#ml", "github:acme/glovebox-bases", "ml"},
 		{"github:acme/glovebox-bases/v1.2#ml_2", "github:acme/glovebox-bases/v1.2", "ml_2"},
@@ -215,6 +219,7 @@ func TestParseFlakeBase(t *testing.T) {
 }
 
 func TestParseSandbox(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[limits]\nmemory = \"512MB\"\ndisk = \"2Gi\"\n[sandbox]\nnetwork = false\nrequire = [\"users\", \"mount\"]\npids = 128\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +237,7 @@ func TestParseSandbox(t *testing.T) {
 }
 
 func TestParseInputs(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("[inputs]\nallow_private_urls = true\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +251,7 @@ func TestParseInputs(t *testing.T) {
 }
 
 func TestParseConnectionLimits(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[limits]\nmax_connections = 512\nframe_budget = \"64MB\"\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +271,7 @@ func TestParseConnectionLimits(t *testing.T) {
 }
 
 func TestParseNumericCPU(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"cpu = 2": "2", "cpu = 0.5": "0.5", `cpu = "4"`: "4"} {
 		c, err := Parse("glovebox.toml", []byte("[limits]\n"+in+"\n"))
 		if err != nil || c.Limits.CPU != want {
@@ -273,6 +281,7 @@ func TestParseNumericCPU(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "gbx init") {
 		t.Errorf("Load(empty dir) = %v, want a hint to run gbx init", err)
@@ -288,6 +297,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestScaffoldParsesAndGenerates(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{"My Agent!", "", "---", strings.Repeat("x", 100), "ok-name"} {
 		files, err := Scaffold(in)
 		if err != nil {
@@ -345,6 +355,7 @@ func FuzzParse(f *testing.F) {
 // generate time, at their line, with the nearest name; gcs and azure are
 // refused with what to use; a Go agent may name its own.
 func TestStorageAdapterNames(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, toml, want string }{
 		{"typo", "[[storage.outputs]]\nuse = \"s4\"\nbucket = \"b\"\n", `glovebox.toml:2: storage.outputs[0].use: "s4" is not a storage adapter (did you mean "s3"?)`},
 		{"case", "[[storage.outputs]]\nuse = \"localserver\"\n", `(did you mean "localServer"?)`},
@@ -369,6 +380,7 @@ func TestStorageAdapterNames(t *testing.T) {
 // TestGoAgentKeys: a Go agent names its main package; the keys are only
 // for type "go" and are checked.
 func TestGoAgentKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, toml, want string }{
 		{"no main", "[agent]\ntype = \"go\"\n", `type = "go" needs main`},
 		{"escapes", "[agent]\ntype = \"go\"\nmain = \"./../x\"\n", `is not a main package inside the box directory`},
@@ -392,6 +404,7 @@ func TestGoAgentKeys(t *testing.T) {
 // TestAgentWarm: [agent] warm sizes the warm pool; it is checked and
 // reaches the manifest only when given.
 func TestAgentWarm(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, toml, want string
 		warm             *int

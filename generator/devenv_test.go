@@ -11,6 +11,7 @@ import (
 )
 
 func TestDevEnv(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("name = \"d\"\nbase = \"docs\"\n[packages]\nnix = [\"jq\", \"python3Packages.rich\", \"coreutils\"]\npip = [\"requests\"]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,7 @@ func TestDevEnv(t *testing.T) {
 // TestDevEnvExprParses checks the expression with nix-instantiate --parse,
 // with a hostile name that must stay inert.
 func TestDevEnvExprParses(t *testing.T) {
+	t.Parallel()
 	nix, err := exec.LookPath("nix-instantiate")
 	if err != nil {
 		if os.Getenv("CI") != "" {

@@ -57,6 +57,7 @@ func shellWords(t *testing.T, words string) []string {
 }
 
 func TestShellquoteRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, s := range hostile {
 		got := shellWords(t, shellquote(s))
 		if len(got) != 1 || got[0] != s {
@@ -69,6 +70,7 @@ func TestShellquoteRoundTrips(t *testing.T) {
 }
 
 func TestTomlstrRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, s := range append(hostile, "\x00\x01\x7f\b\f") {
 		doc := "k = " + tomlstr(s) + "\nl = " + tomllist([]string{s, s}) + "\n"
 		var got struct {
@@ -88,6 +90,7 @@ func TestTomlstrRoundTrips(t *testing.T) {
 }
 
 func TestJSONstrRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, s := range hostile {
 		var got string
 		if err := json.Unmarshal([]byte(jsonstr(s)), &got); err != nil || got != s {
@@ -97,6 +100,7 @@ func TestJSONstrRoundTrips(t *testing.T) {
 }
 
 func TestEnvvalueRoundTripsThroughShell(t *testing.T) {
+	t.Parallel()
 	for _, s := range hostile {
 		if strings.ContainsAny(s, "\n\r") {
 			continue // the config refuses multi-line defaults
@@ -116,6 +120,7 @@ func TestEnvvalueRoundTripsThroughShell(t *testing.T) {
 }
 
 func TestCommentStaysOneLine(t *testing.T) {
+	t.Parallel()
 	for _, s := range hostile {
 		if c := comment(s); strings.ContainsAny(c, "\n\r") {
 			t.Errorf("comment(%q) = %q spans lines", s, c)
@@ -127,6 +132,7 @@ func TestCommentStaysOneLine(t *testing.T) {
 // checks that the value comes back unchanged: no interpolation, no early
 // end of the string.
 func TestNixstrRoundTrips(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	var expr strings.Builder
 	expr.WriteString("[\n")
@@ -180,6 +186,7 @@ func TestNixstrRoundTrips(t *testing.T) {
 // checks it arrives unchanged. The flake is checked the same way by
 // TestFlakesEvaluate with a real Nix.
 func TestHostileBoxRoundTrips(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("testdata", "hostile")
 	c, err := Load(dir)
 	if err != nil {

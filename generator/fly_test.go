@@ -80,6 +80,7 @@ func decodeFly(t *testing.T, data []byte) flyConfig {
 }
 
 func TestFlyToml(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		box, app, region, size string
 		mem                    int64
@@ -124,6 +125,7 @@ func TestFlyToml(t *testing.T) {
 // terminationGracePeriodSeconds both give the box its sessions.drain plus
 // the margin; Fly's is capped at the 300 s it accepts, with a warning.
 func TestDrainDeployAgree(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		drain      string
 		fly, grace int
@@ -180,6 +182,7 @@ func TestDrainDeployAgree(t *testing.T) {
 // TestFlySizes maps limits and [deploy.fly] to Fly's presets, and refuses
 // what Fly would reject, at the key's line.
 func TestFlySizes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, toml, size string
 		mem              int64
@@ -227,6 +230,7 @@ func TestFlySizes(t *testing.T) {
 // TestFlyKeepsLaunch: the app and region `fly launch` wrote into fly.toml
 // survive the next generate unless [deploy.fly] sets them.
 func TestFlyKeepsLaunch(t *testing.T) {
+	t.Parallel()
 	launched := []byte("app = 'box-x7f2'\nprimary_region = 'fra'\n[build]\ndockerfile = 'Dockerfile'\n")
 	for _, tc := range []struct {
 		toml, app, region string
@@ -269,6 +273,7 @@ type railwayJSON struct {
 }
 
 func TestRailwayJSON(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ box, builder, path string }{
 		{"minimal", "DOCKERFILE", DockerFile},
 		{"python", "NIXPACKS", NixpacksFile},

@@ -56,6 +56,7 @@ func generateCase(t *testing.T, dir string, opts Options) *Result {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for _, name := range cases(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", name)
@@ -145,6 +146,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestGenerateRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +177,7 @@ func TestGenerateRejectsBadOptions(t *testing.T) {
 }
 
 func TestEnvExampleV1Format(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, toml, want string
 	}{
@@ -195,6 +198,7 @@ func TestEnvExampleV1Format(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, toml string
 		want       []string
@@ -263,6 +267,7 @@ func FuzzPreviousLock(f *testing.F) {
 
 // TestFlakeBaseNixKeyword: a base named like a Nix keyword is quoted.
 func TestFlakeBaseNixKeyword(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("base = \"github:acme/bases#if\"\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +282,7 @@ func TestFlakeBaseNixKeyword(t *testing.T) {
 }
 
 func TestPreviousLockKeepsBase(t *testing.T) {
+	t.Parallel()
 	prev := []byte(`{"nodes":{"base":{"inputs":{"nixpkgs":"nixpkgs_2"},"locked":{"rev":"b"}},"nixpkgs_2":{"locked":{"rev":"n2"}},"nixpkgs":{"locked":{"rev":"old"}},"root":{"inputs":{"base":"base","nixpkgs":"nixpkgs"}}},"root":"root","version":7}`)
 	for _, tc := range []struct {
 		name, toml string
@@ -310,6 +316,7 @@ func TestPreviousLockKeepsBase(t *testing.T) {
 }
 
 func TestPreviousLockKeepsGlovebox(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseInspect(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[inspect]\nenabled = true\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -136,6 +136,7 @@ func jsonType(v any) string {
 // published Kubernetes schemas (testdata/k8s), and checks what the box
 // needs of it: the key from a Secret, /health probes, session affinity.
 func TestKubernetesSchemas(t *testing.T) {
+	t.Parallel()
 	schemas := map[string]map[string]any{
 		"Deployment": loadSchema(t, "deployment-apps-v1"),
 		"Service":    loadSchema(t, "service-v1"),
@@ -190,6 +191,7 @@ func TestKubernetesSchemas(t *testing.T) {
 // rubber stamp: a misspelt field, a wrong type and a missing required
 // field all fail against the real schema.
 func TestKubernetesValidatorRejects(t *testing.T) {
+	t.Parallel()
 	schema := loadSchema(t, "service-v1")
 	for _, tc := range []struct {
 		doc, want string

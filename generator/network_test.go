@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseNetwork(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte(`
 [network]
 default = "deny"
@@ -47,6 +48,7 @@ inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
 }
 
 func TestParseNetworkErrors(t *testing.T) {
+	t.Parallel()
 	_, err := Parse("glovebox.toml", []byte(`[network]
 default = "block"
 allow = ["ok.example", "*.*.example", "ok.example", 7]

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // These tests evaluate every golden box's generated flake with a real Nix
@@ -25,9 +26,7 @@ import (
 // lock, is overridden with path:<copy of the repository>.
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	nixtest.RemoveRepoCopy()
-	os.Exit(code)
+	testkit.Main(m, testkit.After(nixtest.RemoveRepoCopy))
 }
 
 // standInPin is the default nixpkgs pin with the stand-in's narHash.
@@ -98,6 +97,7 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
 }) packages`
 
 func TestFlakesEvaluate(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
 	root := nixtest.RepoCopy(t)
@@ -293,6 +293,7 @@ func checkFlakeBase(t *testing.T, system string, c *Config, img imageInfo) {
 // of a box on another flake's base, then generates again: the nodes Nix
 // wrote come back byte for byte.
 func TestFlakeBaseLockSurvivesNixLock(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
 	root := nixtest.RepoCopy(t)
@@ -343,6 +344,7 @@ func TestFlakeBaseLockSurvivesNixLock(t *testing.T) {
 // release-pinned variant is evaluated the same way, with the glovebox node
 // present and then overridden.
 func TestFlakeLockWithReleasePin(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
 	root := nixtest.RepoCopy(t)
@@ -385,6 +387,7 @@ func TestFlakeLockWithReleasePin(t *testing.T) {
 // TestFlakeLockIsUsed shows the offline evaluation really goes through the
 // generated lock: with a wrong narHash, Nix has to fetch, and fails.
 func TestFlakeLockIsUsed(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	nixtest.StandInNixpkgs(t)
 	root := nixtest.RepoCopy(t)
@@ -413,6 +416,7 @@ func nonNil(s []string) []string {
 // and checks that the table nixpacks builds use names the same packages,
 // Python packages and (store-path-free) environment.
 func TestBasesMatchNix(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
 	root := nixtest.ModuleRoot(t)
@@ -487,6 +491,7 @@ in builtins.mapAttrs (base: file: let b = import file { inherit pkgs; }; in {
 // back byte for byte (its glovebox node kept, and the format the same as
 // Nix's own), so `gbx generate --check` stays clean after `nix flake lock`.
 func TestLockSurvivesNixLock(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	s := nixtest.StandInNixpkgs(t)
 	root := nixtest.RepoCopy(t)

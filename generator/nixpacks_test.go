@@ -112,6 +112,7 @@ func exactKeys(path string, v any, t reflect.Type) error {
 // TestNixpacksSchemaIsStrict shows that the strict decoding catches keys
 // nixpacks would silently ignore.
 func TestNixpacksSchemaIsStrict(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{
 		"[phases.install]\ncmd = [\"x\"]\n", // the key is cmds
 		"[start]\ncommand = \"x\"\n",
@@ -125,6 +126,7 @@ func TestNixpacksSchemaIsStrict(t *testing.T) {
 }
 
 func TestNixpacks(t *testing.T) {
+	t.Parallel()
 	for _, name := range cases(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", name)
@@ -237,6 +239,7 @@ func fileData(t *testing.T, res *Result, name string) []byte {
 // TestNixpacksGoIsTheFlakes: nixpacks builds the kit with the nixpkgs Go
 // that nix/go.nix builds it with in the flake.
 func TestNixpacksGoIsTheFlakes(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join("..", "nix", "go.nix"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +266,7 @@ func TestNixpacksGoIsTheFlakes(t *testing.T) {
 // against the stand-in nixpkgs: it names a real python3.withPackages with
 // every package.
 func TestNixpacksPythonEvaluates(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	res := generateCase(t, filepath.Join("testdata", "python"), Options{})
 	plan, err := decodeNixpacks(fileData(t, res, NixpacksFile))

@@ -14,6 +14,7 @@ import (
 )
 
 func TestWriteOnlyWhenChanged(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "dist")
 	files := []File{{Name: "a", Data: []byte("one\n"), Mode: 0o644}, {Name: "k", Data: []byte("secret\n"), Mode: 0o600}}
 	changed, err := Write(dir, files)
@@ -62,6 +63,7 @@ func TestWriteOnlyWhenChanged(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	files := []File{
 		{Name: "same", Data: []byte("x\n"), Mode: 0o644},
@@ -107,6 +109,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestShortDiffIsShort(t *testing.T) {
+	t.Parallel()
 	old := strings.Repeat("same\n", 50) + strings.Repeat("old\n", 30)
 	new := strings.Repeat("same\n", 50) + strings.Repeat("new\n", 30)
 	d := shortDiff(old, new, 3)
@@ -121,6 +124,7 @@ func TestShortDiffIsShort(t *testing.T) {
 // committed manifest's fingerprint for a check, and refusals where
 // generate would otherwise rotate the key silently.
 func TestResolveKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, data string) {
 		t.Helper()
@@ -194,6 +198,7 @@ func TestResolveKey(t *testing.T) {
 // checkout without the key): the manifest names it and no key file is
 // produced.
 func TestGenerateWithoutKey(t *testing.T) {
+	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte(`name = "x"`))
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +225,7 @@ func TestGenerateWithoutKey(t *testing.T) {
 // sets overrides, the working directory and the kit's flags arrive
 // unchanged, and a command given instead of flags runs instead of the kit.
 func TestDockerEntrypoint(t *testing.T) {
+	t.Parallel()
 	jq, err := exec.LookPath("jq")
 	if err != nil {
 		t.Skip("jq is not on PATH (apt-get install jq to run this test)")

@@ -34,8 +34,8 @@ func TestExecAgent(t *testing.T) {
 	}
 
 	// Abort kills the process; the session goes on.
-	c.prompt("2", "sleep 30")
-	time.Sleep(50 * time.Millisecond)
+	c.prompt("2", "echo running; sleep 30")
+	c.until(func(m map[string]any) bool { return m["id"] == "2" && m["type"] == "event" }) // it runs
 	c.send(map[string]any{"type": "abort", "id": "2"})
 	if m := last(c.finish("2")); errCode(m) != "AbortError" {
 		t.Errorf("abort: %v", m)

@@ -304,7 +304,7 @@ func TestOutputsAfterQuietPeriod(t *testing.T) {
 	if outs := outputsOf(t, last(c.finish("1"))); len(outs) != 0 {
 		t.Fatalf("outputs = %v", outs)
 	}
-	time.Sleep(2 * time.Duration(mtimeMargin))
+	time.Sleep(2 * time.Duration(mtimeMargin)) // real time is the subject: the directory's mtime ages past the margin
 	c.prompt("2", "echo still nothing")
 	if outs := outputsOf(t, last(c.finish("2"))); len(outs) != 0 {
 		t.Fatalf("outputs = %v", outs)

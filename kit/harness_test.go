@@ -11,13 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -38,7 +38,7 @@ type box struct {
 type boxOpt func(*protocol.Manifest, *Options)
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testkit.Logger(t, slog.LevelDebug)
 }
 
 func testManifest(key string) *protocol.Manifest {
@@ -99,24 +99,7 @@ func newBox(t testing.TB, ag agent.Agent, opts ...boxOpt) *box {
 // Close.
 func checkLeaks(t testing.TB) {
 	t.Helper()
-	var stacks string
-	for i := 0; i < 200; i++ {
-		var buf bytes.Buffer
-		pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		stacks = ""
-		for _, g := range strings.Split(buf.String(), "\n\n") {
-			if strings.Contains(g, "glovebox/kit.") || strings.Contains(g, "glovebox/kit/") || strings.Contains(g, "internal/wsconn") {
-				if !strings.Contains(g, "checkLeaks") && !strings.Contains(g, "testing.tRunner") {
-					stacks += g + "\n\n"
-				}
-			}
-		}
-		if stacks == "" {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("goroutines left after Close:\n%s", stacks)
+	testkit.NoGoroutines(t, "glovebox/kit.", "glovebox/kit/", "internal/wsconn")
 }
 
 func (b *box) get(path string, header http.Header) (*http.Response, []byte) {
@@ -240,19 +223,15 @@ func (c *v1client) prompt(id, text string) {
 	c.send(map[string]any{"type": "prompt", "id": id, "text": text, "inputs": map[string]any{}})
 }
 
-// next returns the next frame, failing the test after 20 seconds.
+// next returns the next frame, failing the test if none comes within
+// waittest.Timeout.
 func (c *v1client) next() map[string]any {
 	c.t.Helper()
-	select {
-	case m, ok := <-c.frames:
-		if !ok {
-			c.t.Fatalf("connection closed while waiting for a frame")
-		}
-		return m
-	case <-time.After(20 * time.Second):
-		c.t.Fatalf("no frame within 20s")
+	m, ok := waittest.Next(c.t, c.frames, "the server's next frame")
+	if !ok {
+		c.t.Fatalf("connection closed while waiting for the server's next frame")
 	}
-	return nil
+	return m
 }
 
 // until reads frames until one satisfies stop and returns them all.

@@ -161,7 +161,7 @@ func readSSE(t *testing.T, resp *http.Response) *sse {
 func (s *sse) until(t *testing.T, what string, stop func(event string, frame map[string]any) bool) {
 	t.Helper()
 	for {
-		e, ok := <-s.events
+		e, ok := waittest.Next(t, s.events, what)
 		if !ok {
 			t.Fatalf("event stream ended while waiting for %s", what)
 		}

@@ -80,6 +80,7 @@ func dialRaw(t *testing.T, b *box) net.Conn {
 		t.Fatalf("dial the box: %v", err)
 	}
 	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(2 * waittest.Timeout)) // bounds every read and write of the test
 	return nc
 }
 

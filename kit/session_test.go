@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 
 // TestV1Client drives every client message type as a v1 client would.
 func TestV1Client(t *testing.T) {
-	b := newBox(t, scripted(nil))
+	started := make(chan string, 64) // more than the prompts below
+	b := newBox(t, scripted(started))
 	c := b.dial("/run", nil)
 	if c.hello["session_id"] == "" || c.hello["protocol_version"] != 1.0 {
 		t.Errorf("hello = %v", c.hello)
@@ -80,7 +82,8 @@ func TestV1Client(t *testing.T) {
 
 	// abort of the running prompt.
 	c.prompt("req_4", "block")
-	time.Sleep(10 * time.Millisecond) // let it start; either way it must end with AbortError
+	for waittest.Recv(t, started, "req_4 to start") != "req_4" {
+	}
 	c.send(map[string]any{"type": "abort", "id": "req_4"})
 	if m := last(c.finish("req_4")); errCode(m) != "AbortError" {
 		t.Errorf("abort: %v", m)
@@ -366,13 +369,7 @@ func TestCloseGoingAway(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Until(t, what, cond)
 }
 
 var _ = json.Marshal
@@ -389,6 +386,9 @@ func TestKeepalive(t *testing.T) {
 	}
 	defer silent.Close()
 	waitFor(t, "the silent client to be dropped", func() bool { return b.srv.sessionCount() == 1 })
+	// Real time is the subject: the live client must answer the kit's
+	// pings over several intervals of its timer (on real sockets, which
+	// testing/synctest cannot hold still).
 	time.Sleep(500 * time.Millisecond) // five ping intervals
 	live.prompt("p", "echo alive")
 	if m := last(live.finish("p")); m["message"] != "alive" {
@@ -400,13 +400,17 @@ func TestKeepalive(t *testing.T) {
 // the box, and that Emit after the prompt ended fails.
 func TestAgentMisbehaves(t *testing.T) {
 	late := make(chan error, 1)
+	ended := make(chan struct{}) // closed once the test has read the late prompt's end
+	var endOnce sync.Once
+	end := func() { endOnce.Do(func() { close(ended) }) }
+	t.Cleanup(end)
 	ag := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
 		switch turn.Text() {
 		case "panic":
 			panic("boom")
 		case "late":
 			go func() {
-				time.Sleep(20 * time.Millisecond)
+				<-ended
 				late <- turn.Emit("text_delta", map[string]string{"text": "too late"})
 			}()
 		case "badraw":
@@ -422,7 +426,8 @@ func TestAgentMisbehaves(t *testing.T) {
 	}
 	c.prompt("l", "late")
 	c.finish("l")
-	if err := <-late; !errors.Is(err, agent.ErrTurnDone) {
+	end()
+	if err := waittest.Recv(t, late, "the late Emit's result"); !errors.Is(err, agent.ErrTurnDone) {
 		t.Errorf("Emit after the prompt = %v, want ErrTurnDone", err)
 	}
 	c.prompt("r", "badraw")

@@ -166,7 +166,7 @@ func (a *countingAgent) Open(ctx context.Context, s *agent.Session) (agent.Conve
 	a.opened++
 	a.peak = max(a.peak, a.now)
 	a.mu.Unlock()
-	time.Sleep(30 * time.Millisecond) // a slow start, so that spawns overlap
+	time.Sleep(30 * time.Millisecond) // a slow start, so that spawns overlap: the subject, not a wait
 	a.mu.Lock()
 	a.now--
 	a.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 // TestCheckImagesRejects feeds nix/check-images.nix images that break each
 // promise and expects checks.<system>.images to fail evaluation.
 func TestCheckImagesRejects(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	root := nixtest.ModuleRoot(t)
 	stub := nixtest.StandInDir(t)

@@ -137,6 +137,7 @@ func packageFacts(t *testing.T) map[string]systemFacts {
 }
 
 func TestPackageNames(t *testing.T) {
+	t.Parallel()
 	facts := packageFacts(t)
 	want := []string{"box-base", "box-browser", "box-docs", "box-media", "box-python", "default", "gbx", "glovebox-kit"}
 	if diff := cmp.Diff(nixtest.Systems, slices.Sorted(func(yield func(string) bool) {
@@ -163,6 +164,7 @@ func cmpSorted() cmp.Option {
 }
 
 func TestGoBinaries(t *testing.T) {
+	t.Parallel()
 	facts := packageFacts(t)
 	hash, err := os.ReadFile(filepath.Join(nixtest.ModuleRoot(t), "nix", "vendor-hash.nix"))
 	if err != nil {
@@ -230,6 +232,7 @@ var wantContents = map[string][]string{
 var commonContents = []string{"fake-nss", "bashInteractive", "coreutils", "findutils", "gnugrep", "gnused", "gawk", "curl", "tzdata", "ca-certificates", "usr-bin-env"}
 
 func TestImages(t *testing.T) {
+	t.Parallel()
 	facts := packageFacts(t)
 	wantLayout := []layoutDir{
 		{"/work", "0755", uid},
@@ -344,6 +347,7 @@ func TestImages(t *testing.T) {
 }
 
 func TestDevShell(t *testing.T) {
+	t.Parallel()
 	repo(t)
 	var got map[string]struct {
 		Packages  []string `json:"packages"`
@@ -361,6 +365,7 @@ func TestDevShell(t *testing.T) {
 }
 
 func TestChecks(t *testing.T) {
+	t.Parallel()
 	repo(t)
 	var got map[string]struct {
 		Names      []string `json:"names"`
@@ -408,6 +413,7 @@ func TestChecks(t *testing.T) {
 // warning but the known-harmless ones (nixtest.Warnings): the overridden
 // input, and lib, an output Nix 2.8 does not know.
 func TestFlakeCheck(t *testing.T) {
+	t.Parallel()
 	dir := repo(t)
 	s := nixtest.StandInNixpkgs(t)
 	_, stderr := nixtest.Run(t, "nix", append([]string{"flake", "check", "--no-build", "--offline"}, append(s.OverrideInput("nixpkgs"), "path:"+dir)...)...)

@@ -53,6 +53,7 @@ func lockFile(t *testing.T, narHash string) []byte {
 }
 
 func TestFlakeLockIsThePin(t *testing.T) {
+	t.Parallel()
 	got, err := os.ReadFile(filepath.Join(nixtest.ModuleRoot(t), "flake.lock"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func TestFlakeLockIsThePin(t *testing.T) {
 }
 
 func TestFlakeInputs(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	flake := filepath.Join(nixtest.ModuleRoot(t), "flake.nix")
 	out, _ := nixtest.Run(t, "nix-instantiate", "--eval", "--strict", "--json", "--expr",
@@ -78,6 +80,7 @@ func TestFlakeInputs(t *testing.T) {
 // node wiring, and that "original" matches flake.nix (a mismatch makes Nix
 // re-lock over the network, which fails offline).
 func TestLockShapeOffline(t *testing.T) {
+	t.Parallel()
 	s := nixtest.StandInNixpkgs(t)
 	dir := repo(t)
 	copyDir := nixtest.CopyTree(t, dir, func(rel string, _ bool) bool { return true })
@@ -102,6 +105,7 @@ func TestLockShapeOffline(t *testing.T) {
 // TestParseNixFiles runs nix-instantiate --parse on every .nix file in the
 // repository.
 func TestParseNixFiles(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	root := nixtest.ModuleRoot(t)
 	var files []string
@@ -133,6 +137,7 @@ func TestParseNixFiles(t *testing.T) {
 // it the way lockFile does gives the same bytes: what TestFlakeLockIsThePin
 // compares against is Nix's own format.
 func TestLockFormatIsNixs(t *testing.T) {
+	t.Parallel()
 	s := nixtest.StandInNixpkgs(t)
 	dir := t.TempDir()
 	flake := `{ inputs.nixpkgs.url = "path:` + s.Dir + `"; outputs = { self, nixpkgs }: { }; }` + "\n"

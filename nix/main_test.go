@@ -1,16 +1,14 @@
 package nix_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	nixtest.RemoveRepoCopy()
-	os.Exit(code)
+	testkit.Main(m, testkit.After(nixtest.RemoveRepoCopy))
 }
 
 // repo returns the copy of the repository shared by the package's tests:

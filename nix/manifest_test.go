@@ -14,6 +14,7 @@ import (
 const exampleKey = "glovebox-example-key"
 
 func TestExampleManifests(t *testing.T) {
+	t.Parallel()
 	for _, base := range []string{"base", "media", "docs", "python", "browser"} {
 		t.Run(base, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(nixtest.ModuleRoot(t), "baseimages", "manifests", base+".json"))

@@ -109,6 +109,7 @@ func consumer(t *testing.T) (dir string, flags []string) {
 }
 
 func TestMkBox(t *testing.T) {
+	t.Parallel()
 	dir, flags := consumer(t)
 	type facts struct {
 		Base           string            `json:"base"`
@@ -239,6 +240,7 @@ func TestMkBox(t *testing.T) {
 }
 
 func TestMkBoxErrors(t *testing.T) {
+	t.Parallel()
 	dir, flags := consumer(t)
 	tests := []struct {
 		name, want string

@@ -62,6 +62,7 @@ func requireRunc(t *testing.T) string {
 // real socket: the kit must boot as its user, write the prompt's inputs,
 // run the agent, and serve outputs from its state directory.
 func TestBoxRunsInRunc(t *testing.T) {
+	t.Parallel()
 	runc := requireRunc(t)
 	system := map[string]string{"amd64": "x86_64-linux", "arm64": "aarch64-linux"}[runtime.GOARCH]
 	if system == "" {

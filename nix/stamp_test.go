@@ -20,6 +20,7 @@ import (
 // evaluated ldflags, CGO off, -trimpath) and checks that the binary prints
 // the stamped version: -X silently ignores a variable that does not exist.
 func TestVersionStamp(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds gbx (about 15s with a warm cache)")
 	}
@@ -49,6 +50,7 @@ func TestVersionStamp(t *testing.T) {
 // TestStampedVariablesExist checks that every variable the Nix builds
 // stamp with -X is a package-level string variable.
 func TestStampedVariablesExist(t *testing.T) {
+	t.Parallel()
 	root := nixtest.ModuleRoot(t)
 	for pkg, name := range map[string]string{
 		"internal/cli": "Version",

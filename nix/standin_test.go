@@ -16,6 +16,7 @@ import (
 // against a real nixpkgs, on the stand-in itself (no problems) and on a
 // copy with names removed (those names reported).
 func TestVerifyNames(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	stub := nixtest.StandInDir(t)
 	tests := []struct {
@@ -50,6 +51,7 @@ in import %[1]s/verify.nix { nixpkgs = { inherit lib; legacyPackages.x86_64-linu
 // TestGoToolchainGuard checks nix/go.nix's guard: the pinned Go must be at
 // least go.mod's go directive, and the error says what to change.
 func TestGoToolchainGuard(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	root := nixtest.ModuleRoot(t)
 	stub := nixtest.StandInDir(t)

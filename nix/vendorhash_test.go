@@ -17,6 +17,7 @@ var update = flag.Bool("update", false, "rewrite nix/vendor-hash.nix")
 // derivation stores. It changes with go.mod, go.sum and the set of imported
 // packages.
 func TestVendorHash(t *testing.T) {
+	t.Parallel()
 	nixtest.Require(t)
 	root := nixtest.ModuleRoot(t)
 	vendor := filepath.Join(t.TempDir(), "vendor")

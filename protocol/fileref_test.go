@@ -14,6 +14,7 @@ import (
 // TestFileRefJSON checks each kind's v1 shape: exactly its fields, in v1
 // order, optional ones left out when empty.
 func TestFileRefJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ref  protocol.FileRef
@@ -59,6 +60,7 @@ func TestFileRefJSON(t *testing.T) {
 }
 
 func TestFileRefMarshalError(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"", "ftp", "INLINE"} {
 		ref := protocol.FileRef{Kind: kind, Name: "x"}
 		if got, err := json.Marshal(ref); err == nil {
@@ -68,6 +70,7 @@ func TestFileRefMarshalError(t *testing.T) {
 }
 
 func TestFileRefUnmarshal(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -104,6 +107,7 @@ func TestFileRefUnmarshal(t *testing.T) {
 // TestFileRefRequiredFields checks that each kind's required fields are
 // required, with an error that names the file and what is missing.
 func TestFileRefRequiredFields(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		wantMsg string
@@ -144,6 +148,7 @@ func TestFileRefRequiredFields(t *testing.T) {
 // TestFileRefUnmarshalKeepsValue checks that a failed decode leaves the
 // destination untouched.
 func TestFileRefUnmarshalKeepsValue(t *testing.T) {
+	t.Parallel()
 	ref := protocol.FileRef{Kind: "inline", Name: "keep", Data: "aGk="}
 	want := ref
 	if err := ref.UnmarshalJSON([]byte(`{"kind":"s3","name":"x"}`)); err == nil {
@@ -157,6 +162,7 @@ func TestFileRefUnmarshalKeepsValue(t *testing.T) {
 // TestDecodeBase64 checks v1's lenient base64: standard or URL-safe, padded
 // or not, white space ignored.
 func TestDecodeBase64(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string
@@ -187,6 +193,7 @@ func TestDecodeBase64(t *testing.T) {
 }
 
 func TestFileRefBytes(t *testing.T) {
+	t.Parallel()
 	ref := protocol.InlineRef("a.bin", "application/octet-stream", []byte{0, 1, 2, 0xff})
 	if want := "AAEC/w=="; ref.Data != want {
 		t.Errorf("InlineRef(...).Data = %q, want %q (standard base64 with padding)", ref.Data, want)
@@ -202,6 +209,7 @@ func TestFileRefBytes(t *testing.T) {
 }
 
 func TestGuessMime(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, want string }{
 		{"a.json", "application/json"},
 		{"a.txt", "text/plain"},

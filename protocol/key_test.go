@@ -11,6 +11,7 @@ import (
 // TestFingerprint checks spec §2.4's examples: the first 8 and last 4 hex
 // characters of the key's SHA-256.
 func TestFingerprint(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		key  string
 		want string
@@ -30,6 +31,7 @@ func TestFingerprint(t *testing.T) {
 var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 
 func TestNewKey(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		k := protocol.NewKey()

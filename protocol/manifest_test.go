@@ -117,6 +117,7 @@ const v1Manifest = `{
 `
 
 func TestParseManifestV1(t *testing.T) {
+	t.Parallel()
 	m, err := protocol.ParseManifest([]byte(v1Manifest))
 	if err != nil {
 		t.Fatalf("ParseManifest(v1) error = %v", err)
@@ -157,6 +158,7 @@ func TestParseManifestV1(t *testing.T) {
 // TestManifestKeyOrder checks that an encoded manifest has the v1 keys in
 // v1 emission order, the additive ones after them.
 func TestManifestKeyOrder(t *testing.T) {
+	t.Parallel()
 	m, err := protocol.ParseManifest([]byte(v1Manifest))
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func topLevelKeys(t *testing.T, b []byte) []string {
 }
 
 func TestParseManifestDefaults(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{`{}`, `null`, `{"name":"","protocol_version":0,"unknown":{"x":1}}`} {
 		t.Run(in, func(t *testing.T) {
 			m, err := protocol.ParseManifest([]byte(in))
@@ -240,6 +243,7 @@ func TestParseManifestDefaults(t *testing.T) {
 }
 
 func TestParseManifestKeepsGivenFields(t *testing.T) {
+	t.Parallel()
 	in := `{"fs":{"scratch":{"path":"/scratch","writable":true}},"storage_policy":{"outputs":{"__rules":[{"use":{"adapter":"inline"},"when":{"always":true}}]}},"agent":{"type":"acp","command":["npx","agent"],"env":{"A":"1"}}}`
 	m, err := protocol.ParseManifest([]byte(in))
 	if err != nil {
@@ -261,6 +265,7 @@ func TestParseManifestKeepsGivenFields(t *testing.T) {
 }
 
 func TestParseManifestError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string
@@ -282,6 +287,7 @@ func TestParseManifestError(t *testing.T) {
 }
 
 func TestManifestCheck(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(*protocol.Manifest)
@@ -368,6 +374,7 @@ func TestManifestCheck(t *testing.T) {
 // TestManifestEnvironment checks the /environment body: v1's keys in v1's
 // order, then the additive ones.
 func TestManifestEnvironment(t *testing.T) {
+	t.Parallel()
 	m, err := protocol.ParseManifest([]byte(`{"name":"t","limits":{"timeout":"5m"},"agent":{"type":"exec"}}`))
 	if err != nil {
 		t.Fatal(err)

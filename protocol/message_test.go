@@ -237,6 +237,7 @@ var goldenServer = []goldenMessage{
 func goldenPath(name string) string { return filepath.Join("testdata", "golden", name+".json") }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for _, side := range []struct {
 		name   string
 		cases  []goldenMessage
@@ -301,6 +302,7 @@ func TestGolden(t *testing.T) {
 // TestGoldenFilesUsed fails on a golden file no test case names, so that a
 // renamed case does not leave a stale file behind.
 func TestGoldenFilesUsed(t *testing.T) {
+	t.Parallel()
 	names := map[string]bool{}
 	for _, tt := range append(append([]goldenMessage(nil), goldenClient...), goldenServer...) {
 		names[tt.file+".json"] = true
@@ -342,6 +344,7 @@ func jsonValue(t *testing.T, s string) any {
 }
 
 func TestEncode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   any
@@ -371,6 +374,7 @@ func TestEncode(t *testing.T) {
 }
 
 func TestEncodeError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   any
@@ -397,6 +401,7 @@ func TestEncodeError(t *testing.T) {
 }
 
 func TestDecodeClient(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -428,6 +433,7 @@ func TestDecodeClient(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		server  bool
@@ -492,6 +498,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestPeekID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string
@@ -511,6 +518,7 @@ func TestPeekID(t *testing.T) {
 }
 
 func TestTypeOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   any
 		want string

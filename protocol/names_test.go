@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckInputName(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"report.pdf", "a b.txt", "Überblick.md", "日本語.txt", "x", ".hidden", "a-b_c.tar.gz", "emoji😀.png", "caf\u00e9", "a\ufe0f.txt", strings.Repeat("n", MaxInputName)} {
 		if err := CheckInputName(name); err != nil {
 			t.Errorf("CheckInputName(%q) = %v, want nil", name, err)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseEgressRule(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		host string
@@ -60,6 +61,7 @@ func TestParseEgressRule(t *testing.T) {
 }
 
 func TestManifestCheckNetwork(t *testing.T) {
+	t.Parallel()
 	m, err := protocol.ParseManifest([]byte(`{"protocol_version":1,
 		"env":{"K":{"required":true,"inject":{"hosts":["API.x.com"],"header":"x api"}},
 		       "S":{"required":true,"secret":true,"inject":{"hosts":[]}}},

@@ -28,6 +28,7 @@ func registry(keys ...string) func(string) bool {
 
 // TestPolicyPick checks spec §1.6's verified semantics.
 func TestPolicyPick(t *testing.T) {
+	t.Parallel()
 	builtins := registry("inline", "url", "localServer")
 	tests := []struct {
 		name       string
@@ -130,6 +131,7 @@ func TestPolicyPick(t *testing.T) {
 }
 
 func TestPolicyPickReturnsRule(t *testing.T) {
+	t.Parallel()
 	p := protocol.DefaultOutputsPolicy()
 	got, err := p.Pick(2<<20, nil)
 	if err != nil {
@@ -147,6 +149,7 @@ func TestPolicyPickReturnsRule(t *testing.T) {
 }
 
 func TestPolicyPickError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		rules []protocol.Rule
@@ -189,6 +192,7 @@ func lookup(readOnly ...string) func(string) protocol.AdapterInfo {
 
 // TestValidateOutputs checks spec §1.7's checks, order and exact messages.
 func TestValidateOutputs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		rules []protocol.Rule
@@ -233,6 +237,7 @@ func TestValidateOutputs(t *testing.T) {
 }
 
 func TestValidateOutputsExactMessages(t *testing.T) {
+	t.Parallel()
 	// The v1 messages are whole, not prefixes of something longer.
 	for _, tt := range []struct {
 		rules []protocol.Rule
@@ -251,6 +256,7 @@ func TestValidateOutputsExactMessages(t *testing.T) {
 }
 
 func TestPolicyCheck(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		rules []protocol.Rule
@@ -283,6 +289,7 @@ func TestPolicyCheck(t *testing.T) {
 // TestPolicyJSON checks the encoded rule shapes of spec §1.4 and v1's
 // {"__rules": [...]} form.
 func TestPolicyJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		rule protocol.Rule
 		want string
@@ -326,6 +333,7 @@ func TestPolicyJSON(t *testing.T) {
 }
 
 func TestPolicyUnmarshal(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -363,6 +371,7 @@ func TestPolicyUnmarshal(t *testing.T) {
 // TestOutputsOverrideApply checks spec §5.11: the override's rules go in
 // front, s3 first, then inline_below, then server_ttl as the default.
 func TestOutputsOverrideApply(t *testing.T) {
+	t.Parallel()
 	base := protocol.DefaultOutputsPolicy()
 	s3 := func(opts map[string]any) protocol.Rule {
 		return protocol.Rule{Use: protocol.Use{Adapter: "s3", Options: opts}, When: protocol.When{Always: true}}
@@ -405,6 +414,7 @@ func TestOutputsOverrideApply(t *testing.T) {
 // the fallback semantics of §1.6: server_ttl's default rule comes first, so
 // it is the fallback rather than the base policy's.
 func TestOutputsOverridePick(t *testing.T) {
+	t.Parallel()
 	o := &protocol.OutputsOverride{InlineBelow: "256KB", ServerTTL: "24h"}
 	p := o.Apply(protocol.DefaultOutputsPolicy())
 	tests := []struct {
@@ -425,6 +435,7 @@ func TestOutputsOverridePick(t *testing.T) {
 }
 
 func TestOutputsOverrideCheck(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		o    *protocol.OutputsOverride

@@ -239,6 +239,7 @@ func decodeNumbers(t *testing.T, data []byte) any {
 // TestSchemaKeywords fails when the schema uses a keyword the validator
 // does not implement.
 func TestSchemaKeywords(t *testing.T) {
+	t.Parallel()
 	var walk func(path string, v any, inProps bool)
 	walk = func(path string, v any, inProps bool) {
 		switch v := v.(type) {
@@ -290,6 +291,7 @@ func walkSchema(t *testing.T, s jschema, walk func(string, any, bool)) {
 // TestSchemaGolden validates every golden frame, and the frame Encode
 // writes after decoding it, against the schema.
 func TestSchemaGolden(t *testing.T) {
+	t.Parallel()
 	s := loadSchema(t)
 	files, err := filepath.Glob("testdata/golden/*.json")
 	if err != nil || len(files) == 0 {
@@ -334,6 +336,7 @@ func TestSchemaGolden(t *testing.T) {
 // TestSchemaRejects shows the validator is not vacuous: frames that break
 // the schema fail.
 func TestSchemaRejects(t *testing.T) {
+	t.Parallel()
 	s := loadSchema(t)
 	tests := []struct {
 		def, frame string
@@ -406,6 +409,7 @@ var messageDefs = []string{
 // the same JSON field names, required exactly when not omitempty, and a
 // JSON type that matches the Go field's kind.
 func TestSchemaGoTypes(t *testing.T) {
+	t.Parallel()
 	s := loadSchema(t)
 	defs, _ := s["$defs"].(map[string]any)
 	for _, name := range sortedKeys(defs) {
@@ -524,6 +528,7 @@ func fieldMatches(root jschema, ft reflect.Type, p map[string]any) error {
 // capability, kind, scope or message type added on one side fails here
 // until the other has it.
 func TestSchemaConstants(t *testing.T) {
+	t.Parallel()
 	consts := packageConstants(t)
 	s := loadSchema(t)
 	enums := []struct{ def, prefix string }{

@@ -11,6 +11,7 @@ import (
 // TestParseSize covers every example of spec §1.5. v1 returned undefined or
 // NaN for the bad ones and dropped the bound; here they are errors.
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want int64
@@ -45,6 +46,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestParseSizeError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		wantMsg string
@@ -78,6 +80,7 @@ func TestParseSizeError(t *testing.T) {
 }
 
 func TestFormatSize(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   int64
 		want string
@@ -105,6 +108,7 @@ func TestFormatSize(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want time.Duration
@@ -140,6 +144,7 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestParseDurationError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		wantMsg string
@@ -168,6 +173,7 @@ func TestParseDurationError(t *testing.T) {
 }
 
 func TestFormatDuration(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   time.Duration
 		want string

@@ -40,6 +40,7 @@ var tokenVectors = []struct {
 var tokenNow = time.Unix(1893455000, 0)
 
 func TestTokenVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range tokenVectors {
 		t.Run(v.name, func(t *testing.T) {
 			got, err := protocol.MintToken(tokenKey, v.claims)
@@ -58,6 +59,7 @@ func TestTokenVectors(t *testing.T) {
 }
 
 func TestMintTokenRejects(t *testing.T) {
+	t.Parallel()
 	exp := time.Unix(1893456000, 0)
 	long := make([]string, 400)
 	for i := range long {
@@ -99,12 +101,14 @@ func forge(t *testing.T, key, claims string) string {
 }
 
 func TestForgeMatchesMint(t *testing.T) {
+	t.Parallel()
 	if got := forge(t, tokenKey, `{"scopes":["connect"],"exp":1893456000}`); got != tokenVectors[0].token {
 		t.Errorf("forge = %q, want %q", got, tokenVectors[0].token)
 	}
 }
 
 func TestVerifyTokenRejects(t *testing.T) {
+	t.Parallel()
 	valid := tokenVectors[0].token
 	other, err := protocol.MintToken(protocol.NewKey(), tokenVectors[0].claims)
 	if err != nil {
@@ -145,6 +149,7 @@ func TestVerifyTokenRejects(t *testing.T) {
 }
 
 func TestVerifyTokenKeepsUnknownScopes(t *testing.T) {
+	t.Parallel()
 	tok := forge(t, tokenKey, `{"scopes":["connect","root"],"exp":1893456000}`)
 	c, err := protocol.VerifyToken(tokenKey, tok, tokenNow)
 	if err != nil {
@@ -156,6 +161,7 @@ func TestVerifyTokenKeepsUnknownScopes(t *testing.T) {
 }
 
 func TestTokenClaimsAllowsFile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		c    protocol.TokenClaims
 		id   string

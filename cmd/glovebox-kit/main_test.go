@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testkit.Main(m)
 }
 
 func kitCmd(t *testing.T, env ...string) *exec.Cmd {

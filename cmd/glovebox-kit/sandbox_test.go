@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/proctest"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -294,19 +295,7 @@ func TestNothingOutlivesTheKit(t *testing.T) {
 	if err := c.WriteText(b); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(proctest.WithCmdline(marker)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the prompt's processes did not start within 20s: %v", proctest.WithCmdline(marker))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Until(t, "the prompt's two processes to start", func() bool { return len(proctest.WithCmdline(marker)) >= 2 })
 	syscall.Kill(h.pid, syscall.SIGKILL)
-	deadline = time.Now().Add(20 * time.Second)
-	for len(proctest.WithCmdline(marker)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes outlived the kit by 20s: %v", proctest.WithCmdline(marker))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.Until(t, "the prompt's processes to end with the kit", func() bool { return len(proctest.WithCmdline(marker)) == 0 })
 }

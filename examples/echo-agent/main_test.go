@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testkit.Main(m)
 }
 
 // TestEchoAgent runs the example as a process and talks to it as a client

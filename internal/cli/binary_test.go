@@ -30,6 +30,7 @@ func buildGbx(t *testing.T) string {
 // TestBinaries runs the built gbx as a person would: the demo, then a box
 // under gbx dev prompted by gbx prompt, then Ctrl-C.
 func TestBinaries(t *testing.T) {
+	t.Parallel()
 	bin := buildGbx(t)
 	work := t.TempDir()
 

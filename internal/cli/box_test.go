@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -39,7 +40,7 @@ func testBox(t *testing.T, manifest string) (url, key string) {
 	m.KeyFingerprint = protocol.Fingerprint(key)
 	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +104,7 @@ exit 5`
 }
 
 func TestPromptJSONAndFiles(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	dir := t.TempDir()
 	stdout, stderr, err := runGbx(t, map[string]string{"GLOVEBOX_URL": url, "GLOVEBOX_KEY": key}, dir,
@@ -148,6 +150,7 @@ func TestPromptJSONAndFiles(t *testing.T) {
 }
 
 func TestPromptDisplaySlots(t *testing.T) {
+	t.Parallel()
 	ask := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
 		v, err := turn.Ask(ctx, "confirm", map[string]string{"q": "go?"})
 		var rej *agent.RejectedError
@@ -189,6 +192,7 @@ func TestPromptDisplaySlots(t *testing.T) {
 }
 
 func TestPromptBoxError(t *testing.T) {
+	t.Parallel()
 	fail := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
 		return "", &agent.Error{Code: "Custom", Err: errors.New("it broke")}
 	})
@@ -212,7 +216,7 @@ func serveAgent(t *testing.T, m *protocol.Manifest, key string, ag agent.Agent) 
 	t.Helper()
 	box, err := startLocalBoxWith(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}, ag)
+		Logger: testkit.Logger(t, slog.LevelWarn)}, ag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +225,7 @@ func serveAgent(t *testing.T, m *protocol.Manifest, key string, ag agent.Agent) 
 }
 
 func TestEndpointResolution(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"named"}`)
 	cfg := t.TempDir()
 	os.MkdirAll(filepath.Join(cfg, "glovebox"), 0o755)
@@ -270,6 +275,7 @@ func TestEndpointResolution(t *testing.T) {
 }
 
 func TestPromptUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"prompt", "--url", "ws://x", "--key", "k", "  "},                                   // blank text
 		{"prompt", "--url", "ws://x", "--key", "k"},                                         // no text and an empty stdin
@@ -285,24 +291,6 @@ func TestPromptUsageErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var devURLRE = regexp.MustCompile(`(?m)^  url    (\S+)\n  key    (\S+)$`)
 
 // startDev runs gbx dev DIR through Run until the test ends, and returns
@@ -311,8 +299,8 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	var errb syncBuffer
-	var out syncBuffer
+	var errb testkit.LogBuffer
+	var out testkit.LogBuffer
 	done := make(chan error, 1)
 	go func() {
 		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &out), Stderr: &errb,
@@ -354,6 +342,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 }
 
 func TestDevServesGloveboxJSON(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"jsonbox","version":"2.0.0","agent":{"type":"exec"}}`), 0o644)
 	url, key, stop := startDev(t, dir, nil)
@@ -382,6 +371,7 @@ func TestDevServesGloveboxJSON(t *testing.T) {
 }
 
 func TestDevServesGloveboxTOML(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "box")
 	if _, stderr, err := runGbx(t, nil, filepath.Dir(dir), "init", "box"); err != nil {
 		t.Fatalf("gbx init: %v\n%s", err, stderr)
@@ -394,6 +384,7 @@ func TestDevServesGloveboxTOML(t *testing.T) {
 }
 
 func TestDevErrors(t *testing.T) {
+	t.Parallel()
 	_, _, err := runGbx(t, nil, t.TempDir(), "dev")
 	if err == nil || !strings.Contains(err.Error(), "gbx init") {
 		t.Errorf("dev in an empty dir = %v, want a hint to run gbx init", err)
@@ -448,6 +439,7 @@ func noClientGoroutines(t *testing.T) {
 }
 
 func TestPromptTimeoutAborts(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	_, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "--timeout", "200ms", "echo started; sleep 30")
 	if exitCode(err) != 124 || !strings.Contains(stderr, "prompt timed out after 200ms; the prompt was aborted") {
@@ -456,6 +448,7 @@ func TestPromptTimeoutAborts(t *testing.T) {
 }
 
 func TestPromptAsksOnTerminal(t *testing.T) {
+	t.Parallel()
 	ask := agent.Func(func(ctx context.Context, turn agent.Turn) (string, error) {
 		v, err := turn.Ask(ctx, turn.Text(), map[string]string{"q": "well?"})
 		var rej *agent.RejectedError
@@ -501,6 +494,7 @@ func TestPromptAsksOnTerminal(t *testing.T) {
 // credentials it fails naming them, as glovebox-kit does; with them (and an
 // S3-compatible endpoint, a real HTTP server here) an output is PUT there.
 func TestDevRegistersS3(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"s3box","agent":{"type":"exec"},
 		"storage_policy":{"outputs":{"rules":[{"use":{"adapter":"s3","options":{"bucket":"outs"}},"when":{"always":true}}]}}}`), 0o644)
@@ -543,6 +537,7 @@ func TestDevRegistersS3(t *testing.T) {
 // `gbx prompt -o` its server-parked outputs: they come from /files/{id} on
 // the URL the client dialled.
 func TestPromptSavesFromAnotherName(t *testing.T) {
+	t.Parallel()
 	m, err := protocol.ParseManifest([]byte(`{"name":"t"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +546,7 @@ func TestPromptSavesFromAnotherName(t *testing.T) {
 	m.KeyFingerprint = protocol.Fingerprint(key)
 	box, err := startLocalBox(context.Background(), localBoxOptions{Manifest: m, Key: key, Root: t.TempDir(),
 		Addr: "127.0.0.1:0", PublicURL: "http://localhost:1", Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

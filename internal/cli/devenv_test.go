@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/generator"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // devRun is a gbx dev running in process through Run.
 type devRun struct {
 	banner, url, key string
-	stderr           *syncBuffer
+	stderr           *testkit.LogBuffer
 	stop             func() error
 }
 
@@ -32,7 +33,7 @@ func devUntilBanner(t *testing.T, dir string, env map[string]string, args ...str
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	errb := &syncBuffer{}
+	errb := &testkit.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		err := execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: pw, Stderr: errb,
@@ -108,6 +109,7 @@ func warnings(stderr string) []string {
 }
 
 func TestDevWarnsOfMissingPackages(t *testing.T) {
+	t.Parallel()
 	dir := writeBox(t, "name = \"docsbox\"\nbase = \"docs\"\n[packages]\nnix = [\"jq\"]\n")
 	path := pathOf(t, "sh", "jq", "ls")
 	d := devUntilBanner(t, dir, map[string]string{"PATH": path})
@@ -176,6 +178,7 @@ var inspectRE = regexp.MustCompile(`(?m)^  inspect (http://\S+)/inspect/#token=(
 // into a shell, lets gbx prompt find the box with no flags, and its
 // inspector link opens the inspector.
 func TestDevBannerExports(t *testing.T) {
+	t.Parallel()
 	bin := buildGbx(t)
 	dir := writeBox(t, "name = \"exported\"\n")
 	dev := exec.Command(bin, "dev", dir, "--addr", "127.0.0.1:0", "--no-nix")
@@ -243,6 +246,7 @@ func TestDevBannerExports(t *testing.T) {
 // real derivations holding a program each, and a prompt finds the docs
 // base's pdftotext, which this machine lacks, on its PATH.
 func TestDevRunsPromptsInsideTheBoxsPackages(t *testing.T) {
+	t.Parallel()
 	nix, err := exec.LookPath("nix")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -308,6 +312,7 @@ func TestDevRunsPromptsInsideTheBoxsPackages(t *testing.T) {
 func generatorLoad(dir string) (*generator.Config, error) { return generator.Load(dir) }
 
 func TestNixError(t *testing.T) {
+	t.Parallel()
 	in := "warning: unable to download 'x'; retrying\nerror: unable to download 'https://api.github.com/...': Couldn't resolve host name (6)\n(use '--show-trace' to show detailed location information)\n"
 	if got := nixError(in); got != "error: unable to download 'https://api.github.com/...': Couldn't resolve host name (6)" {
 		t.Errorf("nixError = %q, want the error line", got)

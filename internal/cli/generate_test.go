@@ -33,6 +33,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestInitThenGenerate(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "My Box")
 	out, _, err := gbx(t, filepath.Dir(dir), "init", "My Box")
 	if err != nil {
@@ -146,6 +147,7 @@ func TestInitThenGenerate(t *testing.T) {
 }
 
 func TestGenerateOutAndErrors(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	box := filepath.Join(root, "box")
 	if err := os.MkdirAll(box, 0o755); err != nil {
@@ -197,6 +199,7 @@ func TestGenerateOutAndErrors(t *testing.T) {
 }
 
 func TestGenerateCheckMissingKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, _, err := gbx(t, dir, "init"); err != nil {
 		t.Fatal(err)
@@ -215,6 +218,7 @@ func TestGenerateCheckMissingKey(t *testing.T) {
 // from two different working directories, with the same key: every file
 // must have the same bytes.
 func TestGenerateSameBytesAnywhere(t *testing.T) {
+	t.Parallel()
 	toml := readFile(t, filepath.Join("..", "..", "generator", "testdata", "media", "glovebox.toml"))
 	key := protocol.NewKey()
 	var dists []string
@@ -285,6 +289,7 @@ func git(t *testing.T, dir string, args ...string) {
 // make a new key the deployed box would not accept, and takes the key
 // from GLOVEBOX_KEY; any key the kit accepts (a v1 hex key) is taken.
 func TestGenerateCleanClone(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	origin, clone := filepath.Join(root, "origin"), filepath.Join(root, "clone")
 	if _, _, err := gbx(t, root, "init", "origin"); err != nil {
@@ -359,6 +364,7 @@ func TestGenerateCleanClone(t *testing.T) {
 // TestKitVersion: a release gbx pins its own tag; a development build or a
 // Go pseudo-version (no tag a flake can name) floats.
 func TestKitVersion(t *testing.T) {
+	t.Parallel()
 	old := Version
 	t.Cleanup(func() { Version = old })
 	for _, tc := range []struct{ version, want string }{

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
-	"github.com/google/go-cmp/cmp"
 )
 
 // update rewrites the golden files and the CLI reference instead of
@@ -122,6 +123,7 @@ func transcript(n *normaliser, args []string, stdout, stderr string, status int)
 // the commands that need none) and compares what it prints, normalised,
 // with testdata/golden.
 func TestGoldenOutput(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"golden"}`)
 	n := &normaliser{}
 	n.add(url, "<URL>")
@@ -176,6 +178,13 @@ func TestGoldenOutput(t *testing.T) {
 		// In order: later cases read what earlier ones made.
 		stop := func() {}
 		if c.name == "ps" {
+			// The prompt case's gbx has exited, but the box may not have
+			// seen its connection end yet: ps is to show the running
+			// prompt alone.
+			waittest.Until(t, "the earlier sessions to close", func() bool {
+				out, _, status := runStatus(t, c.env, work, "ps")
+				return status == 0 && strings.Contains(out, "no sessions")
+			})
 			stop = runningPrompt(t, url, key, tables)
 		}
 		stdout, stderr, status := runStatus(t, c.env, work, c.args...)
@@ -191,6 +200,7 @@ func TestGoldenOutput(t *testing.T) {
 // TestGoldenDemo: gbx demo brings up its own box; its whole story is
 // golden.
 func TestGoldenDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := &normaliser{}
 	n.add(dir, "<DIR>")
@@ -202,6 +212,7 @@ func TestGoldenDemo(t *testing.T) {
 
 // TestGoldenDev: gbx dev's banner, up to the moment it is stopped.
 func TestGoldenDev(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"golden-dev","agent":{"type":"exec"}}`), 0o644)
 	n := &normaliser{}
@@ -224,6 +235,7 @@ func TestGoldenDev(t *testing.T) {
 // on the remote command's), 2 for a usage error and 1 for any other
 // failure, which it prints.
 func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	env := boxEnv(url, key)
 	for _, tc := range []struct {

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/client"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -26,6 +27,7 @@ func boxEnv(url, key string) map[string]string {
 
 // TestPs shows a running prompt, then an idle session.
 func TestPs(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	env := boxEnv(url, key)
 	stdout, _, err := runGbx(t, env, t.TempDir(), "ps")
@@ -165,6 +167,7 @@ func TestLogs(t *testing.T) {
 // TestFilesLsRm lists a parked output, deletes it, and fails on a second
 // delete.
 func TestFilesLsRm(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	env := boxEnv(url, key)
 	if stdout, _, err := runGbx(t, env, t.TempDir(), "files", "ls"); err != nil || stdout != "no files\n" {
@@ -209,6 +212,7 @@ func TestFilesLsRm(t *testing.T) {
 
 // TestEndpointsCommand adds, lists, uses and removes named endpoints.
 func TestEndpointsCommand(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"named"}`)
 	cfg := t.TempDir()
 	env := map[string]string{"XDG_CONFIG_HOME": cfg, "MEDIA_KEY": key}
@@ -267,6 +271,7 @@ func TestEndpointsCommand(t *testing.T) {
 // TestPromptInputURL sends an input the box fetches, refused on loopback
 // until the box's [inputs] switch allows it.
 func TestPromptInputURL(t *testing.T) {
+	t.Parallel()
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fetched by the box") }))
 	defer src.Close()
 	url, key := testBox(t, `{"name":"t"}`)
@@ -290,6 +295,7 @@ func TestPromptInputURL(t *testing.T) {
 // TestTopLevel: gbx with no arguments fails with the help; version is a
 // listed command; generate ends with the next steps.
 func TestTopLevel(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, err := runGbx(t, nil, t.TempDir())
 	if !errors.Is(err, ErrUsage) || stdout != "" || !strings.Contains(stderr, "Commands:") {
 		t.Errorf("gbx = %v, stdout %q, stderr %q; want a usage error and the help on stderr", err, stdout, stderr)
@@ -320,6 +326,7 @@ func TestTopLevel(t *testing.T) {
 // TestDevVerbose: gbx dev -v logs every session and prompt; without -v
 // it does not.
 func TestDevVerbose(t *testing.T) {
+	t.Parallel()
 	for _, verbose := range []bool{true, false} {
 		t.Run(fmt.Sprint("verbose=", verbose), func(t *testing.T) {
 			dir := t.TempDir()
@@ -330,7 +337,7 @@ func TestDevVerbose(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out, errb syncBuffer
+			var out, errb testkit.LogBuffer
 			done := make(chan error, 1)
 			go func() {
 				done <- execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)

@@ -80,7 +80,7 @@ func throttle(t *testing.T, to string, rate int) string {
 						if _, err := up.Write(buf[:n]); err != nil {
 							return
 						}
-						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate))
+						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate)) // a slow link is the subject: the bar must move while bytes trickle
 					}
 					if err != nil {
 						return
@@ -95,6 +95,7 @@ func throttle(t *testing.T, to string, rate int) string {
 // TestProgressBarOnATerminal runs the built gbx with stderr on a
 // pseudo-terminal: an upload that takes seconds draws a bar there.
 func TestProgressBarOnATerminal(t *testing.T) {
+	t.Parallel()
 	bin := buildGbx(t)
 	url, key := testBox(t, `{"name":"t"}`)
 	slow := throttle(t, strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/"), 8<<20)

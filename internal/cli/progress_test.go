@@ -14,6 +14,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func TestProgressDrawsOnlyAfterASecond(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	c := &clock{t: time.Unix(1000, 0)}
 	p := &progress{w: &out, label: "upload big.bin", total: 1 << 30, now: c.now, start: c.t}
@@ -44,6 +45,7 @@ func TestProgressDrawsOnlyAfterASecond(t *testing.T) {
 }
 
 func TestProgressQuickTransferPrintsNothing(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	c := &clock{t: time.Unix(1000, 0)}
 	p := &progress{w: &out, label: "x", total: 10, now: c.now, start: c.t}
@@ -55,6 +57,7 @@ func TestProgressQuickTransferPrintsNothing(t *testing.T) {
 }
 
 func TestProgressNotOnAPipe(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	p := newProgress(IO{Stderr: &out}, "x", 10)
 	if p.w != nil {

@@ -45,6 +45,7 @@ func reference() (string, error) {
 // TestCLIReference fails when docs/cli.md is not what gbx's help says
 // now; -update rewrites it.
 func TestCLIReference(t *testing.T) {
+	t.Parallel()
 	got, err := reference()
 	if err != nil {
 		t.Fatal(err)

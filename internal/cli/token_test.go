@@ -13,6 +13,7 @@ import (
 )
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t"}`)
 	dir := t.TempDir()
 	mint := func(t *testing.T, env map[string]string, args ...string) string {

@@ -12,6 +12,7 @@ import (
 // TestPromptUploadsBigInputs sends a file over uploadAbove to a box whose
 // frames are capped at 1 MB: only the upload route can carry it.
 func TestPromptUploadsBigInputs(t *testing.T) {
+	t.Parallel()
 	url, key := testBox(t, `{"name":"t","limits":{"max_message":"1MB"}}`)
 	dir := t.TempDir()
 	big := bytes.Repeat([]byte("0123456789abcdef"), (uploadAbove+1<<20)/16)

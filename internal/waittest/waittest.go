@@ -49,13 +49,28 @@ func Wait(t testing.TB, done <-chan struct{}, what string) {
 // test if it does not within Timeout.
 func Until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", Timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if Poll(context.Background(), cond) != nil {
+		t.Fatalf("gave up after %v waiting for %s", Timeout, what)
 	}
+}
+
+// Poll polls cond every few milliseconds until it holds, and returns nil;
+// or, after Timeout or when ctx ends, the cause. It fails no test, so it
+// serves goroutines other than the test's and cleanups, which report
+// with t.Errorf.
+func Poll(ctx context.Context, cond func() bool) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, Timeout, fmt.Errorf("gave up after %v", Timeout))
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 // Goroutines waits, at most Timeout, for the number of goroutines to fall
@@ -85,6 +100,20 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
+	case <-timer.C:
+		t.Fatalf("gave up after %v waiting for %s", Timeout, what)
+		panic("unreachable")
+	}
+}
+
+// Next is Recv for a channel that may close: ok is false when it did.
+func Next[T any](t testing.TB, ch <-chan T, what string) (v T, ok bool) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case v, ok = <-ch:
+		return v, ok
 	case <-timer.C:
 		t.Fatalf("gave up after %v waiting for %s", Timeout, what)
 		panic("unreachable")

@@ -1,6 +1,8 @@
 package waittest_test
 
 import (
+	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -33,5 +35,29 @@ func TestRecv(t *testing.T) {
 	ch <- 7
 	if got := waittest.Recv(t, ch, "a number"); got != 7 {
 		t.Errorf("Recv = %d, want 7", got)
+	}
+}
+
+func TestNextSaysWhenTheChannelClosed(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	close(ch)
+	if v, ok := waittest.Next(t, ch, "a number"); v != 7 || !ok {
+		t.Errorf("Next = %d, %v, want 7, true", v, ok)
+	}
+	if v, ok := waittest.Next(t, ch, "a number"); v != 0 || ok {
+		t.Errorf("Next on a closed channel = %d, %v, want 0, false", v, ok)
+	}
+}
+
+func TestPollEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("the test is over"))
+	if err := waittest.Poll(ctx, func() bool { return false }); err == nil || err.Error() != "the test is over" {
+		t.Errorf("Poll(cancelled ctx, never) = %v, want the context's cause", err)
+	}
+	n := 0
+	if err := waittest.Poll(context.Background(), func() bool { n++; return n == 3 }); err != nil || n != 3 {
+		t.Errorf("Poll(third time holds) = %v after %d calls, want nil after 3", err, n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 )
 
@@ -53,6 +54,7 @@ func TestWaitReadableLosesNothing(t *testing.T) {
 		}
 	}
 	got := make(chan []string, 1)
+	read := make(chan int, len(want)) // how many frames the server has read, after each
 	url := serve(t, wsconn.UpgradeOptions{ReadBufferSize: 288}, func(c *wsconn.Conn) {
 		var seen []string
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -67,6 +69,7 @@ func TestWaitReadableLosesNothing(t *testing.T) {
 				break
 			}
 			seen = append(seen, string(data))
+			read <- len(seen)
 		}
 		got <- seen
 	})
@@ -82,7 +85,10 @@ func TestWaitReadableLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%len(sizes) == len(sizes)-1 {
-			time.Sleep(10 * time.Millisecond) // let the reader go idle between rounds
+			// Let the reader go idle between rounds: wait until it has
+			// read the round.
+			for waittest.Recv(t, read, fmt.Sprintf("the server to read the first %d frames", i+1)) < i+1 {
+			}
 		}
 	}
 	var seen []string
@@ -130,8 +136,10 @@ func TestWaitReadableHonoursTheReadDeadline(t *testing.T) {
 // the read that follows reports it.
 func TestWaitReadableSeesTheEnd(t *testing.T) {
 	errc := make(chan error, 1)
+	waiting := make(chan struct{})
 	url := serve(t, wsconn.UpgradeOptions{}, func(c *wsconn.Conn) {
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		close(waiting)
 		if err := c.WaitReadable(); err != nil {
 			errc <- fmt.Errorf("WaitReadable: %w", err)
 			return
@@ -145,7 +153,7 @@ func TestWaitReadableSeesTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // let the server wait
+	waittest.Wait(t, waiting, "the server to start its wait") // most often it is in WaitReadable by the Close; either way the end must show
 	c.Close()
 	select {
 	case err := <-errc:
@@ -248,9 +256,10 @@ func TestWaitReadableTakesPongs(t *testing.T) {
 		err   error
 	}
 	got := make(chan result, 1)
+	ponged := make(chan struct{}, 5)
 	url := serve(t, wsconn.UpgradeOptions{}, func(c *wsconn.Conn) {
 		pongs := 0
-		c.SetPongHandler(func() { pongs++ })
+		c.SetPongHandler(func() { pongs++; ponged <- struct{}{} })
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if err := c.WaitReadable(); err != nil {
 			got <- result{err: err}
@@ -271,7 +280,9 @@ func TestWaitReadableTakesPongs(t *testing.T) {
 		if err := c.Pong(time.Now().Add(10*time.Second), []byte(strings.Repeat("p", i*30))); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if i < 2 { // the first two alone: each taken before the next is sent; the rest in a burst
+			waittest.Recv(t, ponged, fmt.Sprintf("pong %d to be taken", i+1))
+		}
 	}
 	if err := c.WriteText([]byte("data")); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -70,26 +71,8 @@ func rawAgentSpec(t testing.TB, env map[string]string) *protocol.AgentSpec {
 	return &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{node, script}, Env: env}
 }
 
-// syncBuffer collects log output for assertions.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testSession makes a session with its own directories under t.TempDir.
-func testSession(t testing.TB) (*agent.Session, *syncBuffer) {
+func testSession(t testing.TB) (*agent.Session, *testkit.LogBuffer) {
 	t.Helper()
 	root := t.TempDir()
 	dirs := agent.Dirs{Work: filepath.Join(root, "work"), Input: filepath.Join(root, "input"), Output: filepath.Join(root, "output")}
@@ -98,7 +81,7 @@ func testSession(t testing.TB) (*agent.Session, *syncBuffer) {
 			t.Fatal(err)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	var w io.Writer = logs
 	if tt, ok := t.(*testing.T); ok {
 		w = io.MultiWriter(logs, tt.Output())
@@ -112,7 +95,7 @@ func testSession(t testing.TB) (*agent.Session, *syncBuffer) {
 
 // open starts an agent for a fresh session and closes it when the test
 // ends, checking that nothing it started is left behind.
-func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conversation, *agent.Session, *syncBuffer) {
+func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conversation, *agent.Session, *testkit.LogBuffer) {
 	t.Helper()
 	s, logs := testSession(t)
 	before := runtime.NumGoroutine()
@@ -342,6 +325,7 @@ func keys(t *testing.T, raw json.RawMessage) []string {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		spec *protocol.AgentSpec
@@ -366,6 +350,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestOpenBadCommand(t *testing.T) {
+	t.Parallel()
 	s, _ := testSession(t)
 	a, err := New(&protocol.AgentSpec{Type: "acp", Command: []string{filepath.Join(t.TempDir(), "no-such-agent")}}, s.Log)
 	if err != nil {
@@ -379,6 +364,7 @@ func TestOpenBadCommand(t *testing.T) {
 }
 
 func TestOpenAgentExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	s, _ := testSession(t)
 	a, err := New(&protocol.AgentSpec{Type: "acp", Command: []string{"/bin/sh", "-c", "echo cannot start >&2; exit 7"}}, s.Log)
 	if err != nil {
@@ -400,6 +386,7 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 // TestSlowStartAbort: a prompt waiting for a slow handshake returns when
 // its ctx ends; the start goes on and the next prompt uses it.
 func TestSlowStartAbort(t *testing.T) {
+	t.Parallel()
 	s, logs := testSession(t)
 	gate := filepath.Join(t.TempDir(), "go")
 	a, err := New(rawAgentSpec(t, map[string]string{"RAW_INIT_WAIT_FILE": gate}), s.Log)
@@ -752,12 +739,7 @@ func TestEnvironmentAndStderr(t *testing.T) {
 	}
 	mustPrompt(t, c, s, "stderr a-line-for-the-log")
 	// stderr is read on its own, so the line may land after the reply.
-	for i := 0; !strings.Contains(logs.String(), "line=a-line-for-the-log"); i++ {
-		if i == 500 {
-			t.Fatalf("stderr line not in the session log:\n%s", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	logs.Until(t, 1, "line=a-line-for-the-log")
 }
 
 func TestFS(t *testing.T) {
@@ -967,6 +949,7 @@ func TestOversizedLine(t *testing.T) {
 }
 
 func TestHandshakeFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -1032,12 +1015,8 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{agentPid, child} {
-		for i := 0; !gone(pid); i++ { // init reaps the orphan in its own time
-			if i == 500 {
-				t.Fatalf("process %d survived Close", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// init reaps the orphan in its own time.
+		waittest.Until(t, fmt.Sprintf("process %d to end after Close", pid), func() bool { return gone(pid) })
 	}
 }
 
@@ -1046,14 +1025,11 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 func TestInboundRequestsBounded(t *testing.T) {
 	c, s, logs := open(t, rawAgentSpec(t, nil), func(a *acpAgent) { a.maxInbound = 4 })
 	tt := &testTurn{text: "flood 6", sess: s}
+	refused := waittest.Context(t, "two refusals in the log")
 	tt.answer = func(int, json.RawMessage) (json.RawMessage, error) {
 		// Hold every slot until both refusals are out.
-		deadline := time.Now().Add(waittest.Timeout)
-		for strings.Count(logs.String(), "too many requests in flight") < 2 {
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("gave up after %v waiting for two refusals in the log", waittest.Timeout)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := logs.Wait(refused, 2, "too many requests in flight"); err != nil {
+			return nil, err
 		}
 		return json.RawMessage(`"allow"`), nil
 	}

@@ -10,6 +10,7 @@ import (
 // contracts it implements and the sandbox that starts its processes (with
 // x/sys), so the kit binary stays small.
 func TestDependencies(t *testing.T) {
+	t.Parallel()
 	// go test puts its GOROOT/bin first on the test's PATH.
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {

@@ -1,28 +1,23 @@
 package acp_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/proctest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
-	"github.com/glovebox-dev/glovebox/kit"
-	"github.com/glovebox-dev/glovebox/kit/acp"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -106,16 +101,11 @@ func (w *wsClient) send(v map[string]any) {
 
 func (w *wsClient) next() map[string]any {
 	w.t.Helper()
-	select {
-	case m, ok := <-w.frames:
-		if !ok {
-			w.t.Fatal("connection closed while waiting for a frame")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		w.t.Fatal("no frame within 30s")
+	m, ok := waittest.Next(w.t, w.frames, "the kit's next frame")
+	if !ok {
+		w.t.Fatal("connection closed while waiting for the kit's next frame")
 	}
-	return nil
+	return m
 }
 
 // until reads frames up to and including the first that stop accepts.
@@ -161,40 +151,9 @@ func events(frames []map[string]any, eventType string) []map[string]any {
 // as a v1 client over a real WebSocket.
 func TestThroughKit(t *testing.T) {
 	command := testAgent(t)
-	key := protocol.NewKey()
-	root := t.TempDir()
-	m, err := protocol.ParseManifest([]byte(`{"name":"acp-box","version":"0.1.0"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.KeyFingerprint = protocol.Fingerprint(key)
-	m.Agent = &protocol.AgentSpec{Type: protocol.AgentACP, Command: command}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ag, err := acp.New(m.Agent, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := kit.New(kit.Options{Manifest: m, Key: key, Root: root, Agent: ag, Logger: log, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	closed := false
-	shutdown := func() {
-		if closed {
-			return
-		}
-		closed = true
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("kit Close: %v", err)
-		}
-		ts.Close()
-	}
-	t.Cleanup(shutdown)
+	k := serveACP(t, &protocol.AgentSpec{Type: protocol.AgentACP, Command: command}, slog.LevelDebug)
 
-	c := dial(t, ts.URL, key)
+	c := dial(t, k.url, k.key)
 	defer c.close()
 	if hello := c.next(); hello["type"] != "hello" {
 		t.Fatalf("first frame = %v, want hello", hello)
@@ -283,7 +242,7 @@ func TestThroughKit(t *testing.T) {
 	// Shutting the kit down stops the agent process. Its own pid is its
 	// pid namespace's: it is found by the session's environment instead.
 	c.close()
-	shutdown()
+	k.close()
 	if pids := proctest.WithEnv("GLOVEBOX_OUTPUT=" + env.Output); len(pids) > 0 {
 		t.Errorf("agent processes %v survived the kit's Close", pids)
 	}
@@ -294,22 +253,7 @@ func TestThroughKit(t *testing.T) {
 // its Close. They may take a moment to return after Close does.
 func checkNoKitGoroutines(t *testing.T) {
 	t.Helper()
-	var left string
-	for range 200 {
-		var buf bytes.Buffer
-		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		left = ""
-		for _, g := range strings.Split(buf.String(), "\n\n") {
-			if strings.Contains(g, "glovebox/kit") && !strings.Contains(g, "checkNoKitGoroutines") && !strings.Contains(g, "testing.tRunner") {
-				left += g + "\n\n"
-			}
-		}
-		if left == "" {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("goroutines left after the kit's Close:\n%s", left)
+	testkit.NoGoroutines(t, "glovebox/kit")
 }
 
 func last(fs []map[string]any) map[string]any { return fs[len(fs)-1] }

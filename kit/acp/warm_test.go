@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/proctest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/acp"
@@ -25,10 +27,18 @@ type acpKit struct {
 	srv      *kit.Server
 	url, key string
 	root     string
+	close    func() // closes the kit and its server, once; also a cleanup
 }
 
 // newACPKit serves command as the box's ACP agent with warm warm sessions.
 func newACPKit(t *testing.T, command []string, warm int, env map[string]string) *acpKit {
+	t.Helper()
+	return serveACP(t, &protocol.AgentSpec{Type: protocol.AgentACP, Command: command, Warm: &warm, Env: env}, slog.LevelInfo)
+}
+
+// serveACP serves spec as the box's agent in a real kit on a loopback
+// server, logging at level to the test's output.
+func serveACP(t *testing.T, spec *protocol.AgentSpec, level slog.Level) *acpKit {
 	t.Helper()
 	key := protocol.NewKey()
 	root := t.TempDir()
@@ -37,8 +47,8 @@ func newACPKit(t *testing.T, command []string, warm int, env map[string]string) 
 		t.Fatal(err)
 	}
 	m.KeyFingerprint = protocol.Fingerprint(key)
-	m.Agent = &protocol.AgentSpec{Type: protocol.AgentACP, Command: command, Warm: &warm, Env: env}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m.Agent = spec
+	log := testkit.Logger(t, level)
 	ag, err := acp.New(m.Agent, log)
 	if err != nil {
 		t.Fatal(err)
@@ -48,15 +58,19 @@ func newACPKit(t *testing.T, command []string, warm int, env map[string]string) 
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("kit Close: %v", err)
-		}
-		ts.Close()
-	})
-	return &acpKit{srv: srv, url: ts.URL, key: key, root: root}
+	var once sync.Once
+	closeKit := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := srv.Close(ctx); err != nil {
+				t.Errorf("kit Close: %v", err)
+			}
+			ts.Close()
+		})
+	}
+	t.Cleanup(closeKit)
+	return &acpKit{srv: srv, url: ts.URL, key: key, root: root, close: closeKit}
 }
 
 // acpProbe is what a session's first prompt sees, through the agent itself
@@ -107,6 +121,7 @@ func acpProbe(t *testing.T, k *acpKit) (string, map[string]any) {
 // and session/new done before the connection) and its terminals see what
 // a cold session's see.
 func TestWarmACPAgentIsAColdOne(t *testing.T) {
+	t.Parallel()
 	command := testAgent(t)
 	var wOut, cOut string
 	var wEnv, cEnv map[string]any
@@ -173,6 +188,7 @@ func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 // first prompt as a cold one does: the commands it announced after
 // session/new reach that prompt, which fails asking for authentication.
 func TestWarmRealClaudeCodeACP(t *testing.T) {
+	t.Parallel()
 	testAgent(t) // node
 	bin, err := filepath.Abs(filepath.Join("testdata", "realagents", "node_modules", ".bin", "claude-code-acp"))
 	if err != nil {

@@ -27,6 +27,7 @@ func fakeDNS(m map[string][]string) Resolver {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	dns := fakeDNS(map[string][]string{
 		"api.anthropic.com":         {"160.79.104.10"},
 		"raw.githubusercontent.com": {"185.199.108.133"},
@@ -99,6 +100,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestNewPolicyErrors(t *testing.T) {
+	t.Parallel()
 	_, err := NewPolicy(protocol.NetworkSpec{Default: "maybe", Allow: []string{"*.*.example.com", "a b", "host:99999", "10.0.0.0/33", "fe80::1"}, Deny: []string{"ok.example", "x:"}})
 	if err == nil {
 		t.Fatal("NewPolicy accepted bad rules")

@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -210,7 +211,7 @@ func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Se
 	p, err := New(Options{
 		Policy: pol, Secrets: secrets, Seed: "box-1",
 		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger: testkit.Logger(t, slog.LevelInfo),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -278,13 +279,7 @@ func (b *box) run(t *testing.T, name string, args ...string) (stdout, stderr str
 // next waits for the next event.
 func (b *box) next(t *testing.T) Event {
 	t.Helper()
-	select {
-	case e := <-b.events:
-		return e
-	case <-time.After(10 * time.Second):
-		t.Fatal("no egress event within 10s")
-	}
-	return Event{}
+	return waittest.Recv(t, b.events, "the next egress event")
 }
 
 func TestCurlPolicy(t *testing.T) {
@@ -626,6 +621,7 @@ func TestKeepAliveRechecked(t *testing.T) {
 }
 
 func TestCACert(t *testing.T) {
+	t.Parallel()
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
 	p, err := New(Options{Policy: pol})
 	if err != nil {
@@ -678,8 +674,15 @@ func TestStreamingPassedOn(t *testing.T) {
 	defer tlsSrv.Close()
 	o.roots = roots
 	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}})
-	go func() {
-		for range b.events {
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() { // the events are not what this test checks
+		for {
+			select {
+			case <-b.events:
+			case <-drained:
+				return
+			}
 		}
 	}()
 	boxRoots := x509.NewCertPool()
@@ -712,22 +715,7 @@ func TestStreamingPassedOn(t *testing.T) {
 // Serve.
 func checkLeaks(t testing.TB) {
 	t.Helper()
-	var stacks string
-	for range 200 {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "kit/egress.(*") && !strings.Contains(g, "checkLeaks") && !strings.Contains(g, "testing.tRunner") {
-				stacks += g + "\n\n"
-			}
-		}
-		if stacks == "" {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("goroutines left after Serve returned:\n%s", stacks)
+	testkit.NoGoroutines(t, "kit/egress.(*")
 }
 
 // TestHostHeaderPinned: a forwarded request carries the Host the policy
@@ -818,6 +806,7 @@ func TestLimits(t *testing.T) {
 // TestServeUnixListener: the proxy serves any net.Listener, such as the
 // unix socket a session's network namespace is bridged to.
 func TestServeUnixListener(t *testing.T) {
+	t.Parallel()
 	o := startOutside(t)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
 	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
@@ -920,6 +909,7 @@ func TestBrokeredTunnelRechecked(t *testing.T) {
 // TestServeEndsWithSilentUpstream: Serve returns when its context ends
 // even while a request waits on an upstream that never answers.
 func TestServeEndsWithSilentUpstream(t *testing.T) {
+	t.Parallel()
 	o := startOutside(t)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/proctest"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // box is a sandbox with two sessions' directories laid out as the kit lays
@@ -515,9 +516,10 @@ func TestOneSupervisorPerSession(t *testing.T) {
 	}
 	// Empty for a moment while sh executes sleep.
 	var cmdline []byte
-	for deadline := time.Now().Add(10 * time.Second); len(cmdline) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	waittest.Until(t, fmt.Sprintf("a command line for pid %d", p.Pid()), func() bool {
 		cmdline, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
-	}
+		return len(cmdline) > 0
+	})
 	if !strings.HasPrefix(string(cmdline), "sleep") && !strings.HasPrefix(string(cmdline), "sh") {
 		t.Errorf("Pid() = %d, whose cmdline is %q, want the command", p.Pid(), cmdline)
 	}
@@ -610,9 +612,10 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	sup := ss.SupervisorPid()
 	// Its own session, so the end of the command's process group spares it.
 	var pids []int
-	for deadline := time.Now().Add(10 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	waittest.Until(t, "the orphan "+marker, func() bool {
 		pids = proctest.WithCmdline(marker)
-	}
+		return len(pids) > 0
+	})
 	if len(pids) != 1 {
 		t.Fatalf("orphans %v, want one", pids)
 	}
@@ -620,15 +623,8 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
 		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
-		if err != nil {
-			break // reaped
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphan %d was not reaped within 20s of its end:\n%s", pids[0], st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.Until(t, fmt.Sprintf("the orphan %d to be reaped after its end", pids[0]), func() bool {
+		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+		return err != nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 )
 
 func TestServeFile(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	srv, _ := serve(t, l)
 	data := []byte(`{"ok":true}`)
@@ -117,6 +118,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, []byte) {
 }
 
 func TestServeFileConsume(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	srv, wait := serve(t, l)
 	data := randomBytes(t, 100_000)
@@ -166,6 +168,7 @@ func TestServeFileConsume(t *testing.T) {
 
 // A client that hangs up mid-body must not lose the file.
 func TestServeFileConsumeDisconnect(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	srv, wait := serve(t, l)
 	// Larger than every socket buffer between the two ends, so the server
@@ -210,6 +213,7 @@ func TestServeFileConsumeDisconnect(t *testing.T) {
 
 // Of several concurrent consumers exactly one gets the file.
 func TestServeFileConcurrentConsumers(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	srv, wait := serve(t, l)
 	data := randomBytes(t, 4<<20)
@@ -252,6 +256,7 @@ func TestServeFileConcurrentConsumers(t *testing.T) {
 // v1 crashed the process when a row's file was gone; here it is a 404 and
 // the row goes.
 func TestServeFileMissingBackingFile(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	srv, _ := serve(t, l)
 	id := put(t, l, "gone.txt", []byte("gone"), nil)
@@ -274,6 +279,7 @@ func TestServeFileMissingBackingFile(t *testing.T) {
 
 // A file whose size no longer matches its row is not served truncated.
 func TestServeFileSizeMismatch(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	srv, _ := serve(t, l)
 	id := put(t, l, "a.txt", []byte("abcdef"), nil)
@@ -288,6 +294,7 @@ func TestServeFileSizeMismatch(t *testing.T) {
 var safeName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 func TestSafeFilename(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ in, want string }{
 		{`a b"c.bin`, "a_b_c.bin"},
 		{"report.pdf", "report.pdf"},
@@ -337,6 +344,7 @@ func FuzzValidID(f *testing.F) {
 // TestServeFileInline checks the opt-in to v1's headers: inline, no CSP,
 // nosniff still.
 func TestServeFileInline(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{Inline: true})
 	srv, _ := serve(t, l)
 	id := put(t, l, "page.html", []byte("<p>hi</p>"), nil)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestInlinePut(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		max     int64
@@ -68,6 +69,7 @@ func TestInlinePut(t *testing.T) {
 }
 
 func TestInlineDefaultMax(t *testing.T) {
+	t.Parallel()
 	_, err := NewInline(0).Put(t.Context(), Meta{Name: "big", Size: DefaultInlineMax + 1}, strings.NewReader(""))
 	if !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Put over DefaultInlineMax = %v, want ErrTooLarge before reading", err)
@@ -75,6 +77,7 @@ func TestInlineDefaultMax(t *testing.T) {
 }
 
 func TestInlineOpen(t *testing.T) {
+	t.Parallel()
 	data := []byte("hello, glovebox!") // 16 bytes
 	std := base64.StdEncoding.EncodeToString(data)
 	tests := []struct {

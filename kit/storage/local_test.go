@@ -14,13 +14,16 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/protocol"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func TestLocalPut(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		meta     Meta
@@ -98,6 +101,7 @@ func TestLocalPut(t *testing.T) {
 }
 
 func TestLocalModes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := OpenLocal(t.Context(), filepath.Join(dir, "files"), filepath.Join(dir, "state", "files.db"), LocalOptions{})
 	if err != nil {
@@ -124,6 +128,7 @@ func TestLocalModes(t *testing.T) {
 }
 
 func TestLocalDefaultTTLOption(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{DefaultTTL: 5 * time.Minute})
 	id := put(t, l, "a.txt", []byte("a"), nil)
 	var ttlAt int64
@@ -136,6 +141,7 @@ func TestLocalDefaultTTLOption(t *testing.T) {
 }
 
 func TestLocalPutCancelled(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -151,6 +157,7 @@ func TestLocalPutCancelled(t *testing.T) {
 // A file as the source takes the zero-copy path; it must still check the
 // length both ways.
 func TestLocalPutFromFile(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocal(t, LocalOptions{})
 	data := randomBytes(t, 3<<20+17)
 	src := filepath.Join(t.TempDir(), "src")
@@ -197,6 +204,7 @@ func TestLocalPutFromFile(t *testing.T) {
 }
 
 func TestLocalOpen(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	data := []byte("hello, box")
 	id := put(t, l, "hello.txt", data, map[string]any{"ttl": "10s"})
@@ -259,6 +267,7 @@ func TestLocalOpen(t *testing.T) {
 
 // A database written by v1 (no session_id column) opens and reads.
 func TestLocalOpensV1Database(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "files.db")
 	v1 := openDB(t, dbPath)
@@ -293,6 +302,7 @@ func TestLocalOpensV1Database(t *testing.T) {
 }
 
 func TestOpenLocalErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notDir := filepath.Join(dir, "plain")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
@@ -337,13 +347,12 @@ func TestLocalClose(t *testing.T) {
 	if err := l.Start(t.Context()); err == nil {
 		t.Error("Start after Close succeeded")
 	}
-	if stacks := leakedGoroutines(); stacks != "" {
-		t.Errorf("goroutines left after Close:\n%s", stacks)
-	}
+	testkit.NoGoroutines(t, "glovebox/kit/storage.", "database/sql.", "net/http.(*persistConn)", "net/http.(*conn).serve", "net/http/httptest.")
 }
 
 // Puts, reads, consumes and sweeps at once: run with -race.
 func TestLocalConcurrent(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	srv, handlers := serve(t, l)
 	var wg sync.WaitGroup

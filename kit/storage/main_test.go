@@ -5,66 +5,25 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // TestMain fails the run when goroutines started by this package's code
 // (sweep loops, database pools, HTTP clients and servers) outlive it.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines waits a little for goroutines to wind down and returns
-// the stacks of those that did not.
-func leakedGoroutines() string {
-	suspicious := []string{
-		"glovebox/kit/storage.", "database/sql.", "net/http.(*persistConn)",
-		"net/http.(*conn).serve", "net/http/httptest.",
-	}
-	var last string
-	for range 100 {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		last = ""
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "leakedGoroutines") || strings.Contains(g, "testing.(*M)") {
-				continue
-			}
-			for _, s := range suspicious {
-				if strings.Contains(g, s) {
-					last += g + "\n\n"
-					break
-				}
-			}
-		}
-		if last == "" {
-			return ""
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return last
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // testLogger writes to the test's output.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testkit.Logger(t, slog.LevelDebug)
 }
 
 // clock is a settable time source for the Now seam.

@@ -36,6 +36,7 @@ func (m *memAdapter) Open(_ context.Context, ref protocol.FileRef, _ int64) (io.
 var _ Adapter = (*memAdapter)(nil)
 
 func TestRegistryForRef(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	l, _ := newLocal(t, LocalOptions{})
 	r.Register(protocol.AdapterLocalServer, l)
@@ -83,6 +84,7 @@ func mustAdapter(t *testing.T, r *Registry, key string) Adapter {
 }
 
 func TestRegistryRegister(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	if !r.Registered("inline") || !r.Registered("url") || r.Registered("localServer") || r.Registered("s3") {
 		t.Fatal("a new registry should hold exactly inline and url")
@@ -104,6 +106,7 @@ func TestRegistryRegister(t *testing.T) {
 }
 
 func TestRegistryValidateOutputs(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	l, _ := newLocal(t, LocalOptions{})
 	r.Register(protocol.AdapterLocalServer, l)
@@ -141,6 +144,7 @@ func TestRegistryValidateOutputs(t *testing.T) {
 // The default outputs policy sends files under 1MB inline and the rest,
 // from exactly 1MB, to the box's file store with the rule's TTL.
 func TestRegistryStore(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	l, clk := newLocal(t, LocalOptions{DefaultTTL: 7 * time.Minute})
 	r.Register(protocol.AdapterLocalServer, l)
@@ -196,6 +200,7 @@ func TestRegistryStore(t *testing.T) {
 }
 
 func TestRegistryStoreErrors(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry() // no localServer
 	_, err := r.Store(t.Context(), protocol.DefaultOutputsPolicy(), Meta{Name: "big.bin", Size: 2 << 20}, bytes.NewReader(make([]byte, 2<<20)))
 	if !errors.Is(err, protocol.ErrNoAdapter) {
@@ -214,6 +219,7 @@ func TestRegistryStoreErrors(t *testing.T) {
 }
 
 func TestRegistryOpenValidates(t *testing.T) {
+	t.Parallel()
 	r := NewRegistry()
 	_, err := r.Open(t.Context(), protocol.FileRef{Kind: "server", Name: "x"}, 0)
 	if err == nil || !strings.Contains(err.Error(), "needs id and url") {

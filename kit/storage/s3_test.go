@@ -21,6 +21,7 @@ import (
 // AWS's published Signature Version 4 examples for S3
 // (sig-v4-header-based-auth, "Example signature calculations").
 func TestS3SignExamples(t *testing.T) {
+	t.Parallel()
 	a := &S3{opts: S3Options{AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}}
 	when := time.Date(2013, 5, 24, 0, 0, 0, 0, time.UTC)
 	const empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -80,6 +81,7 @@ func TestS3SignExamples(t *testing.T) {
 }
 
 func TestS3SignSessionToken(t *testing.T) {
+	t.Parallel()
 	a := &S3{opts: S3Options{AccessKeyID: "AKID", SecretAccessKey: "secret", SessionToken: "token"}}
 	req, err := http.NewRequest("GET", "https://bkt.s3.eu-west-1.amazonaws.com/a%20b.txt", nil)
 	if err != nil {
@@ -101,6 +103,7 @@ func TestS3SignSessionToken(t *testing.T) {
 }
 
 func TestS3Names(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		bucket string
 		ok     bool
@@ -122,6 +125,7 @@ func TestS3Names(t *testing.T) {
 }
 
 func TestNewS3Errors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		opts S3Options
@@ -207,6 +211,7 @@ func startS3rver(t *testing.T, bucket string) string {
 }
 
 func TestS3Roundtrip(t *testing.T) {
+	t.Parallel()
 	const bucket = "glovebox-test"
 	endpoint := startS3rver(t, bucket)
 	a, err := NewS3(S3Options{Endpoint: endpoint, PathStyle: true, Bucket: bucket, AccessKeyID: "S3RVER", SecretAccessKey: "S3RVER", Logger: testLogger(t)})

@@ -50,6 +50,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	keep, gone := sweepFixture(t, l, clk.Now())
 	clk.Advance(2 * time.Second) // past expired's ttl_at
@@ -77,6 +78,7 @@ func TestSweep(t *testing.T) {
 
 // The sweep honours v1's strict rule: a file is expired once ttl_at < now.
 func TestSweepBoundary(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{})
 	id := put(t, l, "a.txt", []byte("a"), map[string]any{"ttl": "10s"})
 	if n, _ := l.Sweep(t.Context(), clk.Now().Add(10*time.Second)); n != 0 || !fileExists(t, l, id) {
@@ -90,6 +92,7 @@ func TestSweepBoundary(t *testing.T) {
 // Start sweeps before it returns: orphans and temporary files left by a
 // crash, and files that expired while the kit was down, are gone at boot.
 func TestStartSweepsAtBoot(t *testing.T) {
+	t.Parallel()
 	l, clk := newLocal(t, LocalOptions{SweepInterval: time.Hour})
 	keep, gone := sweepFixture(t, l, clk.Now())
 	// At boot no Put of this process writes: a temp file of any age is a
@@ -119,6 +122,7 @@ func TestStartSweepsAtBoot(t *testing.T) {
 
 // The loop sweeps every interval, on the store's clock, until Close.
 func TestSweepLoop(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		l, err := OpenLocal(t.Context(), filepath.Join(dir, "files"), filepath.Join(dir, "files.db"), LocalOptions{

@@ -32,6 +32,7 @@ func loopbackURL(t *testing.T, opts URLOptions) *URL {
 }
 
 func TestURLOpen(t *testing.T) {
+	t.Parallel()
 	payload := randomBytes(t, 10_000)
 	var gotHeader http.Header
 	var gotHost string
@@ -169,6 +170,7 @@ func TestURLOpen(t *testing.T) {
 
 // The default adapter refuses loopback, and says how to allow it.
 func TestURLRefusesLoopbackByDefault(t *testing.T) {
+	t.Parallel()
 	var hit atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit.Store(true) }))
 	defer srv.Close()
@@ -193,6 +195,7 @@ func TestURLRefusesLoopbackByDefault(t *testing.T) {
 }
 
 func TestURLTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
@@ -232,6 +235,7 @@ func TestURLTimeout(t *testing.T) {
 }
 
 func TestURLContextCancel(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -250,6 +254,7 @@ func TestURLContextCancel(t *testing.T) {
 }
 
 func TestURLReadOnly(t *testing.T) {
+	t.Parallel()
 	a := NewURL(URLOptions{})
 	if !a.ReadOnly() {
 		t.Error("ReadOnly() = false")
@@ -261,6 +266,7 @@ func TestURLReadOnly(t *testing.T) {
 }
 
 func TestURLAddressGuard(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		addr         string
 		def          string // reason with default options ("" = allowed)

@@ -20,42 +20,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
 
 // TestMain fails the run if a shell the tests started is still a child of
-// the test process once every test is over.
+// the test process, or a goroutine still runs, once every test is over.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if kids := children(); len(kids) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left running after the tests: %v\n", kids)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// children lists the live (not zombie) child processes of this process.
-func children() []string {
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	var kids []string
-	for _, task := range tasks {
-		b, err := os.ReadFile(task)
-		if err != nil {
-			continue
-		}
-		for _, pid := range strings.Fields(string(b)) {
-			stat, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil {
-				continue
-			}
-			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-				continue
-			}
-			kids = append(kids, pid+" "+string(stat[:min(len(stat), 40)]))
-		}
-	}
-	return kids
+	testkit.Main(m)
 }
 
 // event is one Emit call as the test turn recorded it.
@@ -185,17 +159,7 @@ func run(t *testing.T, ctx context.Context, s *agent.Session, tr *turn, opts ...
 // prompt that started it.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	var stacks string
-	for range 500 {
-		buf := make([]byte, 1<<20)
-		stacks = string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, "kit/agent/exec.readStream") &&
-			!strings.Contains(stacks, "kit/agent/exec.(*conversation).Prompt.func") {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("exec goroutines still running after Prompt returned:\n%s", stacks)
+	testkit.NoGoroutines(t, "kit/agent/exec.readStream", "kit/agent/exec.(*conversation).Prompt.func")
 }
 
 // testContext is the context of a test prompt: a deadlock fails the test
@@ -670,18 +634,19 @@ func TestPromptEscapedProcess(t *testing.T) {
 // counts as gone) and fails the test if it still runs after a long while.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	for range 1000 {
+	err := waittest.Poll(context.Background(), func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			return
+			return true
 		}
 		// The state follows the parenthesised command name.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		i := bytes.LastIndexByte(stat, ')')
+		return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+	})
+	if err == nil {
+		return
 	}
-	t.Errorf("process %d still runs after the prompt ended", pid)
+	t.Errorf("process %d still runs after the prompt ended: %v", pid, err)
 	syscall.Kill(pid, syscall.SIGKILL)
 }
 
@@ -802,11 +767,7 @@ func burn(t *testing.T) {
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for range 3000 {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waittest.Poll(context.Background(), func() bool { _, err := os.Stat(path); return err == nil }); err != nil {
+		t.Errorf("%s was not written: %v", path, err)
 	}
-	t.Errorf("%s was not written within 30s", path)
 }

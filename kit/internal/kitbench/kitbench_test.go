@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testkit.Main(m)
 }
 
 // TestServedRowsAndTable runs the cross-process measures briefly: a kit
