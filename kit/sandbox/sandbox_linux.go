@@ -364,58 +364,41 @@ func (ss *Session) Chown(path string) error {
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
-// Plain one. Where the session has namespaces, its supervisor (started
-// with the first command, or ahead of it by Warm) forks and executes the
-// command inside them.
+// Plain one. Every command of a session, with namespaces or without,
+// starts through the session's supervisor (started with the first
+// command, or ahead of it by Warm), which forks and executes it: a command
+// costs a fork/exec, never a re-execution of the kit's binary.
 func (ss *Session) Start(spec Spec) (*Process, error) {
 	if ss == nil {
 		ss = Plain()
 	}
-	sb := ss.sb
 	path, err := lookPath(spec.Path, spec.Env)
 	if err != nil {
 		return nil, err
 	}
-	if sb.plain {
+	if ss.sb.plain {
 		return ss.startPlain(path, spec)
 	}
 	args := spec.Args
 	if len(args) == 0 {
 		args = []string{spec.Path}
 	}
-	if sb.cloneMask != 0 {
-		sp, err := ss.supervisor()
-		if err != nil {
-			return nil, err
-		}
-		p, err := sp.start(path, args, &spec)
-		if errors.Is(err, errSupervisorGone) {
-			// It was ending (killed with the session's cgroup): once it
-			// is gone, the next one starts the command.
-			select {
-			case <-sp.done:
-			case <-time.After(5 * time.Second):
-			}
-			if sp, err = ss.supervisor(); err == nil {
-				p, err = sp.start(path, args, &spec)
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		p.ss = ss
-		ss.track(p)
-		return p, nil
+	sp, err := ss.supervisor()
+	if err != nil {
+		return nil, err
 	}
-	is, flags, _ := ss.initSpec(spec.Dir)
-	is.Path, is.Args, is.Env, is.Dir = path, args, spec.Env, spec.Dir
-	ss.mu.Lock()
-	if ss.closed {
-		ss.mu.Unlock()
-		return nil, errors.New("sandbox: the session has ended")
+	p, err := sp.start(path, args, &spec)
+	if errors.Is(err, errSupervisorGone) {
+		// It was ending (killed with the session's cgroup): once it is
+		// gone, the next one starts the command.
+		select {
+		case <-sp.done:
+		case <-time.After(5 * time.Second):
+		}
+		if sp, err = ss.supervisor(); err == nil {
+			p, err = sp.start(path, args, &spec)
+		}
 	}
-	ss.mu.Unlock()
-	p, err := startSupervisor(is, flags, &spec, ss.cg)
 	if err != nil {
 		return nil, err
 	}
@@ -469,9 +452,6 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			is.Mount.User = &userEntry{UID: ss.uid, Home: home}
 		}
 	}
-	if flags&syscall.CLONE_NEWPID != 0 {
-		is.Supervise = true
-	}
 	var onListener func(net.Listener)
 	if flags&syscall.CLONE_NEWNET != 0 {
 		is.Net = &netSpec{}
@@ -491,9 +471,9 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 
 // Warm starts the session's supervisor now, in its namespaces and cgroup,
 // so that its first command costs only a fork/exec. Set OnListener first.
-// Without namespaces there is no supervisor to start and it does nothing.
+// A Plain session has no supervisor to start and it does nothing.
 func (ss *Session) Warm() error {
-	if ss == nil || ss.sb.plain || ss.sb.cloneMask == 0 {
+	if ss == nil || ss.sb.plain {
 		return nil
 	}
 	_, err := ss.supervisor()
@@ -659,14 +639,9 @@ type Process struct {
 }
 
 // startSupervisor starts a supervisor cloned with flags, puts it in cg,
-// hands it is and waits until the command started.
-func startSupervisor(is *initSpec, flags uintptr, spec *Spec, cg *cgroup) (*Process, error) {
-	return startSupervisorWith(is, flags, spec, cg, nil)
-}
-
-// startSupervisorWith is startSupervisor that also hands the supervisor
-// ctl, a session supervisor's control socket, as fdControl.
-func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ctl *os.File) (*Process, error) {
+// hands it is (a probe's or a session's) and waits until it is ready. A
+// session's supervisor gets ctl, its control socket, as fdControl.
+func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Process, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -708,9 +683,6 @@ func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ct
 			Setpgid:    true,
 		},
 	}
-	if spec != nil {
-		setStdio(cmd, spec)
-	}
 	if flags&syscall.CLONE_NEWUSER != 0 {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
@@ -744,7 +716,7 @@ func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ct
 		return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
 	}
 	br := bufio.NewReader(statR)
-	line, rerr := br.ReadString('\n')
+	line, _ := br.ReadString('\n')
 	line = strings.TrimSpace(line)
 	switch {
 	case strings.HasPrefix(line, "error "):
@@ -752,10 +724,8 @@ func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ct
 		closeFiles(specW, statR, sockKit)
 		return nil, supervisorError(strings.TrimPrefix(line, "error "))
 	case line == "ready":
-	case rerr != nil && !is.Supervise && !is.Probe:
-		// The status pipe closed on exec: the command runs.
 	default:
-		return fail(fmt.Errorf("sandbox: the supervisor ended before the command started (%q)", line))
+		return fail(fmt.Errorf("sandbox: the supervisor ended before it was ready (%q)", line))
 	}
 	if sockKit != nil {
 		ln, err := recvListener(sockKit)
@@ -765,16 +735,8 @@ func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ct
 		}
 		p.listener = ln
 	}
-	if !is.Supervise && !is.Session {
-		specW.Close() // the command runs in the supervisor's place
-	}
 	go func() {
 		defer close(p.done)
-		var exitLine string
-		if is.Supervise && !is.Session {
-			l, _ := br.ReadString('\n')
-			exitLine = strings.TrimSpace(l)
-		}
 		awaitExit(cmd.Process.Pid)
 		werr := cmd.Wait()
 		statR.Close()
@@ -782,11 +744,7 @@ func startSupervisorWith(is *initSpec, flags uintptr, spec *Spec, cg *cgroup, ct
 		if p.listener != nil {
 			p.listener.Close()
 		}
-		if n, ok := strings.CutPrefix(exitLine, "exit "); ok {
-			if ws, err := strconv.ParseUint(n, 10, 32); err == nil {
-				p.status = statusOf(syscall.WaitStatus(ws))
-			}
-		} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 			p.status = statusOf(ws)
 		} else {
 			p.err = werr

@@ -380,7 +380,7 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 	ctlKit := os.NewFile(uintptr(pair[0]), "control-kit")
 	ctlChild := os.NewFile(uintptr(pair[1]), "control-child")
 	defer ctlChild.Close()
-	p, err := startSupervisorWith(is, flags, nil, cg, ctlChild)
+	p, err := startSupervisor(is, flags, cg, ctlChild)
 	if err != nil {
 		ctlKit.Close()
 		return nil, nil, err
