@@ -89,6 +89,11 @@ var queuePool = sync.Pool{New: func() any { return new(frameQueue) }}
 func (c *conn) tryPush(b []byte) bool {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
+	return c.pushLocked(b)
+}
+
+// pushLocked is tryPush with c.qmu held.
+func (c *conn) pushLocked(b []byte) bool {
 	if c.q == nil {
 		c.q = queuePool.Get().(*frameQueue)
 	}
@@ -159,8 +164,14 @@ func (c *conn) push(ctx context.Context, b []byte) error {
 // then lost with it), and ctx's cause if ctx ends first. The caller then
 // kicks the writer.
 func (c *conn) enqueue(ctx context.Context, b []byte) error {
-	for !c.tryPush(b) {
+	for {
+		// The room channel is taken under the same lock as the full
+		// queue is seen: the writer's next pop closes it.
 		c.qmu.Lock()
+		if c.pushLocked(b) {
+			c.qmu.Unlock()
+			return nil
+		}
 		if c.room == nil {
 			c.room = make(chan struct{})
 		}
@@ -175,7 +186,6 @@ func (c *conn) enqueue(ctx context.Context, b []byte) error {
 			return context.Cause(ctx)
 		}
 	}
-	return nil
 }
 
 // send queues a frame that is not part of the session's sequence (pong,
