@@ -8,23 +8,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // TestInitReapsOrphans runs glovebox-kit as PID 1 of a new PID namespace,
-// as a container runs its entrypoint. A prompt leaves an orphan that the
-// exec agent kills; as init the kit must reap it. With GLOVEBOX_INIT=off
-// the zombie stays, which shows the test can tell the difference. The
-// sandbox's pid namespace would reap it itself, and so would a session's
-// supervisor (a subreaper), so the box turns off every namespace layer:
-// pid, mount (whose /proc would hide the kit's) and network.
+// as a container runs its entrypoint. A prompt leaves a process of its own
+// session behind, which the session's supervisor (a subreaper) adopts; the
+// supervisor is then killed, so the process is re-parented to PID 1, and
+// it exits: as init the kit must reap it. With GLOVEBOX_INIT=off the
+// zombie stays, which shows the test can tell the difference. The sandbox
+// is off: a pid namespace would end the process with the session, a mount
+// namespace's /proc would hide the kit's, and a cgroup would kill it with
+// the supervisor.
 func TestInitReapsOrphans(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a PID namespace")
@@ -48,7 +52,7 @@ func TestInitReapsOrphans(t *testing.T) {
 			}
 			defer os.RemoveAll(root)
 			os.Chmod(root, 0o755)
-			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec"},"sandbox":{"pid":false,"mount":false,"network":false}}`))
+			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`))
 			m.KeyFingerprint = protocol.Fingerprint(key)
 			b, _ := json.Marshal(m)
 			man := filepath.Join(t.TempDir(), "glovebox.json")
@@ -65,18 +69,54 @@ func TestInitReapsOrphans(t *testing.T) {
 				t.Fatalf("dial: %v", err)
 			}
 			defer c.Close()
-			// The subshell exits at once, so sleep is re-parented to PID 1;
-			// the exec agent then kills what the prompt left running.
-			if msg := prompt(t, c, "p1", `(sleep 30 &); echo forked`); !strings.Contains(msg, "forked") {
+			// sleep, in a session of its own, outlives the command and is
+			// adopted by the session's supervisor; killed, the supervisor
+			// leaves it to PID 1, where it exits.
+			if msg := prompt(t, c, "p1", `setsid sleep 1 </dev/null >/dev/null 2>&1 & echo forked`); !strings.Contains(msg, "forked") {
 				t.Fatalf("first prompt: %q", msg)
 			}
-			count := `z=0; for i in $(seq 50); do z=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$z" = 0 ] && break; sleep 0.1; done; echo "zombies=$z pid1=$(tr '\0' ' ' </proc/1/cmdline)"`
+			killSupervisors(t, cmd.Process.Pid)
+			count := `sleep 1.5; z=0; for i in $(seq 50); do z=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$z" = 0 ] && break; sleep 0.1; done; echo "zombies=$z pid1=$(tr '\0' ' ' </proc/1/cmdline)"`
 			msg := prompt(t, c, "p2", count)
 			if !strings.Contains(msg, tc.wantZombies) {
 				t.Errorf("second prompt = %q, want %q", msg, tc.wantZombies)
 			}
 		})
 	}
+}
+
+// killSupervisors kills every sandbox supervisor under the process tree of
+// pid.
+func killSupervisors(t *testing.T, pid int) {
+	t.Helper()
+	killed := 0
+	for _, p := range proctest.WithCmdline("glovebox-sandbox-init") {
+		for a := p; a > 1; a = parentOf(a) {
+			if a == pid {
+				syscall.Kill(p, syscall.SIGKILL)
+				killed++
+				break
+			}
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no session supervisor under the kit to kill")
+	}
+}
+
+// parentOf is pid's parent, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // startKit starts cmd, waits for the kit to log its address, and returns
