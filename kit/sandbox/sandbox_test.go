@@ -563,6 +563,30 @@ func TestSupervisorKilledIsReplaced(t *testing.T) {
 	}
 }
 
+// A command started the moment its session's supervisor was killed, before
+// the kit saw it go, runs with the next supervisor: the request the dead
+// one never answered is not the command's failure.
+func TestStartRightAfterTheSupervisorDied(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"every layer", Config{}}, {"sandbox off", Config{Off: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t, tc.cfg)
+			ss, dir := b.session(t, "a")
+			for i := range 5 {
+				if err := ss.Warm(); err != nil {
+					t.Fatal(err)
+				}
+				syscall.Kill(ss.SupervisorPid(), syscall.SIGKILL)
+				if out, st := run(t, ss, dir, `echo again`); out != "again\n" || st.Code != 0 {
+					t.Fatalf("round %d, right after the supervisor was killed: %q, %v", i, out, st)
+				}
+			}
+		})
+	}
+}
+
 // A command with a large environment starts; one beyond what a request
 // can carry fails with a clear error instead of hanging.
 func TestLargeEnvironment(t *testing.T) {

@@ -32,7 +32,7 @@ const fdControl = 6
 
 // ctlMsg is one message either way on the control socket.
 type ctlMsg struct {
-	Op   string   `json:"op"` // start, signal (kit); started, error, exit (supervisor)
+	Op   string   `json:"op"` // start, signal, killall (kit); started, error, exit, killed (supervisor); gone (the kit, to itself: the supervisor died)
 	ID   uint64   `json:"id"`
 	Path string   `json:"path,omitempty"`
 	Args []string `json:"args,omitempty"`
@@ -183,7 +183,7 @@ func (s *sessionSup) read() {
 	s.gone = true
 	for id, ch := range s.waiting {
 		delete(s.waiting, id)
-		ch <- ctlReply{m: ctlMsg{Op: "error", Msg: errSupervisorGone.Error()}}
+		ch <- ctlReply{m: ctlMsg{Op: "gone"}}
 	}
 	for id, p := range s.procs {
 		delete(s.procs, id)
@@ -255,6 +255,11 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 		s.mu.Lock()
 		delete(s.procs, m.ID)
 		s.mu.Unlock()
+		if r.m.Op == "gone" {
+			// It died with the request unanswered: the caller starts
+			// the command with the next supervisor.
+			return nil, errSupervisorGone
+		}
 		if r.m.Errno > 0 {
 			return nil, fmt.Errorf("sandbox: %s: %w", r.m.Msg, syscall.Errno(r.m.Errno))
 		}
