@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,21 +15,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // TestInitReapsOrphans runs glovebox-kit as PID 1 of a new PID namespace,
-// as a container runs its entrypoint. A prompt leaves a process of its own
-// session behind, which the session's supervisor (a subreaper) adopts; the
-// supervisor is then killed, so the process is re-parented to PID 1, and
-// it exits: as init the kit must reap it. With GLOVEBOX_INIT=off the
-// zombie stays, which shows the test can tell the difference. The sandbox
-// is off: a pid namespace would end the process with the session, a mount
-// namespace's /proc would hide the kit's, and a cgroup would kill it with
-// the supervisor.
+// as a container runs its entrypoint. A process that enters the namespace
+// leaves an orphan, re-parented to PID 1, which then exits; as init the kit
+// must reap it. With GLOVEBOX_INIT=off the zombie stays, which shows the
+// test can tell the difference. (Agents' orphans no longer reach PID 1
+// while their session lives: every session's supervisor is a subreaper,
+// or pid 1 of the session's own pid namespace.) The sandbox is off, so
+// that a prompt's /proc is the kit's namespace's.
 func TestInitReapsOrphans(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a PID namespace")
@@ -69,14 +68,18 @@ func TestInitReapsOrphans(t *testing.T) {
 				t.Fatalf("dial: %v", err)
 			}
 			defer c.Close()
-			// sleep, in a session of its own, outlives the command and is
-			// adopted by the session's supervisor; killed, the supervisor
-			// leaves it to PID 1, where it exits.
-			if msg := prompt(t, c, "p1", `setsid sleep 1 </dev/null >/dev/null 2>&1 & echo forked`); !strings.Contains(msg, "forked") {
+			// sh exits at once, so sleep is re-parented to PID 1, where
+			// it exits.
+			pid1 := childOf(t, cmd.Process.Pid)
+			enter := exec.Command("nsenter", "--target", strconv.Itoa(pid1), "--pid", "--",
+				"sh", "-c", "sleep 0.2 </dev/null >/dev/null 2>&1 & exit 0")
+			if out, err := enter.CombinedOutput(); err != nil {
+				t.Fatalf("nsenter: %v: %s", err, out)
+			}
+			if msg := prompt(t, c, "p1", `sleep 1; echo slept`); !strings.Contains(msg, "slept") {
 				t.Fatalf("first prompt: %q", msg)
 			}
-			killSupervisors(t, cmd.Process.Pid)
-			count := `sleep 1.5; z=0; for i in $(seq 50); do z=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$z" = 0 ] && break; sleep 0.1; done; echo "zombies=$z pid1=$(tr '\0' ' ' </proc/1/cmdline)"`
+			count := `z=0; for i in $(seq 50); do z=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$z" = 0 ] && break; sleep 0.1; done; echo "zombies=$z pid1=$(tr '\0' ' ' </proc/1/cmdline)"`
 			msg := prompt(t, c, "p2", count)
 			if !strings.Contains(msg, tc.wantZombies) {
 				t.Errorf("second prompt = %q, want %q", msg, tc.wantZombies)
@@ -85,38 +88,19 @@ func TestInitReapsOrphans(t *testing.T) {
 	}
 }
 
-// killSupervisors kills every sandbox supervisor under the process tree of
-// pid.
-func killSupervisors(t *testing.T, pid int) {
+// childOf is the only child of pid (unshare's: PID 1 of its namespace).
+func childOf(t *testing.T, pid int) int {
 	t.Helper()
-	killed := 0
-	for _, p := range proctest.WithCmdline("glovebox-sandbox-init") {
-		for a := p; a > 1; a = parentOf(a) {
-			if a == pid {
-				syscall.Kill(p, syscall.SIGKILL)
-				killed++
-				break
-			}
-		}
-	}
-	if killed == 0 {
-		t.Fatal("no session supervisor under the kit to kill")
-	}
-}
-
-// parentOf is pid's parent, or 0.
-func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
-		return 0
+		t.Fatalf("children of %d: %v", pid, err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("children of %d: %q, want one", pid, b)
 	}
-	return 0
+	n, _ := strconv.Atoi(f[0])
+	return n
 }
 
 // startKit starts cmd, waits for the kit to log its address, and returns
