@@ -23,6 +23,19 @@ import (
 // boot collects every problem found while preparing a Server.
 type boot struct {
 	problems []string
+
+	// The phases' durations, for a debug line: what a start spends where.
+	phases []any
+	mark   time.Time
+}
+
+// phase ends the boot phase name (it began at the last mark).
+func (b *boot) phase(name string) {
+	now := time.Now()
+	if !b.mark.IsZero() {
+		b.phases = append(b.phases, name, now.Sub(b.mark).Round(10*time.Microsecond).String())
+	}
+	b.mark = now
 }
 
 func (b *boot) add(format string, args ...any) {
@@ -83,6 +96,7 @@ func (b *boot) run(opts Options) *Server {
 		s.pingInterval = DefaultPingInterval
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	b.phase("")
 
 	// The key.
 	switch {
@@ -175,7 +189,9 @@ func (b *boot) run(opts Options) *Server {
 		uo.AllowPrivate, uo.AllowLoopback = in.AllowPrivateURLs, in.AllowLoopbackURLs
 	}
 	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
+	b.phase("checks")
 	s.openStorage(dirOK(s.stateDir))
+	b.phase("storage")
 	for k, a := range opts.Adapters {
 		if a == nil {
 			b.add("storage: adapter %q is nil", k)
@@ -190,11 +206,15 @@ func (b *boot) run(opts Options) *Server {
 	// Agent environment and sandbox.
 	s.baseEnv = s.agentBaseEnv()
 	s.openSandbox(b)
+	b.phase("sandbox")
 	if len(b.problems) == 0 {
 		s.reclaim() // reclaim.go: what a killed kit left
 	}
+	b.phase("reclaim")
 	s.bootEgress(b)
+	b.phase("egress")
 	s.bootInspect()
+	b.phase("inspect")
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
@@ -206,6 +226,8 @@ func (b *boot) run(opts Options) *Server {
 	s.healthBody, _ = json.Marshal(health)
 	s.envBody, _ = json.Marshal(env)
 	s.drainBody = s.drainingHealth()
+	b.phase("bodies")
+	log.Debug("boot phases", b.phases...)
 	return s
 }
 

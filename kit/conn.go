@@ -38,15 +38,20 @@ var (
 // frames come, and parks it (park_linux.go) when it is idle; every write
 // goes through its queue and is made by a writer goroutine that runs only
 // while the queue holds frames, so that an idle connection costs no
-// goroutine. There is never more than one writer, and it writes the
-// frames in queue order.
+// goroutine and no queue. There is never more than one writer, and it
+// writes the frames in queue order.
 type conn struct {
 	ws   *wsconn.Conn
 	srv  *Server
 	wg   *sync.WaitGroup // the server's
 	sess *session        // the session its reader serves, set before the reader starts
-	out  chan []byte
-	done chan struct{} // closed once the connection is finished
+	done chan struct{}   // closed once the connection is finished
+
+	qmu sync.Mutex
+	q   *frameQueue // nil while empty: an idle connection holds none
+	// room is made by a sender waiting for room in a full queue, and
+	// closed by the writer when it takes a frame.
+	room chan struct{}
 
 	doneOnce sync.Once
 	writing  atomic.Bool // a writer goroutine runs (or the connection failed)
@@ -67,9 +72,69 @@ func newConn(ws *wsconn.Conn, s *Server) *conn {
 		ws:   ws,
 		srv:  s,
 		wg:   &s.wg,
-		out:  make(chan []byte, outboundQueue),
 		done: make(chan struct{}),
 	}
+}
+
+// frameQueue is a connection's queue of frames, a ring taken from
+// queuePool when a frame comes and given back when the writer empties it.
+type frameQueue struct {
+	frames  [outboundQueue][]byte
+	head, n int
+}
+
+var queuePool = sync.Pool{New: func() any { return new(frameQueue) }}
+
+// tryPush queues b unless the queue is full.
+func (c *conn) tryPush(b []byte) bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.pushLocked(b)
+}
+
+// pushLocked is tryPush with c.qmu held.
+func (c *conn) pushLocked(b []byte) bool {
+	if c.q == nil {
+		c.q = queuePool.Get().(*frameQueue)
+	}
+	q := c.q
+	if q.n == outboundQueue {
+		return false
+	}
+	q.frames[(q.head+q.n)%outboundQueue] = b
+	q.n++
+	return true
+}
+
+// pop takes the next frame; the queue goes back to the pool once empty.
+func (c *conn) pop() ([]byte, bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	q := c.q
+	if q == nil {
+		return nil, false
+	}
+	if q.n == 0 {
+		c.q = nil
+		queuePool.Put(q)
+		return nil, false
+	}
+	b := q.frames[q.head]
+	q.frames[q.head] = nil
+	q.head = (q.head + 1) % outboundQueue
+	q.n--
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
+	}
+	return b, true
+}
+
+// queued reports whether a frame waits in the queue.
+func (c *conn) queued() bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.q != nil && c.q.n > 0
 }
 
 // finish cuts the connection. It is safe to call more than once and from
@@ -99,19 +164,27 @@ func (c *conn) push(ctx context.Context, b []byte) error {
 // then lost with it), and ctx's cause if ctx ends first. The caller then
 // kicks the writer.
 func (c *conn) enqueue(ctx context.Context, b []byte) error {
-	select {
-	case c.out <- b:
-		return nil
-	default:
-	}
-	c.kick() // a full queue needs a writer while we wait
-	select {
-	case c.out <- b:
-		return nil
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	for {
+		// The room channel is taken under the same lock as the full
+		// queue is seen: the writer's next pop closes it.
+		c.qmu.Lock()
+		if c.pushLocked(b) {
+			c.qmu.Unlock()
+			return nil
+		}
+		if c.room == nil {
+			c.room = make(chan struct{})
+		}
+		room := c.room
+		c.qmu.Unlock()
+		c.kick() // a full queue needs a writer while we wait
+		select {
+		case <-room:
+		case <-c.done:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 }
 
@@ -127,13 +200,11 @@ func (c *conn) send(b []byte) bool {
 	}
 }
 
-// ping queues a ping unless the queue is busy (a busy connection needs
+// ping queues a ping unless the queue is full (a busy connection needs
 // none).
 func (c *conn) ping() {
-	select {
-	case c.out <- pingFrame:
+	if c.tryPush(pingFrame) {
 		c.kick()
-	default:
 	}
 }
 
@@ -158,14 +229,12 @@ func (c *conn) kick() {
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	for {
-		select {
-		case b := <-c.out:
+		if b, ok := c.pop(); ok {
 			c.ws.Hold()
 			if !c.write(b) {
 				return // writing stays set: no writer after a failure
 			}
 			continue
-		default:
 		}
 		if err := c.ws.Release(); err != nil {
 			c.finish()
@@ -174,7 +243,7 @@ func (c *conn) writeLoop() {
 		c.writing.Store(false)
 		// A frame queued between the check and the store would find
 		// writing set and start no writer: look again.
-		if len(c.out) == 0 || !c.writing.CompareAndSwap(false, true) {
+		if !c.queued() || !c.writing.CompareAndSwap(false, true) {
 			return
 		}
 	}

@@ -78,6 +78,21 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 		waittest.Until(t, "every idle connection parked", func() bool { return b.srv.parkedConns() == n })
 	}
 	after := stats()
+	// Nor a queue: it is taken when a frame comes and given back once the
+	// writer has emptied it.
+	b.srv.mu.Lock()
+	queues := 0
+	for c := range b.srv.conns {
+		c.qmu.Lock()
+		if c.q != nil {
+			queues++
+		}
+		c.qmu.Unlock()
+	}
+	b.srv.mu.Unlock()
+	if queues > 0 {
+		t.Errorf("%d of %d idle connections hold an outbound queue, want none", queues, n)
+	}
 	stack := float64(after.StackInuse-before.StackInuse) / n
 	heap := float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / n
 	t.Logf("per idle connection: stack %.0f B, heap %.0f B", stack, heap)

@@ -93,6 +93,7 @@ func (e Env) getenv(name string) string {
 // run is Main up to the exit status: nil, an *ExitStatusError from the
 // init, or another error it has reported.
 func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
+	start := time.Now()
 	args, stdout, stderr := env.Args, env.Stdout, env.Stderr
 	if err := protectSecrets(); err != nil {
 		fmt.Fprintf(stderr, "glovebox-kit: %v\n", err)
@@ -209,7 +210,8 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		problems = append(problems, fmt.Sprintf("listen on port %d: %v", port, err))
 		return report()
 	}
-	log.Info("glovebox-kit serving", "name", man.Name, "version", man.Version, "agent", man.AgentType(), "addr", ln.Addr().String())
+	log.Info("glovebox-kit serving", "name", man.Name, "version", man.Version, "agent", man.AgentType(), "addr", ln.Addr().String(),
+		"boot", time.Since(start).Round(100*time.Microsecond).String())
 
 	// Signals are counted here as well as by ctx: the first (or ctx's end)
 	// starts the drain, the second cuts it.

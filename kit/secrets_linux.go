@@ -21,22 +21,27 @@ const envFDVar = "GLOVEBOX_ENV_FD"
 // environment (storage credentials, brokered secrets) out of reach of the
 // processes agents start:
 //
+//   - the environment block the kernel shows in /proc/PID/environ holds
+//     nothing: the kit overwrites it with zeros in its own memory (the Go
+//     runtime keeps copies of its own). Where that cannot be done, the kit
+//     executes itself again (same pid) with an empty environment and reads
+//     the real one from a memfd.
 //   - the process is not dumpable, so /proc/PID/mem, /proc/PID/environ and
 //     ptrace are closed to every user but root, the kit's own uid included;
-//   - the environment block the kernel shows in /proc/PID/environ holds
-//     nothing: on its first start the kit executes itself again (same pid)
-//     with an empty environment and reads the real one from a memfd.
 //
 // It returns an error only when the kit must not go on.
 func protectSecrets() error {
+	scrub := !restored && envRestoreErr == nil && os.Getenv("GLOVEBOX_SCRUB_ENV") != "off"
+	// Before the process stops being dumpable: then /proc/self/mem
+	// belongs to root, and a kit that is not root could not open it.
+	if scrub && clearEnvironBlock() == nil {
+		scrub = false
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make the kit non-dumpable: %w", err)
 	}
-	if restored || envRestoreErr != nil {
+	if envRestoreErr != nil || !scrub {
 		return envRestoreErr
-	}
-	if os.Getenv("GLOVEBOX_SCRUB_ENV") == "off" {
-		return nil
 	}
 	f, err := envFile(os.Environ())
 	if err != nil {
@@ -56,6 +61,55 @@ func protectSecrets() error {
 	// as it is.
 	_ = syscall.Exec(exe, os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
 	f.Close()
+	return nil
+}
+
+// clearEnvironBlock overwrites the environment block the kernel set up
+// for the process (what /proc/PID/environ shows) with zeros, through
+// /proc/self/mem, and checks that /proc/self/environ shows nothing left.
+// The process's environment is untouched: the Go runtime copied it at
+// start.
+func clearEnvironBlock() error {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	// After the command's name, in parentheses, field 3 (state) onwards;
+	// env_start and env_end are fields 50 and 51.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return errors.New("/proc/self/stat: no command name")
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 51-2 {
+		return errors.New("/proc/self/stat: no env_start and env_end")
+	}
+	start, err1 := strconv.ParseInt(fields[50-3], 10, 64)
+	end, err2 := strconv.ParseInt(fields[51-3], 10, 64)
+	if err1 != nil || err2 != nil || start <= 0 || end < start || end-start > 64<<20 {
+		return fmt.Errorf("/proc/self/stat: env_start %q, env_end %q", fields[50-3], fields[51-3])
+	}
+	if end == start {
+		return nil
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = mem.WriteAt(make([]byte, end-start), start)
+	if cerr := mem.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	left, err := os.ReadFile("/proc/self/environ")
+	if err != nil {
+		return err
+	}
+	if len(bytes.Trim(left, "\x00")) > 0 {
+		return errors.New("/proc/self/environ still shows the environment")
+	}
 	return nil
 }
 

@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,12 +21,13 @@ import (
 )
 
 // TestInitReapsOrphans runs glovebox-kit as PID 1 of a new PID namespace,
-// as a container runs its entrypoint. A prompt leaves an orphan that the
-// exec agent kills; as init the kit must reap it. With GLOVEBOX_INIT=off
-// the zombie stays, which shows the test can tell the difference. The
-// sandbox's pid namespace would reap it itself, and so would a session's
-// supervisor (a subreaper), so the box turns off every namespace layer:
-// pid, mount (whose /proc would hide the kit's) and network.
+// as a container runs its entrypoint. A process that enters the namespace
+// leaves an orphan, re-parented to PID 1, which then exits; as init the kit
+// must reap it. With GLOVEBOX_INIT=off the zombie stays, which shows the
+// test can tell the difference. (Agents' orphans no longer reach PID 1
+// while their session lives: every session's supervisor is a subreaper,
+// or pid 1 of the session's own pid namespace.) The sandbox is off, so
+// that a prompt's /proc is the kit's namespace's.
 func TestInitReapsOrphans(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a PID namespace")
@@ -48,7 +51,7 @@ func TestInitReapsOrphans(t *testing.T) {
 			}
 			defer os.RemoveAll(root)
 			os.Chmod(root, 0o755)
-			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec"},"sandbox":{"pid":false,"mount":false,"network":false}}`))
+			m, _ := protocol.ParseManifest([]byte(`{"name":"cmd","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`))
 			m.KeyFingerprint = protocol.Fingerprint(key)
 			b, _ := json.Marshal(m)
 			man := filepath.Join(t.TempDir(), "glovebox.json")
@@ -65,9 +68,15 @@ func TestInitReapsOrphans(t *testing.T) {
 				t.Fatalf("dial: %v", err)
 			}
 			defer c.Close()
-			// The subshell exits at once, so sleep is re-parented to PID 1;
-			// the exec agent then kills what the prompt left running.
-			if msg := prompt(t, c, "p1", `(sleep 30 &); echo forked`); !strings.Contains(msg, "forked") {
+			// sh exits at once, so sleep is re-parented to PID 1, where
+			// it exits.
+			pid1 := childOf(t, cmd.Process.Pid)
+			enter := exec.Command("nsenter", "--target", strconv.Itoa(pid1), "--pid", "--",
+				"sh", "-c", "sleep 0.2 </dev/null >/dev/null 2>&1 & exit 0")
+			if out, err := enter.CombinedOutput(); err != nil {
+				t.Fatalf("nsenter: %v: %s", err, out)
+			}
+			if msg := prompt(t, c, "p1", `sleep 1; echo slept`); !strings.Contains(msg, "slept") {
 				t.Fatalf("first prompt: %q", msg)
 			}
 			count := `z=0; for i in $(seq 50); do z=$(grep -l '^State:[[:space:]]*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$z" = 0 ] && break; sleep 0.1; done; echo "zombies=$z pid1=$(tr '\0' ' ' </proc/1/cmdline)"`
@@ -77,6 +86,21 @@ func TestInitReapsOrphans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// childOf is the only child of pid (unshare's: PID 1 of its namespace).
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatalf("children of %d: %v", pid, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("children of %d: %q, want one", pid, b)
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
 }
 
 // startKit starts cmd, waits for the kit to log its address, and returns

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 )
 
 // minReadBuffer is the smallest read buffer the library reuses (it must
@@ -31,6 +32,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	h.hc = &holdConn{Conn: nc}
 	h.br = bufio.NewReaderSize(nc, h.size)
+	h.size = h.br.Size()
 	brw.Reader = h.br
 	return h.hc, brw, nil
 }
@@ -54,6 +56,7 @@ func (c *Conn) WaitReadable() error {
 	if c.br == nil {
 		return nil
 	}
+	c.unshelve()
 	for {
 		if c.br.Buffered() == 0 {
 			if err := waitReadable(c.ws.NetConn()); err != nil {
@@ -82,10 +85,14 @@ func (c *Conn) WaitReadable() error {
 // caller then waits and reads as before (WaitReadable, ReadMessage).
 //
 // Like WaitReadable it is called only between messages.
+//
+// A parked connection's read buffer, empty, goes back to a pool until the
+// next read: an idle connection holds none.
 func (c *Conn) Park(register func(fd uintptr) bool) bool {
 	if c.br == nil {
 		return false
 	}
+	c.unshelve()
 	for {
 		if c.br.Buffered() > 0 {
 			if c.takePong() {
@@ -93,7 +100,16 @@ func (c *Conn) Park(register func(fd uintptr) bool) bool {
 			}
 			return false
 		}
-		empty, parked := parkEmpty(c.ws.NetConn(), register)
+		empty, parked := parkEmpty(c.ws.NetConn(), func(fd uintptr) bool {
+			// Before register: once it returns true, another goroutine
+			// may read at any moment.
+			c.shelve()
+			if register(fd) {
+				return true
+			}
+			c.unshelve()
+			return false
+		})
 		if parked || empty {
 			return parked
 		}
@@ -125,4 +141,34 @@ func (c *Conn) takePong() bool {
 		c.pong()
 	}
 	return true
+}
+
+// spareReaders holds the read buffers of parked connections: readers
+// reading nothing, each with a buffer.
+var spareReaders sync.Pool
+
+// shelve gives the empty read buffer to spareReaders; the *bufio.Reader
+// the library holds stays, empty, until unshelve fills it again.
+func (c *Conn) shelve() {
+	spare := new(bufio.Reader)
+	*spare = *c.br
+	spare.Reset(nil)
+	*c.br = bufio.Reader{}
+	c.shelved = true
+	spareReaders.Put(spare)
+}
+
+// unshelve gives a shelved connection a read buffer of its size again,
+// from spareReaders when one there fits.
+func (c *Conn) unshelve() {
+	if !c.shelved {
+		return
+	}
+	c.shelved = false
+	if spare, ok := spareReaders.Get().(*bufio.Reader); ok && spare.Size() == c.bufSize {
+		spare.Reset(c.hc.Conn)
+		*c.br = *spare
+		return
+	}
+	*c.br = *bufio.NewReaderSize(c.hc.Conn, c.bufSize)
 }

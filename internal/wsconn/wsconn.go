@@ -38,6 +38,10 @@ type Conn struct {
 	// WaitReadable can tell whether it holds bytes.
 	br *bufio.Reader
 	hc *holdConn // a server connection's socket, whose writes can be held
+	// bufSize is br's size; shelved says br has lent its buffer to
+	// spareReaders while the connection is parked (see Park).
+	bufSize int
+	shelved bool
 	// pong is the pong handler, which WaitReadable calls for the pongs it
 	// takes from the read buffer itself.
 	pong func()
@@ -86,7 +90,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, opts UpgradeOptions) (*Conn
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{ws: ws, br: hw.br, hc: hw.hc}, nil
+	return &Conn{ws: ws, br: hw.br, hc: hw.hc, bufSize: hw.size}, nil
 }
 
 // DialOptions configure Dial.
@@ -135,6 +139,7 @@ func (c *Conn) SetPongHandler(h func()) {
 
 // ReadMessage reads the next data message, text or binary.
 func (c *Conn) ReadMessage() ([]byte, error) {
+	c.unshelve()
 	_, data, err := c.ws.ReadMessage()
 	return data, err
 }
@@ -145,6 +150,7 @@ func (c *Conn) ReadMessage() ([]byte, error) {
 // header before its payload is read. The reader is valid until the next
 // call.
 func (c *Conn) NextReader() (io.Reader, error) {
+	c.unshelve()
 	_, r, err := c.ws.NextReader()
 	return r, err
 }

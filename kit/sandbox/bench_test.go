@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"os/exec"
+	"syscall"
 	"testing"
 )
 
@@ -34,4 +35,28 @@ func BenchmarkCommand(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkProbe is the namespace probe New makes at boot: a supervisor
+// started in every namespace, set up, and gone.
+func BenchmarkProbe(b *testing.B) {
+	bx := newBox(b, Config{})
+	for _, p := range []struct {
+		name  string
+		flags uintptr
+	}{
+		{"exec only", 0},
+		{"mount", syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC},
+		{"pid", syscall.CLONE_NEWPID},
+		{"net", syscall.CLONE_NEWNET},
+		{"every", bx.sb.cloneMask},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bx.sb.probe(p.flags, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -28,12 +28,12 @@
 //
 // Processes start through a small supervisor: the kit's own binary,
 // re-executed under the name [InitName], which sets up the namespaces it
-// was cloned into, joins nothing the kit did not prepare, drops its
-// privileges and runs the command. Where a session has namespaces, one
-// supervisor serves the whole session: started with its first command (or
-// ahead of it, by [Session.Warm]), it holds the session's namespaces,
-// mounts and network, and forks and executes each command on request, so
-// that a command costs a fork/exec. The session's commands share its
+// was cloned into, joins nothing the kit did not prepare and drops its
+// privileges. One supervisor serves a whole session, with namespaces or
+// without: started with its first command (or ahead of it, by
+// [Session.Warm]), it holds the session's namespaces, mounts, network,
+// rlimits and privileges, and forks and executes each command on request,
+// so that a command costs a fork/exec. The session's commands share its
 // private /tmp; when the last running one ends, whatever they left in the
 // pid namespace is ended. A binary that imports this package (the kit,
 // gbx, a Go agent's kit) serves as that supervisor automatically, from

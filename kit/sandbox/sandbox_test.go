@@ -565,6 +565,30 @@ func TestSupervisorKilledIsReplaced(t *testing.T) {
 	}
 }
 
+// A command started the moment its session's supervisor was killed, before
+// the kit saw it go, runs with the next supervisor: the request the dead
+// one never answered is not the command's failure.
+func TestStartRightAfterTheSupervisorDied(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"every layer", Config{}}, {"sandbox off", Config{Off: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t, tc.cfg)
+			ss, dir := b.session(t, "a")
+			for i := range 5 {
+				if err := ss.Warm(); err != nil {
+					t.Fatal(err)
+				}
+				syscall.Kill(ss.SupervisorPid(), syscall.SIGKILL)
+				if out, st := run(t, ss, dir, `echo again`); out != "again\n" || st.Code != 0 {
+					t.Fatalf("round %d, right after the supervisor was killed: %q, %v", i, out, st)
+				}
+			}
+		})
+	}
+}
+
 // A command with a large environment starts; one beyond what a request
 // can carry fails with a clear error instead of hanging.
 func TestLargeEnvironment(t *testing.T) {
@@ -627,4 +651,39 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
 		return err != nil
 	})
+}
+
+// With the sandbox off, commands still start through the session's one
+// supervisor, which forks them: the kit's binary is not executed again
+// for each command, and the privileges layer holds all the same.
+func TestSandboxOffCommandsForkFromOneSupervisor(t *testing.T) {
+	b := newBox(t, Config{Off: true})
+	ss, dir := b.session(t, "off")
+	const script = `echo "ppid=$PPID"; grep -E '^(NoNewPrivs|CapEff|CapBnd):' /proc/self/status; ulimit -n; echo "fds=$(ls /proc/self/fd | tr '\n' ' ')"`
+	var parents []string
+	for i := range 3 {
+		out, st := run(t, ss, dir, script)
+		if st.Code != 0 {
+			t.Fatalf("command %d: %v: %s", i, st, out)
+		}
+		for _, want := range []string{"NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "\n4096\n", "fds=0 1 2 3 \n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("command %d: output lacks %q:\n%s", i, want, out)
+			}
+		}
+		line, _, _ := strings.Cut(out, "\n")
+		parents = append(parents, strings.TrimPrefix(line, "ppid="))
+	}
+	sup := ss.SupervisorPid()
+	if sup == 0 || sup == os.Getpid() {
+		t.Fatalf("SupervisorPid() = %d with the sandbox off, want a supervisor of the session's own", sup)
+	}
+	for i, p := range parents {
+		if p != strconv.Itoa(sup) {
+			t.Errorf("command %d's parent is %s, want the session's supervisor %d (parents %v)", i, p, sup, parents)
+		}
+	}
+	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", sup)); !strings.HasPrefix(string(cmdline), InitName) {
+		t.Errorf("the supervisor %d runs %q, want %s", sup, cmdline, InitName)
+	}
 }

@@ -32,7 +32,7 @@ const fdControl = 6
 
 // ctlMsg is one message either way on the control socket.
 type ctlMsg struct {
-	Op   string   `json:"op"` // start, signal (kit); started, error, exit (supervisor)
+	Op   string   `json:"op"` // start, signal, killall (kit); started, error, exit, killed (supervisor); gone (the kit, to itself: the supervisor died)
 	ID   uint64   `json:"id"`
 	Path string   `json:"path,omitempty"`
 	Args []string `json:"args,omitempty"`
@@ -50,277 +50,6 @@ type ctlMsg struct {
 
 // maxCtlMsg bounds a control message: a command's argv and environment.
 const maxCtlMsg = 4 << 20
-
-// sessionLoop serves start and signal requests until the kit closes the
-// control socket or the spec pipe. It runs on the supervisor's locked main
-// thread, whose no_new_privs and empty bounding set every command
-// inherits.
-func sessionLoop(spec *initSpec, kitGone <-chan struct{}) int {
-	s := &sessionSupervisor{
-		spec:  spec,
-		cmds:  map[int]uint64{},
-		pidns: os.Getpid() == 1,
-		wake:  make(chan struct{}, 1),
-	}
-	if !s.pidns {
-		// Without a pid namespace, orphans must still be reaped here.
-		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	}
-	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		null = -1
-	}
-	s.null = null
-	go s.reap()
-	go func() {
-		<-kitGone
-		s.shutdown()
-	}()
-	buf := make([]byte, maxCtlMsg)
-	oob := make([]byte, unix.CmsgSpace(3*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(fdControl, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil || n == 0 {
-			s.shutdown()
-			return 0
-		}
-		var fds []int
-		if oobn > 0 {
-			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-				for i := range msgs {
-					if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-						fds = append(fds, f...)
-					}
-				}
-			}
-		}
-		var m ctlMsg
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
-			closeFds(fds)
-			continue
-		}
-		switch m.Op {
-		case "start":
-			s.start(&m, fds)
-		case "signal":
-			closeFds(fds)
-			s.signal(m.ID, syscall.Signal(m.Sig))
-		case "killall":
-			closeFds(fds)
-			s.killAll(m.ID)
-		default:
-			closeFds(fds)
-		}
-	}
-}
-
-func closeFds(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
-
-type sessionSupervisor struct {
-	spec  *initSpec
-	pidns bool // pid 1 of the session's pid namespace
-	null  int
-
-	// mu guards cmds; cleanMu is held while a command starts and while
-	// the namespace is emptied after the last command, so that a new
-	// command is never caught by that.
-	mu      sync.Mutex
-	cleanMu sync.Mutex
-	cmds    map[int]uint64 // running commands' pids (process groups) -> request id
-	wake    chan struct{}  // a command started: the reaper has children again
-}
-
-func send(m *ctlMsg, fds ...int) {
-	b, _ := json.Marshal(m)
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	for {
-		err := unix.Sendmsg(fdControl, b, oob, nil, 0)
-		if !errors.Is(err, syscall.EINTR) {
-			return
-		}
-	}
-}
-
-func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
-	defer closeFds(fds)
-	files := make([]uintptr, 3)
-	next := 0
-	for i := range files {
-		if m.Stdio[i] && next < len(fds) {
-			files[i] = uintptr(fds[next])
-			next++
-		} else {
-			files[i] = uintptr(s.null)
-		}
-	}
-	path, err := lookPath(m.Path, m.Env)
-	if err != nil {
-		send(&ctlMsg{Op: "error", ID: m.ID, Errno: int(syscall.ENOENT), Msg: err.Error()})
-		return
-	}
-	pidfd := -1
-	attr := &syscall.ProcAttr{
-		Dir:   m.Dir,
-		Env:   m.Env,
-		Files: files,
-		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
-	}
-	if s.spec.UID >= 0 {
-		attr.Sys.Credential = &syscall.Credential{Uid: uint32(s.spec.UID), Gid: uint32(s.spec.GID), Groups: []uint32{}}
-	}
-	s.cleanMu.Lock()
-	s.mu.Lock()
-	pid, err := syscall.ForkExec(path, m.Args, attr)
-	if err == nil {
-		s.cmds[pid] = m.ID
-	}
-	s.mu.Unlock()
-	s.cleanMu.Unlock()
-	if err != nil {
-		errno := 0
-		var e syscall.Errno
-		if errors.As(err, &e) {
-			errno = int(e)
-		}
-		msg := "start " + path // the kit adds the errno's text
-		if errno == 0 {
-			msg += ": " + err.Error()
-		}
-		send(&ctlMsg{Op: "error", ID: m.ID, Errno: errno, Msg: msg})
-		return
-	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	if pidfd >= 0 {
-		send(&ctlMsg{Op: "started", ID: m.ID, Status: uint32(pid)}, pidfd)
-		unix.Close(pidfd)
-	} else {
-		send(&ctlMsg{Op: "started", ID: m.ID, Status: uint32(pid)})
-	}
-}
-
-// signal sends sig to the command's process group.
-func (s *sessionSupervisor) signal(id uint64, sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for pid, cid := range s.cmds {
-		if cid == id {
-			if syscall.Kill(-pid, sig) != nil {
-				_ = syscall.Kill(pid, sig)
-			}
-		}
-	}
-}
-
-// killAll kills every process of the session but this one, waits until
-// they are gone (bounded) and says so.
-func (s *sessionSupervisor) killAll(id uint64) {
-	s.cleanMu.Lock()
-	if s.pidns {
-		_ = syscall.Kill(-1, syscall.SIGKILL)
-		waitEmpty(5 * time.Second)
-	} else {
-		s.mu.Lock()
-		for pid := range s.cmds {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		s.mu.Unlock()
-	}
-	s.cleanMu.Unlock()
-	send(&ctlMsg{Op: "killed", ID: id})
-}
-
-// reap waits for every child (commands and the orphans reparented here)
-// and reports commands' ends.
-func (s *sessionSupervisor) reap() {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			// No child: wait for the next command.
-			<-s.wake
-			continue
-		}
-		s.mu.Lock()
-		id, ok := s.cmds[pid]
-		delete(s.cmds, pid)
-		s.mu.Unlock()
-		if ok {
-			go s.finish(id, pid, ws)
-		}
-	}
-}
-
-// finish ends what a command left behind, then reports its end. In a pid
-// namespace, once no other command of the session runs, every process in
-// the namespace goes (SIGTERM, then SIGKILL after the grace period), as it
-// would with the namespace; otherwise the command's process group goes.
-func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
-	s.cleanMu.Lock()
-	s.mu.Lock()
-	last := len(s.cmds) == 0
-	s.mu.Unlock()
-	switch {
-	case s.pidns && last:
-		if !emptied() {
-			_ = syscall.Kill(-1, syscall.SIGTERM)
-			if !waitEmpty(s.spec.Grace) {
-				_ = syscall.Kill(-1, syscall.SIGKILL)
-				waitEmpty(5 * time.Second)
-			}
-		}
-	default:
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
-	s.cleanMu.Unlock()
-	send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws)})
-}
-
-// emptied reports whether no process but this one is left in the pid
-// namespace (zombies count until reaped).
-func emptied() bool {
-	return errors.Is(syscall.Kill(-1, 0), syscall.ESRCH)
-}
-
-func waitEmpty(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for !emptied() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// shutdown kills everything the session runs and exits.
-func (s *sessionSupervisor) shutdown() {
-	if s.pidns {
-		_ = syscall.Kill(-1, syscall.SIGKILL)
-	} else {
-		s.mu.Lock()
-		for pid := range s.cmds {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		s.mu.Unlock()
-	}
-	os.Exit(0)
-}
 
 // hostPid is the pid, in the kit's namespace, of the process a pidfd
 // refers to.
@@ -380,7 +109,7 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 	ctlKit := os.NewFile(uintptr(pair[0]), "control-kit")
 	ctlChild := os.NewFile(uintptr(pair[1]), "control-child")
 	defer ctlChild.Close()
-	p, err := startSupervisorWith(is, flags, nil, cg, ctlChild)
+	p, err := startSupervisor(is, flags, cg, ctlChild)
 	if err != nil {
 		ctlKit.Close()
 		return nil, nil, err
@@ -454,7 +183,7 @@ func (s *sessionSup) read() {
 	s.gone = true
 	for id, ch := range s.waiting {
 		delete(s.waiting, id)
-		ch <- ctlReply{m: ctlMsg{Op: "error", Msg: errSupervisorGone.Error()}}
+		ch <- ctlReply{m: ctlMsg{Op: "gone"}}
 	}
 	for id, p := range s.procs {
 		delete(s.procs, id)
@@ -526,6 +255,11 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 		s.mu.Lock()
 		delete(s.procs, m.ID)
 		s.mu.Unlock()
+		if r.m.Op == "gone" {
+			// It died with the request unanswered: the caller starts
+			// the command with the next supervisor.
+			return nil, errSupervisorGone
+		}
 		if r.m.Errno > 0 {
 			return nil, fmt.Errorf("sandbox: %s: %w", r.m.Msg, syscall.Errno(r.m.Errno))
 		}

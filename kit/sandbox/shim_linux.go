@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -29,17 +28,16 @@ const (
 
 // initSpec is what the kit tells a supervisor.
 type initSpec struct {
-	Path      string       `json:"path"`
-	Args      []string     `json:"args"`
-	Env       []string     `json:"env"`
-	Dir       string       `json:"dir"`
-	UID       int          `json:"uid"` // -1: keep the supervisor's
-	GID       int          `json:"gid"`
-	Rlimits   []initRlimit `json:"rlimits,omitempty"`
-	Mount     *mountSpec   `json:"mount,omitempty"`
-	Net       *netSpec     `json:"net,omitempty"`
-	Supervise bool         `json:"supervise,omitempty"` // pid 1 of a pid namespace
-	DropCaps  bool         `json:"drop_caps,omitempty"`
+	Path     string       `json:"path"`
+	Args     []string     `json:"args"`
+	Env      []string     `json:"env"`
+	Dir      string       `json:"dir"`
+	UID      int          `json:"uid"` // -1: keep the supervisor's
+	GID      int          `json:"gid"`
+	Rlimits  []initRlimit `json:"rlimits,omitempty"`
+	Mount    *mountSpec   `json:"mount,omitempty"`
+	Net      *netSpec     `json:"net,omitempty"`
+	DropCaps bool         `json:"drop_caps,omitempty"`
 	// KeepPrivs leaves out no_new_privs: only for Plain sessions, which
 	// run as the kit runs.
 	KeepPrivs bool          `json:"keep_privs,omitempty"`
@@ -123,7 +121,7 @@ func supervisorMain() int {
 	// The kit keeps the spec pipe open while it wants the command to run:
 	// its end means the kit is gone.
 	kitGone := make(chan struct{})
-	if spec.Supervise || spec.Session {
+	if spec.Session {
 		go func() {
 			_, _ = io.Copy(io.Discard, specFile)
 			close(kitGone)
@@ -173,28 +171,7 @@ func supervisorMain() int {
 		status.Close()
 		return sessionLoop(&spec, kitGone)
 	}
-	if !spec.Supervise {
-		return execInPlace(&spec, fail)
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	}
-	if spec.UID >= 0 {
-		attr.Sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
-	}
-	// Signals are caught before the command starts, so that none is lost.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	pid, err := syscall.ForkExec(spec.Path, spec.Args, attr)
-	if err != nil {
-		return fail("start %s: %v", spec.Path, err)
-	}
-	fmt.Fprintln(status, "ready")
-	supervise(pid, spec.Grace, status, sigs, kitGone)
-	return 0
+	return fail("the sandbox spec asks for neither a probe nor a session")
 }
 
 // closeOnExecAll marks every open file descriptor above 2 close-on-exec.
@@ -203,93 +180,6 @@ func closeOnExecAll() {
 	for _, e := range entries {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			syscall.CloseOnExec(fd)
-		}
-	}
-}
-
-// execInPlace drops privileges on this thread and replaces the
-// supervisor with the command.
-func execInPlace(spec *initSpec, fail func(string, ...any) int) int {
-	if spec.UID >= 0 {
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-			return fail("setgroups: %v", e)
-		}
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(spec.GID), uintptr(spec.GID), uintptr(spec.GID)); e != 0 {
-			return fail("setresgid %d: %v", spec.GID, e)
-		}
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(spec.UID), uintptr(spec.UID), uintptr(spec.UID)); e != 0 {
-			return fail("setresuid %d: %v", spec.UID, e)
-		}
-		// A change of credentials clears the parent-death signal.
-		_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
-	}
-	if err := syscall.Chdir(spec.Dir); err != nil {
-		return fail("chdir %s: %v", spec.Dir, err)
-	}
-	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
-	return fail("start %s: %v", spec.Path, err)
-}
-
-// supervise is pid 1 of the sandbox's pid namespace: it forwards signals
-// to every process in it, reaps them, reports the command's exit and,
-// once the command is gone, ends whatever it left behind.
-func supervise(pid int, grace time.Duration, status *os.File, sigs chan os.Signal, kitGone <-chan struct{}) {
-	type reaped struct {
-		pid int
-		ws  syscall.WaitStatus
-	}
-	reap := make(chan reaped, 16)
-	go func() {
-		for {
-			var ws syscall.WaitStatus
-			p, err := syscall.Wait4(-1, &ws, 0, nil)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err != nil {
-				close(reap)
-				return
-			}
-			reap <- reaped{p, ws}
-		}
-	}()
-	for {
-		select {
-		case sig := <-sigs:
-			syscall.Kill(-1, sig.(syscall.Signal))
-		case <-kitGone:
-			syscall.Kill(-1, syscall.SIGKILL)
-			for range reap {
-			}
-			return
-		case r, ok := <-reap:
-			if !ok {
-				return
-			}
-			if r.pid != pid {
-				continue
-			}
-			fmt.Fprintf(status, "exit %d\n", uint32(r.ws))
-			// The command is gone: the rest of the namespace goes too.
-			if syscall.Kill(-1, syscall.SIGTERM) == nil && grace > 0 {
-				t := time.NewTimer(grace)
-			wait:
-				for {
-					select {
-					case _, ok := <-reap:
-						if !ok {
-							t.Stop()
-							return
-						}
-					case <-t.C:
-						break wait
-					}
-				}
-			}
-			syscall.Kill(-1, syscall.SIGKILL)
-			for range reap {
-			}
-			return
 		}
 	}
 }

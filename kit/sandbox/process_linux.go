@@ -1,0 +1,306 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Process is a command running in a sandbox.
+type Process struct {
+	cmd      *exec.Cmd // nil for a command of a session's supervisor
+	ss       *Session
+	pidns    bool // the supervisor is pid 1 of its namespace
+	listener net.Listener
+	specW    *os.File // the supervisor's spec pipe, open while it should live
+
+	// A command of a session's supervisor.
+	sup *sessionSup
+	id  uint64
+	pid int // in the kit's pid namespace
+
+	cg          *cgroup
+	oom0, pids0 int64 // the cgroup's events when the command started
+
+	done   chan struct{}
+	status ExitStatus
+	err    error
+}
+
+// startSupervisor starts a supervisor cloned with flags, puts it in cg,
+// hands it is (a probe's or a session's) and waits until it is ready. A
+// session's supervisor gets ctl, its control socket, as fdControl.
+func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Process, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		closeFiles(specR, specW)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	extra := []*os.File{specR, statW}
+	var sockKit *os.File
+	if is.Net != nil && is.Net.ProxyAddr != "" {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeFiles(specR, specW, statR, statW)
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		sockKit = os.NewFile(uintptr(pair[0]), "listen-kit")
+		sockChild := os.NewFile(uintptr(pair[1]), "listen-child")
+		defer sockChild.Close()
+		extra = append(extra, sockChild)
+	}
+	if ctl != nil {
+		if len(extra) < fdListen-2 {
+			extra = append(extra, nil)
+		}
+		extra = append(extra, ctl)
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: []string{InitName},
+		// Nothing of the kit's environment: only what makes a race-enabled
+		// build exit at once instead of a second later.
+		Env:        []string{"GORACE=atexit_sleep_ms=0"},
+		Dir:        "/",
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: flags,
+			Setpgid:    true,
+		},
+	}
+	if flags&syscall.CLONE_NEWUSER != 0 {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	err = startOnOwnThread(cmd)
+	closeFiles(specR, statW)
+	if err != nil {
+		closeFiles(specW, statR, sockKit)
+		return nil, fmt.Errorf("sandbox: start the supervisor: %w", err)
+	}
+	p := &Process{cmd: cmd, pidns: flags&syscall.CLONE_NEWPID != 0, done: make(chan struct{}), specW: specW}
+	fail := func(err error) (*Process, error) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		closeFiles(specW, statR, sockKit)
+		return nil, err
+	}
+	if cg != nil {
+		if err := cg.add(cmd.Process.Pid); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
+		}
+	}
+	var oom0, pids0 int64
+	if cg != nil {
+		oom0, pids0 = cg.events()
+	}
+	// The spec pipe stays open while the process runs: a supervisor that
+	// sees it close knows the kit is gone and ends everything it runs.
+	if err := json.NewEncoder(specW).Encode(is); err != nil {
+		return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
+	}
+	br := bufio.NewReader(statR)
+	line, _ := br.ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case strings.HasPrefix(line, "error "):
+		_ = cmd.Wait()
+		closeFiles(specW, statR, sockKit)
+		return nil, supervisorError(strings.TrimPrefix(line, "error "))
+	case line == "ready":
+	default:
+		return fail(fmt.Errorf("sandbox: the supervisor ended before it was ready (%q)", line))
+	}
+	if sockKit != nil {
+		ln, err := recvListener(sockKit)
+		sockKit.Close()
+		if err != nil {
+			return fail(fmt.Errorf("sandbox: egress listener: %w", err))
+		}
+		p.listener = ln
+	}
+	go func() {
+		defer close(p.done)
+		awaitExit(cmd.Process.Pid)
+		werr := cmd.Wait()
+		statR.Close()
+		specW.Close()
+		if p.listener != nil {
+			p.listener.Close()
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = statusOf(ws)
+		} else {
+			p.err = werr
+		}
+		p.cg, p.oom0, p.pids0 = cg, oom0, pids0
+		p.noteLimit()
+	}()
+	return p, nil
+}
+
+// noteLimit names the limit the session hit while the command ran.
+func (p *Process) noteLimit() {
+	if p.cg == nil {
+		return
+	}
+	oom, pids := p.cg.events()
+	switch {
+	case oom > p.oom0:
+		p.status.Limit = "memory"
+	case pids > p.pids0:
+		p.status.Limit = "pids"
+	}
+}
+
+// supervisorError rebuilds a supervisor's "errno message" error line.
+func supervisorError(s string) error {
+	num, msg, _ := strings.Cut(s, " ")
+	if n, err := strconv.Atoi(num); err == nil && n > 0 {
+		return fmt.Errorf("sandbox: %s: %w", msg, syscall.Errno(n))
+	}
+	return fmt.Errorf("sandbox: %s", msg)
+}
+
+func recvListener(sock *os.File) (net.Listener, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, 0)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("no listener received (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("no listener received (%v)", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "egress-listener")
+	defer f.Close()
+	return net.FileListener(f)
+}
+
+// setStdio gives cmd the spec's standard files; one left nil stays a nil
+// interface, which os/exec opens as /dev/null.
+func setStdio(cmd *exec.Cmd, spec *Spec) {
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
+	}
+	if spec.Stdout != nil {
+		cmd.Stdout = spec.Stdout
+	}
+	if spec.Stderr != nil {
+		cmd.Stderr = spec.Stderr
+	}
+}
+
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// Pid is the supervisor's pid, in the kit's pid namespace.
+func (p *Process) Pid() int {
+	if p.sup != nil {
+		return p.pid
+	}
+	return p.cmd.Process.Pid
+}
+
+// Done is closed once the process and, in a pid namespace, everything it
+// started are gone.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for Done and returns how the command ended.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.done
+	return p.status, p.err
+}
+
+// Signal sends sig to every process the command started: through its
+// supervisor in a pid namespace, else to its process group (which may
+// outlive the command).
+func (p *Process) Signal(sig syscall.Signal) error {
+	var err error
+	if p.sup != nil {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
+		return p.sup.signal(p.id, sig)
+	}
+	if p.pidns {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
+		err = p.cmd.Process.Signal(sig)
+	} else {
+		err = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+	if errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// alive reports whether anything the command started still runs.
+func (p *Process) alive() bool {
+	if p.pidns || p.sup != nil {
+		select {
+		case <-p.done:
+			return false
+		default:
+			return true
+		}
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, 0) == nil
+}
+
+// Kill ends the command and everything it started at once.
+func (p *Process) Kill() {
+	_ = p.Signal(syscall.SIGKILL)
+}
+
+// Stop sends SIGTERM to everything the command started, waits up to grace
+// for all of it to end, then kills what is left; it returns once the
+// command is gone.
+func (p *Process) Stop(grace time.Duration) {
+	if grace > 0 && p.alive() {
+		_ = p.Signal(syscall.SIGTERM)
+		deadline := time.Now().Add(grace)
+		for p.alive() && time.Now().Before(deadline) {
+			select {
+			case <-p.done:
+				if p.pidns || p.sup != nil {
+					return
+				}
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	p.Kill()
+	<-p.done
+}

@@ -1,0 +1,437 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Session is one session's sandbox: its uid, its directories, its
+// cgroup. Every process it starts runs with them.
+type Session struct {
+	sb   *Sandbox
+	id   string
+	dirs []string
+	uid  int // -1: the kit's
+	slot int
+	cg   *cgroup
+
+	// OnListener, when set before the first Start, receives the egress
+	// proxy listener made inside each new network namespace. Without it a
+	// sandboxed process has loopback only.
+	OnListener func(net.Listener)
+	// ProxyAddr is where that listener listens inside the namespace.
+	// Default DefaultProxyAddr.
+	ProxyAddr string
+
+	mu     sync.Mutex
+	closed bool
+	procs  map[*Process]struct{}
+	sup    *sessionSup // the session's supervisor, once started
+}
+
+// Open makes the sandbox of session id, whose writable directories are
+// dirs (which must exist): they are given to the session's uid, mode 0700.
+func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
+	ss := &Session{sb: sb, id: id, dirs: dirs, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
+	switch {
+	case sb.users && sb.cfg.SharedDirs:
+		ss.uid = sb.cfg.UIDBase
+	case sb.users:
+		slot, err := sb.takeSlot()
+		if err != nil {
+			return nil, err
+		}
+		ss.slot, ss.uid = slot, sb.cfg.UIDBase+slot
+		// Where nothing but the uid holds a session's processes, a uid
+		// that a dead session left processes under is not handed out
+		// dirty: whatever still runs under it goes first.
+		if sb.uidOnly() {
+			killUID(ss.uid)
+		}
+	}
+	if ss.uid >= 0 {
+		for _, d := range dirs {
+			if err := os.Chown(d, ss.uid, ss.uid); err != nil {
+				ss.Close()
+				return nil, fmt.Errorf("sandbox: give %s to the session: %w", d, err)
+			}
+		}
+	}
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o700); err != nil {
+			ss.Close()
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	if sb.cg != nil {
+		cg, err := sb.cg.create(id, sb.cfg.Limits)
+		if err != nil {
+			ss.Close()
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		ss.cg = cg
+	}
+	return ss, nil
+}
+
+func (sb *Sandbox) takeSlot() (int, error) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if n := len(sb.free); n > 0 {
+		s := sb.free[n-1]
+		sb.free = sb.free[:n-1]
+		return s, nil
+	}
+	if sb.next >= sb.cfg.UIDCount {
+		return 0, fmt.Errorf("sandbox: all %d session uids are in use (sandbox.uid_count)", sb.cfg.UIDCount)
+	}
+	sb.next++
+	return sb.next - 1, nil
+}
+
+// UID is the session's uid, or -1 when it runs as the kit's.
+func (ss *Session) UID() int {
+	if ss == nil {
+		return -1
+	}
+	return ss.uid
+}
+
+// Chown gives path (not following a last symbolic link) to the session's
+// uid; without a uid of its own it does nothing.
+func (ss *Session) Chown(path string) error {
+	if ss == nil || ss.uid < 0 {
+		return nil
+	}
+	return os.Lchown(path, ss.uid, ss.uid)
+}
+
+// Start runs spec in the session's sandbox. A nil session starts it in a
+// Plain one. Every command of a session, with namespaces or without,
+// starts through the session's supervisor (started with the first
+// command, or ahead of it by Warm), which forks and executes it: a command
+// costs a fork/exec, never a re-execution of the kit's binary.
+func (ss *Session) Start(spec Spec) (*Process, error) {
+	if ss == nil {
+		ss = Plain()
+	}
+	path, err := lookPath(spec.Path, spec.Env)
+	if err != nil {
+		return nil, err
+	}
+	if ss.sb.plain {
+		return ss.startPlain(path, spec)
+	}
+	args := spec.Args
+	if len(args) == 0 {
+		args = []string{spec.Path}
+	}
+	sp, err := ss.supervisor()
+	if err != nil {
+		return nil, err
+	}
+	p, err := sp.start(path, args, &spec)
+	if errors.Is(err, errSupervisorGone) {
+		// It was ending (killed with the session's cgroup): once it is
+		// gone, the next one starts the command.
+		select {
+		case <-sp.done:
+		case <-time.After(5 * time.Second):
+		}
+		if sp, err = ss.supervisor(); err == nil {
+			p, err = sp.start(path, args, &spec)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.ss = ss
+	ss.track(p)
+	return p, nil
+}
+
+// initSpec is what a supervisor of the session sets up, and the flags it
+// is cloned with; home is the session user's home directory.
+func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)) {
+	sb := ss.sb
+	is := &initSpec{
+		UID: ss.uid, GID: ss.uid,
+		Grace:    sb.cfg.Grace,
+		DropCaps: sb.root || sb.userns,
+		Rlimits: []initRlimit{
+			{Resource: syscall.RLIMIT_NOFILE, Cur: uint64(sb.cfg.Limits.Files), Max: uint64(sb.cfg.Limits.Files)},
+			{Resource: unix.RLIMIT_CORE},
+		},
+	}
+	if ss.uid >= 0 {
+		nproc := uint64(sb.cfg.Limits.Pids)
+		if sb.cg != nil {
+			// The cgroup's pids.max is the limit, and a fork it refuses is
+			// counted, so the status names it. RLIMIT_NPROC, which counts
+			// the uid's tasks anywhere, is only the backstop then: set at
+			// the limit it could refuse first, unnamed.
+			nproc += max(16, nproc/4)
+		}
+		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_NPROC, Cur: nproc, Max: nproc})
+	}
+	if d := sb.cfg.Limits.Disk; d > 0 {
+		is.Rlimits = append(is.Rlimits, initRlimit{Resource: unix.RLIMIT_FSIZE, Cur: uint64(d), Max: uint64(d)})
+	}
+	flags := sb.cloneMask
+	if flags&syscall.CLONE_NEWNS != 0 {
+		tmp := sb.cfg.Limits.Disk
+		if tmp <= 0 {
+			tmp = 1 << 30
+		}
+		is.Mount = &mountSpec{
+			Hide:     sb.cfg.Hide,
+			Bind:     ss.dirs,
+			Expose:   sb.cfg.Expose,
+			Tmp:      []tmpMount{{Path: "/tmp", Size: tmp}, {Path: "/dev/shm", Size: tmp}},
+			ReadOnly: true,
+			Proc:     flags&syscall.CLONE_NEWPID != 0,
+		}
+		if ss.uid >= 0 {
+			is.Mount.User = &userEntry{UID: ss.uid, Home: home}
+		}
+	}
+	var onListener func(net.Listener)
+	if flags&syscall.CLONE_NEWNET != 0 {
+		is.Net = &netSpec{}
+		if ss.OnListener != nil {
+			is.Net.ProxyAddr = ss.ProxyAddr
+			if is.Net.ProxyAddr == "" {
+				is.Net.ProxyAddr = DefaultProxyAddr
+			}
+			onListener = ss.OnListener
+		}
+	}
+	if sb.userns {
+		flags |= syscall.CLONE_NEWUSER
+	}
+	return is, flags, onListener
+}
+
+// Warm starts the session's supervisor now, in its namespaces and cgroup,
+// so that its first command costs only a fork/exec. Set OnListener first.
+// A Plain session has no supervisor to start and it does nothing.
+func (ss *Session) Warm() error {
+	if ss == nil || ss.sb.plain {
+		return nil
+	}
+	_, err := ss.supervisor()
+	return err
+}
+
+// Lost is closed when the session's supervisor ends before the session
+// does (killed, out of memory): a warm session that lost it is no longer
+// warm. Nil (never closed) where the session has no supervisor yet.
+func (ss *Session) Lost() <-chan struct{} {
+	if ss == nil {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sup == nil {
+		return nil
+	}
+	return ss.sup.done
+}
+
+// supervisor returns the session's supervisor, starting one when there is
+// none or the last one ended.
+func (ss *Session) supervisor() (*sessionSup, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return nil, errors.New("sandbox: the session has ended")
+	}
+	if ss.sup != nil {
+		select {
+		case <-ss.sup.done:
+		default:
+			return ss.sup, nil
+		}
+	}
+	home := "/"
+	if len(ss.dirs) > 0 {
+		home = ss.dirs[0]
+	}
+	is, flags, onListener := ss.initSpec(home)
+	is.Session = true
+	sp, ln, err := startSessionSup(is, flags, ss.cg)
+	if err != nil {
+		return nil, err
+	}
+	if ln != nil {
+		if onListener != nil {
+			onListener(ln)
+		} else {
+			ln.Close()
+		}
+	}
+	ss.sup = sp
+	return sp, nil
+}
+
+// KillAll kills every process of the session and waits until they are
+// gone (bounded). Processes that left their process group, or started a
+// session of their own, are found through the session's cgroup or uid.
+func (ss *Session) KillAll() {
+	if ss == nil {
+		return
+	}
+	ss.mu.Lock()
+	procs := make([]*Process, 0, len(ss.procs))
+	for p := range ss.procs {
+		procs = append(procs, p)
+	}
+	ss.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
+	// A supervisor in a pid namespace ends everything of the session but
+	// itself, which stays for the next command; else the cgroup (with the
+	// supervisor, started anew by the next command) does.
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if (sp == nil || !sp.killAll()) && ss.cg != nil {
+		ss.cg.kill(5 * time.Second)
+	}
+	if ss.slot >= 0 && ss.sb.uidOnly() {
+		killUID(ss.uid)
+	}
+	for _, p := range procs {
+		<-p.done
+	}
+}
+
+// Close kills every process of the session, removes its cgroup and frees
+// its uid. The kit removes the directories.
+func (ss *Session) Close() error {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return nil
+	}
+	ss.closed = true
+	ss.mu.Unlock()
+	ss.KillAll()
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if sp != nil {
+		sp.close()
+	}
+	if ss.cg != nil {
+		ss.cg.remove()
+	}
+	if ss.slot >= 0 {
+		ss.sb.mu.Lock()
+		ss.sb.free = append(ss.sb.free, ss.slot)
+		ss.sb.mu.Unlock()
+	}
+	return nil
+}
+
+// killUID kills every process running under uid, for up to a second.
+func killUID(uid int) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		found := false
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			var st syscall.Stat_t
+			if syscall.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+				continue
+			}
+			found = true
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if !found || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startPlain starts spec as the kit would without a sandbox: in a process
+// group of its own, nothing else.
+func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
+	args := spec.Args
+	if len(args) == 0 {
+		args = []string{spec.Path}
+	}
+	cmd := &exec.Cmd{Path: path, Args: args, Dir: spec.Dir, Env: spec.Env,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	setStdio(cmd, &spec)
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	if err := startOnOwnThread(cmd); err != nil {
+		return nil, fmt.Errorf("sandbox: start %s: %w", path, err)
+	}
+	p := &Process{cmd: cmd, ss: ss, done: make(chan struct{})}
+	ss.track(p)
+	go func() {
+		defer close(p.done)
+		awaitExit(cmd.Process.Pid)
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = statusOf(ws)
+		} else {
+			p.err = err
+		}
+	}()
+	return p, nil
+}
+
+// track counts p among the session's processes until it is done.
+func (ss *Session) track(p *Process) {
+	ss.mu.Lock()
+	ss.procs[p] = struct{}{}
+	ss.mu.Unlock()
+	go func() {
+		<-p.done
+		ss.mu.Lock()
+		delete(ss.procs, p)
+		ss.mu.Unlock()
+	}()
+}
+
+// Plain returns a session with no layer at all: processes run as the kit
+// would run them itself, in a process group of their own. Agents use it when the kit gives them no
+// sandbox (Go programs that embed an agent without a kit, tests).
+func Plain() *Session {
+	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
+	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
+	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
+}
+
+// SupervisorPid is the pid of the session's supervisor, or 0 when it has
+// none running.
+func (ss *Session) SupervisorPid() int {
+	if ss == nil {
+		return 0
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sup == nil || ss.sup.isGone() {
+		return 0
+	}
+	return ss.sup.cmd.Process.Pid
+}
