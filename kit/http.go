@@ -148,8 +148,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, scopes ...string)
 	})
 }
 
-// admitClaims is admit for a route whose tokens grants judges by their
-// claims rather than by scope alone.
+// admitClaims is admit for a route that judges a token by more than its
+// scopes: grants decides on its claims.
 func (s *Server) admitClaims(w http.ResponseWriter, r *http.Request, grants func(protocol.TokenClaims) bool) bool {
 	if s.allows(r, grants) {
 		return true
