@@ -1,5 +1,5 @@
 // Package builtin resolves the agents built into the kit: the manifest's
-// agent.type "exec" (kit/agent/exec) and "acp" (kit/acp). glovebox-kit
+// agent.type "exec" (kit/agent/exec) and "acp" (kit/agent/acp). glovebox-kit
 // serves through Resolve, and gbx dev runs a box's agent through it, so
 // both pick the same agent for the same manifest. A Go agent ("go") is not
 // built in: it has its own main that calls kit.Main.
@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/glovebox-dev/glovebox/kit/acp"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )

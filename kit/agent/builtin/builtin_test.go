@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/glovebox-dev/glovebox/kit/acp"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp"
 	"github.com/glovebox-dev/glovebox/kit/agent/builtin"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"

@@ -22,7 +22,7 @@ import (
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit"
-	"github.com/glovebox-dev/glovebox/kit/acp"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -41,7 +41,7 @@ func testAgent(t testing.TB) []string {
 		skip("node is not installed")
 	}
 	if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk")); err != nil {
-		skip("the test agent's npm packages are missing: run `npm ci` in kit/acp/testdata/agent")
+		skip("the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "agent", "agent.mjs"))
 	if err != nil {
