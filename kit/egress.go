@@ -256,8 +256,7 @@ func (ss *session) egressEvent(ev egress.Event) {
 // serveEgress is the admin route: GET shows the policy, POST or PUT
 // replaces it with the JSON body {"default","allow","deny"}.
 func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
-	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeAdmin, "") {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
 	e := s.egress

@@ -14,8 +14,10 @@ import (
 // take the key, an admin token, or a files token not limited to some ids
 // (one limited to some may only read those).
 
-func (s *Server) fileAdmin(r *http.Request) bool {
-	return s.allows(r, func(c protocol.TokenClaims) bool {
+// admitFileAdmin admits the key, an admin token, or a files token not
+// limited to some ids (see admitClaims).
+func (s *Server) admitFileAdmin(w http.ResponseWriter, r *http.Request) bool {
+	return s.admitClaims(w, r, func(c protocol.TokenClaims) bool {
 		return c.Allows(protocol.ScopeAdmin) || (c.Allows(protocol.ScopeFiles) && len(c.Files) == 0)
 	})
 }
@@ -25,8 +27,7 @@ func (s *Server) serveFileList(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.fileAdmin(r) {
-		unauthorized(w)
+	if !s.admitFileAdmin(w, r) {
 		return
 	}
 	l, err := s.local.get(r.Context())
@@ -52,8 +53,7 @@ func (s *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, id stri
 		http.NotFound(w, r)
 		return
 	}
-	if !s.fileAdmin(r) {
-		unauthorized(w)
+	if !s.admitFileAdmin(w, r) {
 		return
 	}
 	l, err := s.local.get(r.Context())

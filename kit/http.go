@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,8 +96,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeEnvironment, "") {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeEnvironment) {
 		return
 	}
 	body := s.environmentBody()
@@ -149,17 +149,57 @@ func bearerSubprotocol(r *http.Request) (token string, ok bool) {
 	return "", false
 }
 
-// authorized checks a bearer for a route of scope: the key, compared in
-// constant time (both are hashed first, so neither the comparison's time
-// nor its early exit says anything about the key's length), or a token
-// (protocol.VerifyToken) that grants scope and, when fileID is set, that
-// file. ok false (no bearer) fails.
+// admit lets a request on to its route when its bearer header is the key
+// or a live token granting one of scopes. Otherwise it answers 401 with
+// WWW-Authenticate and an empty body, and reports false: the handler
+// returns. Every bearer-header route but /files/{id} (which takes
+// ?token= too) and /inspect (which takes its cookie) checks this way.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, scopes ...string) bool {
+	return s.admitClaims(w, r, func(c protocol.TokenClaims) bool {
+		return slices.ContainsFunc(scopes, c.Allows)
+	})
+}
+
+// admitClaims is admit for a route that judges a token by more than its
+// scopes: grants decides on its claims.
+func (s *Server) admitClaims(w http.ResponseWriter, r *http.Request, grants func(protocol.TokenClaims) bool) bool {
+	if s.allows(r, grants) {
+		return true
+	}
+	unauthorized(w)
+	return false
+}
+
+// allows checks a request's bearer header: the key, or a live token whose
+// claims grants accepts.
+func (s *Server) allows(r *http.Request, grants func(protocol.TokenClaims) bool) bool {
+	bearer, present := bearerHeader(r)
+	if !present {
+		return false
+	}
+	if s.isKey(bearer) {
+		return true
+	}
+	c, valid := s.tokenClaims(bearer)
+	return valid && grants(c)
+}
+
+// isKey reports whether bearer is the box key, compared in constant time
+// (both are hashed first, so neither the comparison's time nor its early
+// exit says anything about the key's length).
+func (s *Server) isKey(bearer string) bool {
+	sum := sha256.Sum256([]byte(bearer))
+	return subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1
+}
+
+// authorized checks a bearer for a route of scope: the key (isKey), or a
+// token (protocol.VerifyToken) that grants scope and, when fileID is set,
+// that file. ok false (no bearer) fails.
 func (s *Server) authorized(bearer string, ok bool, scope, fileID string) bool {
 	if !ok {
 		return false
 	}
-	sum := sha256.Sum256([]byte(bearer))
-	if subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1 {
+	if s.isKey(bearer) {
 		return true
 	}
 	return s.tokenAllows(bearer, scope, fileID)
@@ -186,8 +226,7 @@ func (s *Server) connectIdentity(bearer string, present bool) (id string, ok boo
 	if !present {
 		return "", false
 	}
-	sum := sha256.Sum256([]byte(bearer))
-	if subtle.ConstantTimeCompare(sum[:], s.keySum[:]) == 1 {
+	if s.isKey(bearer) {
 		return identity(bearer, protocol.TokenClaims{}, true), true
 	}
 	c, ok := s.tokenClaims(bearer)

@@ -23,10 +23,7 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET")
 		return
 	}
-	if !s.allows(r, func(c protocol.TokenClaims) bool {
-		return c.Allows(protocol.ScopeLogs) || c.Allows(protocol.ScopeAdmin)
-	}) {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeLogs, protocol.ScopeAdmin) {
 		return
 	}
 	q := r.URL.Query()

@@ -69,8 +69,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeMetrics, "") {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeMetrics) {
 		return
 	}
 	body := s.metricsText(r.Context())

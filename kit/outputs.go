@@ -208,9 +208,9 @@ func (w *workspace) store(ctx context.Context, promptID string, o output, policy
 		}
 		return reg.Registered(key)
 	}
-	rule, err := policy.Pick(meta.Size, registered)
-	if errors.Is(err, protocol.ErrNoAdapter) && cost > *inlineLeft {
-		if _, ierr := policy.Pick(meta.Size, reg.Registered); ierr == nil {
+	rule, err := storage.Pick(policy, meta.Size, registered)
+	if errors.Is(err, storage.ErrNoAdapter) && cost > *inlineLeft {
+		if _, ierr := storage.Pick(policy, meta.Size, reg.Registered); ierr == nil {
 			return protocol.FileRef{}, fmt.Errorf("%d bytes do not fit inline: the prompt's outputs may carry %d bytes inline in their complete frame (half of limits.max_message) and no later outputs rule applies; add one (such as localServer) or write smaller outputs", meta.Size, ss.srv.inlineBudget())
 		}
 	}

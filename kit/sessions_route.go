@@ -21,8 +21,7 @@ func (s *Server) serveSessions(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.allows(r, func(c protocol.TokenClaims) bool { return c.Allows(protocol.ScopeAdmin) }) {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
 	body, _ := json.Marshal(protocol.SessionList{Sessions: s.sessionInfos(time.Now())})
@@ -72,20 +71,6 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		info.State = protocol.SessionDetached
 	}
 	return info
-}
-
-// allows checks a request's bearer header: the key, or a live token whose
-// claims ok accepts.
-func (s *Server) allows(r *http.Request, ok func(protocol.TokenClaims) bool) bool {
-	bearer, present := bearerHeader(r)
-	if !present {
-		return false
-	}
-	if s.authorized(bearer, present, "", "") {
-		return true // the key ("" is no scope: no token passes)
-	}
-	c, valid := s.tokenClaims(bearer)
-	return valid && ok(c)
 }
 
 // writeJSON answers a GET or HEAD with a JSON body.

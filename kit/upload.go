@@ -26,8 +26,7 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, name string
 		methodNotAllowed(w, "PUT, POST, PATCH, HEAD, DELETE")
 		return
 	}
-	if bearer, ok := bearerHeader(r); !s.authorized(bearer, ok, protocol.ScopeUpload, "") {
-		unauthorized(w)
+	if !s.admit(w, r, protocol.ScopeUpload) {
 		return
 	}
 	if r.Method != http.MethodPut {

@@ -67,18 +67,3 @@ func ExampleDecodeClient() {
 	// error for "req_2": protocol: bad message: prompt: "text" must be a string
 	// ignored: protocol: unknown message type "teleport"
 }
-
-func ExamplePolicy_Pick() {
-	p := protocol.DefaultOutputsPolicy() // inline below 1MB, else localServer
-	for _, size := range []int64{1<<20 - 1, 1 << 20} {
-		r, err := p.Pick(size, nil)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Println(size, r.Use.Adapter)
-	}
-	// Output:
-	// 1048575 inline
-	// 1048576 localServer
-}

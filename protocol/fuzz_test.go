@@ -293,25 +293,15 @@ func FuzzPolicy(f *testing.F) {
 		`{"rules":[{"use":{"adapter":"s3","options":{"ttl":3600}},"when":{}}]}`,
 		`{}`, `{"rules":[]}`,
 	} {
-		f.Add([]byte(s), int64(1<<20))
+		f.Add([]byte(s))
 	}
 	registered := func(a string) bool { return a != "s3" }
-	f.Fuzz(func(t *testing.T, in []byte, size int64) {
+	f.Fuzz(func(t *testing.T, in []byte) {
 		var p protocol.Policy
 		if err := json.Unmarshal(in, &p); err != nil {
 			return
 		}
-		checkErr := p.Check()
-		if size < 0 {
-			size = -size
-		}
-		r, err := p.Pick(size, registered)
-		if checkErr == nil && err != nil && !errors.Is(err, protocol.ErrNoAdapter) {
-			t.Fatalf("Pick(%d) of a policy that passed Check = %v, want a rule or ErrNoAdapter", size, err)
-		}
-		if err == nil && !registered(r.Use.Adapter) {
-			t.Fatalf("Pick(%d) = unregistered adapter %q", size, r.Use.Adapter)
-		}
+		p.Check() // must not panic, whatever the policy holds
 		protocol.ValidateOutputs(p, func(a string) protocol.AdapterInfo {
 			return protocol.AdapterInfo{Registered: registered(a), ReadOnly: a == "url"}
 		})

@@ -17,8 +17,8 @@ const (
 )
 
 // Policy is an encoded storage policy: rules that pick a storage adapter
-// for a file by its size. On decoding, v1's alternative form
-// {"__rules": [...]} is accepted too.
+// for a file by its size (kit/storage's Pick applies them). On decoding,
+// v1's alternative form {"__rules": [...]} is accepted too.
 type Policy struct {
 	Rules []Rule `json:"rules"`
 }
@@ -118,59 +118,6 @@ func (p Policy) Check() error {
 		}
 	}
 	return nil
-}
-
-// ErrNoAdapter is returned by Pick when no rule matched and there is no
-// default rule.
-//
-//lint:ignore ST1005 v1 clients see this exact text (spec §1.6)
-var ErrNoAdapter = errors.New("No storage adapter matched policy and no default rule registered")
-
-// Pick chooses the rule for a file of the given size, with v1's semantics:
-// rules whose adapter is not registered are skipped; the first default rule
-// is remembered as the fallback; an always rule matches at once; otherwise
-// the strict bounds decide, and a rule with no condition matches. A bound
-// that does not parse is an error (run Check first to report it early).
-func (p Policy) Pick(size int64, registered func(adapter string) bool) (Rule, error) {
-	var fallback *Rule
-	for i := range p.Rules {
-		r := &p.Rules[i]
-		if registered != nil && !registered(r.Use.Adapter) {
-			continue
-		}
-		if r.When.Default {
-			if fallback == nil {
-				fallback = r
-			}
-			continue
-		}
-		if r.When.Always {
-			return *r, nil
-		}
-		if r.When.SizeAbove != "" {
-			above, err := parseSize(r.When.SizeAbove)
-			if err != nil {
-				return Rule{}, err
-			}
-			if float64(size) <= above {
-				continue
-			}
-		}
-		if r.When.SizeBelow != "" {
-			below, err := parseSize(r.When.SizeBelow)
-			if err != nil {
-				return Rule{}, err
-			}
-			if float64(size) >= below {
-				continue
-			}
-		}
-		return *r, nil
-	}
-	if fallback != nil {
-		return *fallback, nil
-	}
-	return Rule{}, ErrNoAdapter
 }
 
 // AdapterInfo describes a registered adapter to ValidateOutputs.

@@ -22,16 +22,17 @@ const (
 // Unlike v1, a string that does not parse is an error: v1 silently dropped
 // the bound, so a typo such as "1MiB" made a rule match every size.
 func ParseSize(s string) (int64, error) {
-	v, err := parseSize(s)
+	v, err := ParseSizeExact(s)
 	if err != nil {
 		return 0, err
 	}
 	return int64(v), nil
 }
 
-// parseSize is ParseSize without rounding: "1.5B" is 1.5, so that a bound
-// compares with a size exactly as in v1 (a file of 1 byte is below "1.5B").
-func parseSize(s string) (float64, error) {
+// ParseSizeExact is ParseSize without rounding: "1.5B" is 1.5, so that a
+// policy's bound compares with a size exactly as in v1 (a file of 1 byte is
+// below "1.5B").
+func ParseSizeExact(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	if t == "" {
 		return 0, fmt.Errorf("size %q is empty: want a number with an optional unit B, KB, MB or GB (e.g. \"512KB\")", s)

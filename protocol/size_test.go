@@ -33,7 +33,7 @@ func TestParseSize(t *testing.T) {
 		{"1.", 1},
 		{".5KB", 512},
 		{"007", 7},
-		{"1.5B", 1}, // fractional bytes round down; Policy.Pick compares exactly
+		{"1.5B", 1}, // fractional bytes round down; ParseSizeExact keeps 1.5 for storage.Pick
 		{"0.1KB", 102},
 		{"8388608GB", 8388608 << 30},
 	}

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit"
-	"github.com/glovebox-dev/glovebox/kit/acp"
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/kit/agent/builtin"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -123,16 +122,16 @@ func reachable(a *net.TCPAddr) string {
 	return a.String()
 }
 
-// localAgent returns the agent the manifest names.
+// localAgent returns the agent the manifest names: a built-in one
+// (builtin.Resolve, as glovebox-kit serves), else an error saying how to
+// run it.
 func localAgent(m *protocol.Manifest, log *slog.Logger) (agent.Agent, error) {
-	switch t := m.AgentType(); t {
-	case protocol.AgentExec:
-		return exec.New(), nil
-	case protocol.AgentACP:
-		return acp.New(m.Agent, log)
-	case protocol.AgentGo:
-		return nil, errors.New("this box's agent is a Go agent (agent.type \"go\"): it runs from its own main package, so start it with `go run .` instead of gbx dev")
-	default:
+	ag, err := builtin.Resolve(m, log)
+	if !errors.Is(err, builtin.ErrNotBuiltin) {
+		return ag, err
+	}
+	if t := m.AgentType(); t != protocol.AgentGo {
 		return nil, fmt.Errorf("agent type %q is not one of exec, acp, go", t)
 	}
+	return nil, errors.New("this box's agent is a Go agent (agent.type \"go\"): it runs from its own main package, so start it with `go run .` instead of gbx dev")
 }

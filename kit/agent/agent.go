@@ -3,7 +3,7 @@
 // The kit hosts three kinds of agent behind these interfaces: Go agents
 // compiled into the kit binary by their author, the built-in exec agent
 // (package kit/agent/exec), and any Agent Client Protocol agent run as a
-// subprocess (package kit/acp). An Agent opens one Conversation per
+// subprocess (package kit/agent/acp). An Agent opens one Conversation per
 // Glovebox session; the kit feeds it one Turn per prompt.
 package agent
 

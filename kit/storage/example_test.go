@@ -51,3 +51,18 @@ func ExampleRegistry_Store() {
 	// server 1048576 true
 	// 1048576
 }
+
+func ExamplePick() {
+	p := protocol.DefaultOutputsPolicy() // inline below 1MB, else localServer
+	for _, size := range []int64{1<<20 - 1, 1 << 20} {
+		r, err := storage.Pick(p, size, nil)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(size, r.Use.Adapter)
+	}
+	// Output:
+	// 1048575 inline
+	// 1048576 localServer
+}

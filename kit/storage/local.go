@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,20 +97,6 @@ var (
 	_ Sweeper = (*Local)(nil)
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS files (
-	id TEXT PRIMARY KEY,
-	request_id TEXT NOT NULL,
-	name TEXT NOT NULL,
-	mime TEXT NOT NULL,
-	size INTEGER NOT NULL,
-	created_at INTEGER NOT NULL,
-	ttl_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idx_files_request ON files(request_id);
-CREATE INDEX IF NOT EXISTS idx_files_ttl ON files(ttl_at);
-`
-
 // OpenLocal opens (creating when needed) a store with files under dir and
 // the index in the SQLite database at dbPath (WAL mode). v1 used
 // /var/glovebox/files and /var/glovebox/files.db. Call Start to sweep at
@@ -183,56 +168,6 @@ func OpenLocal(ctx context.Context, dir, dbPath string, opts LocalOptions) (*Loc
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	return l, nil
-}
-
-// privateFile creates path with mode 0600 if it is missing, and sets an
-// existing file's mode to 0600.
-func privateFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Chmod(path, 0o600)
-}
-
-func migrate(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	columns, err := queryStrings(ctx, db, `SELECT name FROM pragma_table_info('files')`)
-	if err != nil {
-		return fmt.Errorf("read schema: %w", err)
-	}
-	if !slices.Contains(columns, "session_id") {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN session_id TEXT NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("add session_id column: %w", err)
-		}
-	}
-	if !slices.Contains(columns, "owner") {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("add owner column: %w", err)
-		}
-	}
-	return nil
-}
-
-// queryStrings runs a query whose rows are one text column and returns them.
-func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
 }
 
 // Dir returns the directory holding the files.
@@ -369,27 +304,6 @@ func syncDir(dir string) {
 	}
 }
 
-// row is one files row.
-type row struct {
-	Name  string
-	Mime  string
-	Size  int64
-	TTLAt int64
-}
-
-// lookup returns the row for id, or ErrNotFound.
-func (l *Local) lookup(ctx context.Context, id string) (row, error) {
-	var r row
-	err := l.lookupSQL.QueryRowContext(ctx, id).Scan(&r.Name, &r.Mime, &r.Size, &r.TTLAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return row{}, ErrNotFound
-	}
-	if err != nil {
-		return row{}, fmt.Errorf("look up file %s: %w", id, err)
-	}
-	return r, nil
-}
-
 // expired reports v1's rule: a file is gone once ttl_at < now, in seconds.
 func (l *Local) expired(r row) bool { return r.TTLAt < l.now().Unix() }
 
@@ -461,165 +375,6 @@ func (l *Local) Owner(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("look up file %s: %w", id, err)
 	}
 	return owner, nil
-}
-
-// remove deletes id's row and then its file. A crash in between leaves an
-// orphan file, which the next sweep removes.
-func (l *Local) remove(ctx context.Context, id string) error {
-	if _, err := l.db.ExecContext(ctx, `DELETE FROM files WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("remove file %s: %w", id, err)
-	}
-	if err := os.Remove(filepath.Join(l.dir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove file %s: %w", id, err)
-	}
-	return nil
-}
-
-// Sweep removes, once, every file whose ttl_at < now (seconds) with its
-// row, every file named like an id that has no row (an orphan: a crash
-// between writing and indexing, a row deleted by hand), and temp files
-// older than an hour that no Put of this process is writing. It returns
-// how many files it removed. Other names in the directory are left alone.
-func (l *Local) Sweep(ctx context.Context, now time.Time) (int, error) {
-	n, _, err := l.sweep(ctx, now, false)
-	return n, err
-}
-
-// sweep is Sweep; at boot (boot true) it removes every temporary file,
-// whatever its age: one directory serves one process at a time, so none is
-// being written. It also returns the bytes removed.
-func (l *Local) sweep(ctx context.Context, now time.Time, boot bool) (int, int64, error) {
-	expired, err := queryStrings(ctx, l.db, `DELETE FROM files WHERE ttl_at < ? RETURNING id`, now.Unix())
-	if err != nil {
-		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-	}
-	removed, bytes := 0, int64(0)
-	for _, id := range expired {
-		p := filepath.Join(l.dir, id)
-		size := fileSize(p)
-		err := os.Remove(p)
-		if err == nil {
-			removed++
-			bytes += size
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			l.log.Error("sweep expired file", "id", id, "err", err)
-		}
-	}
-
-	n, b, err := l.sweepOrphans(ctx, now, boot)
-	return removed + n, bytes + b, err
-}
-
-func fileSize(p string) int64 {
-	if info, err := os.Lstat(p); err == nil {
-		return info.Size()
-	}
-	return 0
-}
-
-func (l *Local) sweepOrphans(ctx context.Context, now time.Time, boot bool) (int, int64, error) {
-	// Order matters: list the directory, then snapshot the in-flight puts,
-	// then read the index. A file renamed to its id before the listing is
-	// either still in flight at the snapshot or already indexed.
-	entries, err := os.ReadDir(l.dir)
-	if err != nil {
-		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-	}
-	l.mu.Lock()
-	busy := make(map[string]bool, len(l.inflight))
-	for id := range l.inflight {
-		busy[id] = true
-	}
-	l.mu.Unlock()
-	ids, err := queryStrings(ctx, l.db, `SELECT id FROM files`)
-	if err != nil {
-		return 0, 0, fmt.Errorf("sweep %s: %w", l.dir, err)
-	}
-	known := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		known[id] = true
-	}
-
-	removed, bytes := 0, int64(0)
-	for _, e := range entries {
-		name := e.Name()
-		if !e.Type().IsRegular() {
-			continue
-		}
-		switch {
-		case isUUID(name):
-			if known[name] || busy[name] {
-				continue
-			}
-		case strings.HasPrefix(name, tempPrefix) && isUUID(name[len(tempPrefix):]):
-			if busy[name[len(tempPrefix):]] {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil || (!boot && now.Sub(info.ModTime()) < tempGrace) {
-				continue
-			}
-		default:
-			continue
-		}
-		size := fileSize(filepath.Join(l.dir, name))
-		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
-			removed++
-			bytes += size
-			l.log.Debug("swept orphan file", "name", name)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			l.log.Error("sweep orphan file", "name", name, "err", err)
-		}
-	}
-	return removed, bytes, nil
-}
-
-// Start sweeps once (the boot sweep: expired files, and orphans and
-// temporary files of any age left by a crash) and, if that succeeds, starts a loop that sweeps every
-// SweepInterval until ctx is done or Close is called. Sweep errors in the
-// loop are logged. Start may be called once.
-func (l *Local) Start(ctx context.Context) error {
-	l.mu.Lock()
-	if l.started {
-		l.mu.Unlock()
-		return errors.New("file store: already started")
-	}
-	l.started = true
-	l.mu.Unlock()
-
-	n, bytes, err := l.sweep(ctx, l.now(), true)
-	if err != nil {
-		return fmt.Errorf("boot sweep: %w", err)
-	}
-	l.log.Info("file store swept at boot", "dir", l.dir, "removed", n, "bytes", bytes)
-
-	loopCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	l.mu.Lock()
-	l.stop, l.done = cancel, done
-	l.mu.Unlock()
-	go l.loop(loopCtx, done)
-	return nil
-}
-
-func (l *Local) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	t := time.NewTicker(l.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := l.Sweep(ctx, l.now())
-			switch {
-			case err != nil && ctx.Err() == nil:
-				l.log.Error("file store sweep", "dir", l.dir, "err", err)
-			case n > 0:
-				l.log.Info("file store swept", "dir", l.dir, "removed", n)
-			}
-		}
-	}
 }
 
 // Close stops the sweep loop, waits for it to return, and closes the

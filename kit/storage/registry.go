@@ -72,8 +72,8 @@ func (r *Registry) Adapter(key string) (Adapter, bool) {
 	return a, ok
 }
 
-// Registered reports whether key has an adapter. It has the shape
-// protocol.Policy.Pick expects.
+// Registered reports whether key has an adapter. It has the shape Pick
+// expects.
 func (r *Registry) Registered(key string) bool {
 	_, ok := r.Adapter(key)
 	return ok
@@ -98,9 +98,9 @@ func (r *Registry) ValidateOutputs(p protocol.Policy) error {
 }
 
 // Pick returns the adapter and the rule an outputs policy chooses for a
-// file of size bytes, with v1's selection semantics (protocol.Policy.Pick).
+// file of size bytes, with v1's selection semantics (see Pick).
 func (r *Registry) Pick(p protocol.Policy, size int64) (Adapter, protocol.Rule, error) {
-	rule, err := p.Pick(size, r.Registered)
+	rule, err := Pick(p, size, r.Registered)
 	if err != nil {
 		return nil, protocol.Rule{}, err
 	}

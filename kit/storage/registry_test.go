@@ -203,7 +203,7 @@ func TestRegistryStoreErrors(t *testing.T) {
 	t.Parallel()
 	r := NewRegistry() // no localServer
 	_, err := r.Store(t.Context(), protocol.DefaultOutputsPolicy(), Meta{Name: "big.bin", Size: 2 << 20}, bytes.NewReader(make([]byte, 2<<20)))
-	if !errors.Is(err, protocol.ErrNoAdapter) {
+	if !errors.Is(err, ErrNoAdapter) {
 		t.Errorf("Store with no matching adapter = %v, want ErrNoAdapter", err)
 	}
 	urlOnly := protocol.Policy{Rules: []protocol.Rule{{Use: protocol.Use{Adapter: "url"}, When: protocol.When{Always: true}}}}

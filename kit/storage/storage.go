@@ -1,7 +1,7 @@
 // Package storage holds the kit's storage adapters: where a prompt's input
-// files come from and where its output files go. An outputs policy
-// (protocol.Policy) picks an adapter per file by size; inputs are read by
-// the adapter their FileRef kind names.
+// files come from and where its output files go. Pick applies an outputs
+// policy (protocol.Policy) to choose an adapter per file by size; inputs
+// are read by the adapter their FileRef kind names.
 //
 // Built in: inline (bytes in the message), url (read-only fetches, bounded
 // in time, size and address), and localServer (files on the box, indexed in

@@ -283,7 +283,7 @@ func sdkAgent() string {
 	if _, err := exec.LookPath("node"); err != nil {
 		return ""
 	}
-	for _, dir := range []string{"kit/acp/testdata/agent", "../../acp/testdata/agent"} {
+	for _, dir := range []string{"kit/agent/acp/testdata/agent", "../../agent/acp/testdata/agent"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk")); err == nil {
 			abs, _ := filepath.Abs(filepath.Join(dir, "agent.mjs"))
 			return abs

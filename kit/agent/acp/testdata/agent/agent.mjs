@@ -1,4 +1,4 @@
-// A small ACP agent built with the official TypeScript SDK. The kit/acp
+// A small ACP agent built with the official TypeScript SDK. The kit/agent/acp
 // tests drive it through Glovebox: each prompt's text is a command that
 // makes the agent exercise one part of the protocol.
 //

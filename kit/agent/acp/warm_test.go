@@ -19,7 +19,7 @@ import (
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
-	"github.com/glovebox-dev/glovebox/kit/acp"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -196,9 +196,9 @@ func TestWarmRealClaudeCodeACP(t *testing.T) {
 	}
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("the real agent CLIs are missing: run `npm ci` in kit/acp/testdata/realagents (CI is set, so this is a failure)")
+			t.Fatal("the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents (CI is set, so this is a failure)")
 		}
-		t.Skip("the real agent CLIs are missing: run `npm ci` in kit/acp/testdata/realagents")
+		t.Skip("the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents")
 	}
 	k := newACPKit(t, []string{bin}, 1, map[string]string{
 		"HOME":              "/tmp",

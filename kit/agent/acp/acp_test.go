@@ -39,7 +39,7 @@ func needNode(t testing.TB, withSDK bool) string {
 	}
 	if withSDK {
 		if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
-			missing(t, "the test agent's npm packages are missing: run `npm ci` in kit/acp/testdata/agent")
+			missing(t, "the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
 		}
 	}
 	return node

@@ -25,7 +25,7 @@ func realAgent(t *testing.T, bin string) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
-		missing(t, "the real agent CLIs are missing: run `npm ci` in kit/acp/testdata/realagents")
+		missing(t, "the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents")
 	}
 	return path
 }

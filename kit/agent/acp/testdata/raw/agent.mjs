@@ -1,5 +1,5 @@
 // A misbehaving ACP agent with no dependencies: it writes JSON-RPC by hand
-// so the kit/acp tests can send what no SDK would. Prompt text commands:
+// so the kit/agent/acp tests can send what no SDK would. Prompt text commands:
 //
 //   garbage   a line that is not JSON, a response to an id the client never
 //             used, an update the client does not know, an update without

@@ -17,15 +17,15 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/glovebox-dev/glovebox/kit/acp":     true,
-		"github.com/glovebox-dev/glovebox/kit/agent":   true,
-		"github.com/glovebox-dev/glovebox/protocol":    true,
-		"github.com/glovebox-dev/glovebox/kit/sandbox": true,
-		"golang.org/x/sys/unix":                        true,
+		"github.com/glovebox-dev/glovebox/kit/agent/acp": true,
+		"github.com/glovebox-dev/glovebox/kit/agent":     true,
+		"github.com/glovebox-dev/glovebox/protocol":      true,
+		"github.com/glovebox-dev/glovebox/kit/sandbox":   true,
+		"golang.org/x/sys/unix":                          true,
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if !allowed[p] {
-			t.Errorf("kit/acp depends on %s; it may use only the standard library, kit/agent, kit/sandbox (with x/sys) and protocol", p)
+			t.Errorf("kit/agent/acp depends on %s; it may use only the standard library, kit/agent, kit/sandbox (with x/sys) and protocol", p)
 		}
 	}
 }

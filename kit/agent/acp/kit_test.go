@@ -36,7 +36,7 @@ func testAgent(t testing.TB) []string {
 		skip("node is not installed")
 	}
 	if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk")); err != nil {
-		skip("the test agent's npm packages are missing: run `npm ci` in kit/acp/testdata/agent")
+		skip("the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "agent", "agent.mjs"))
 	if err != nil {
