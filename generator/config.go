@@ -66,6 +66,9 @@ type Config struct {
 	// Inputs holds the operator's switches for url inputs ([inputs]); nil
 	// when the file has none.
 	Inputs *protocol.InputsSpec
+	// HTTP tunes the box's HTTP routes for browsers ([http]); nil when the
+	// file has none.
+	HTTP *protocol.HTTPSpec
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -113,6 +116,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Files:           c.Files,
 		Inspect:         c.Inspect,
 		Inputs:          c.Inputs,
+		HTTP:            c.HTTP,
 	}
 }
 
@@ -171,7 +175,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
 	}
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -235,6 +239,8 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 		case "inputs":
 			d.inputs(k, v, c)
+		case "http":
+			d.http(k, v, c)
 		}
 	}
 	if len(d.probs) == 0 {
@@ -443,6 +449,30 @@ func (d *doc) inputs(path string, v any, c *Config) {
 		}
 	}
 	c.Inputs = in
+}
+
+// http decodes [http]: the web origins whose pages may call the box's
+// HTTP routes.
+func (d *doc) http(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "cors_origins")
+	if !ok {
+		return
+	}
+	h := &protocol.HTTPSpec{}
+	if x, ok := m["cors_origins"]; ok {
+		if l, ok := d.strList(path+".cors_origins", x); ok {
+			for _, o := range l {
+				switch err := protocol.CheckOrigin(o); {
+				case o == "*" && len(l) > 1:
+					d.errorf(path+".cors_origins", `"*" allows every origin; list it alone`)
+				case o != "*" && err != nil:
+					d.errorf(path+".cors_origins", "%v", err)
+				}
+			}
+			h.CORSOrigins = l
+		}
+	}
+	c.HTTP = h
 }
 
 // sandbox decodes [sandbox]: layers to turn off, layers to require, the

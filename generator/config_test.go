@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,6 +139,11 @@ func TestParseErrors(t *testing.T) {
 		{"inputs", "[inputs]\nallow_private_url = true\nallow_loopback_urls = 1\n", []string{
 			`glovebox.toml:2: inputs.allow_private_url: unknown key "allow_private_url" (did you mean "allow_private_urls"?)`,
 			`glovebox.toml:3: inputs.allow_loopback_urls: want true or false`}},
+		{"http", "[http]\ncors_origin = []\n", []string{`glovebox.toml:2: http.cors_origin: unknown key "cors_origin" (did you mean "cors_origins"?)`}},
+		{"cors origins", "[http]\ncors_origins = [\"https://app.example.com/\", \"HTTPS://B.example\", \"*\"]\n", []string{
+			`glovebox.toml:2: http.cors_origins: "https://app.example.com/" is not an origin: an origin is scheme://host[:port], with no user, path, query or fragment (https://app.example.com)`,
+			`glovebox.toml:2: http.cors_origins: "HTTPS://B.example" is not an origin as a browser sends it: write it in lower case ("https://b.example")`,
+			`glovebox.toml:2: http.cors_origins: "*" allows every origin; list it alone`}},
 		{"env required type", "[env.A]\nrequired = \"yes\"\n", []string{`glovebox.toml:2: env.A.required: want true or false, got the string "yes"`}},
 		{"env multi-line default", "[env.A]\ndefault = \"a\\nb\"\n", []string{`glovebox.toml:2: env.A.default: a default must be one line`}},
 		{"bad size", "[[storage.outputs]]\nuse = \"inline\"\nbelow = \"1MiB\"\n[[storage.outputs]]\nuse = \"localServer\"\n", []string{`glovebox.toml:3: storage.outputs[0].below: size "1MiB" has unit "MiB": want B, KB, MB or GB`}},
@@ -247,6 +253,21 @@ func TestParseInputs(t *testing.T) {
 	}
 	if c, err := Parse("glovebox.toml", []byte("name = \"x\"\n")); err != nil || c.Manifest("fp").Inputs != nil {
 		t.Errorf("no [inputs]: Inputs = %+v, %v; want nil", c.Manifest("fp").Inputs, err)
+	}
+}
+
+func TestParseHTTP(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("glovebox.toml", []byte("[http]\ncors_origins = [\"https://app.example.com\", \"http://localhost:3000\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Manifest("fp")
+	if m.HTTP == nil || !slices.Equal(m.HTTP.CORSOrigins, []string{"https://app.example.com", "http://localhost:3000"}) {
+		t.Errorf("Manifest().HTTP = %+v, want the two origins", m.HTTP)
+	}
+	if err := m.Check(); err != nil {
+		t.Errorf("the manifest does not check: %v", err)
 	}
 }
 
