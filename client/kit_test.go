@@ -16,7 +16,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
@@ -94,7 +93,7 @@ func readOutput(t *testing.T, r *client.Result, name string, opts ...client.Read
 func TestKitExecRoundTrip(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	script := `echo "in: $(cat "$GLOVEBOX_INPUT/in.txt")"
 printf small > "$GLOVEBOX_OUTPUT/small.txt"
 head -c 2097152 /dev/zero | tr '\0' 'g' > "$GLOVEBOX_OUTPUT/big.txt"
@@ -169,7 +168,7 @@ func TestKitDisplayRoundTrip(t *testing.T) {
 	})
 	url, _ := startKit(t, ag, "")
 	b := kitBox(t, url)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	for _, tc := range []struct {
 		q, want string
 		resolve bool
@@ -215,7 +214,7 @@ func TestKitDisplayRoundTrip(t *testing.T) {
 func TestKitAbort(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "echo started; sleep 60", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +386,7 @@ func TestKitResumeAfterDrop(t *testing.T) {
 	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(testkit.Logger(t, slog.LevelInfo)))
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -426,7 +425,7 @@ func TestKitResumeRefused(t *testing.T) {
 	kit1, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kit1)
 	b := kitBox(t, p.url(), client.WithReconnect(10, 0), client.WithLogger(testkit.Logger(t, slog.LevelInfo)))
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -460,7 +459,7 @@ func TestKitGoneFailsAfterBoundedAttempts(t *testing.T) {
 	kitURL, _ := startKit(t, gatedAgent(gate), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url(), client.WithReconnect(3, time.Millisecond))
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "p1", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +496,7 @@ func TestKitLazyResumeKeepsSession(t *testing.T) {
 	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url())
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	run := func(cmd string) string {
 		t.Helper()
 		r, err := b.Prompt(ctx, cmd, client.PromptOptions{DiscardEvents: true})
@@ -522,7 +521,7 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 	kitURL, _ := startKit(t, exec.New(), "http://"+p.ln.Addr().String())
 	p.setTarget(kitURL)
 	b := kitBox(t, p.url())
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	warm, err := b.Prompt(ctx, "true", client.PromptOptions{DiscardEvents: true})
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +536,7 @@ func TestKitResumeResendsALostPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waittest.Wait(t, swallowed, "the prompt frame to reach the proxy")
+	testkit.Wait(t, swallowed, "the prompt frame to reach the proxy")
 	p.cut()
 	done, err := r.Wait(ctx)
 	if err != nil {
@@ -578,18 +577,18 @@ func TestKitDraining(t *testing.T) {
 			told <- deadline
 		}
 	}))
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "slow", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waittest.Wait(t, started, "the slow prompt to start")
+	testkit.Wait(t, started, "the slow prompt to start")
 
 	drainCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	drained := make(chan error, 1)
 	go func() { drained <- srv.Drain(drainCtx) }()
-	deadline := waittest.Recv(t, told, "the draining callback")
+	deadline := testkit.Recv(t, told, "the draining callback")
 	if want, _ := drainCtx.Deadline(); deadline.UnixMilli() != want.UnixMilli() {
 		t.Errorf("callback deadline = %v, want the drain's %v", deadline, want)
 	}
@@ -609,7 +608,7 @@ func TestKitDraining(t *testing.T) {
 	if err != nil || c.Message != "slow done" {
 		t.Fatalf("running prompt: %+v, %v, want it completed", c, err)
 	}
-	if err := waittest.Recv(t, drained, "Drain to return"); err != nil {
+	if err := testkit.Recv(t, drained, "Drain to return"); err != nil {
 		t.Errorf("Drain = %v, want nil once nothing runs", err)
 	}
 	r3, err := b.Prompt(ctx, "next", client.PromptOptions{})

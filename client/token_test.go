@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -35,7 +35,7 @@ func TestKitToken(t *testing.T) {
 		}
 		return b
 	}
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 
 	b := open(mint(protocol.ScopeConnect, protocol.ScopeFiles))
 	r, err := b.Prompt(ctx, `head -c 2097152 /dev/zero > "$GLOVEBOX_OUTPUT/big.bin"; echo ok`, client.PromptOptions{})

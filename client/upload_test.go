@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/client"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -18,7 +18,7 @@ import (
 func TestKitUploadFeedsAPrompt(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := waittest.Context(t, "the upload and the prompt")
+	ctx := testkit.Context(t, "the upload and the prompt")
 	data := bytes.Repeat([]byte("glovebox"), 3<<17) // 3 MiB
 	var calls, last atomic.Int64
 	ref, err := b.Upload(ctx, "data.bin", bytes.NewReader(data), int64(len(data)), client.UploadOptions{
@@ -65,7 +65,7 @@ func TestKitUploadFeedsAPrompt(t *testing.T) {
 func TestKitUploadFailures(t *testing.T) {
 	url, _ := startKit(t, exec.New(), "")
 	b := kitBox(t, url)
-	ctx := waittest.Context(t, "the uploads")
+	ctx := testkit.Context(t, "the uploads")
 	if _, err := b.Upload(ctx, "short.bin", strings.NewReader("abc"), 10, client.UploadOptions{}); err == nil || !strings.Contains(err.Error(), "short") {
 		t.Errorf("Upload of a short reader = %v, want an error saying it is short", err)
 	}
@@ -154,7 +154,7 @@ func TestKitUploadAtResumesThroughCuts(t *testing.T) {
 	hostport := strings.TrimSuffix(strings.TrimPrefix(wsURL, "ws://"), "/")
 	cut := startCutter(t, hostport, 1<<20, 2)
 	b := kitBox(t, "ws://"+cut.ln.Addr().String()+"/")
-	ctx := waittest.Context(t, "the resumed upload")
+	ctx := testkit.Context(t, "the resumed upload")
 	data := bytes.Repeat([]byte("resume me "), 500000) // 5,000,000 bytes
 	var last atomic.Int64
 	ref, err := b.UploadAt(ctx, "cut.bin", bytes.NewReader(data), int64(len(data)), client.UploadOptions{

@@ -14,7 +14,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -59,7 +58,7 @@ func collect(ctx context.Context, r *client.Result) []client.Event {
 
 func TestV1RoundTrip(t *testing.T) {
 	b, s := newV1Box(t)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "echo hello v1 world", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +90,7 @@ func TestV1RoundTrip(t *testing.T) {
 
 func TestV1PromptIDsUnique(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	var mu sync.Mutex
 	ids := map[string]bool{}
 	var wg sync.WaitGroup
@@ -167,7 +166,7 @@ func TestV1Display(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := newV1Box(t)
-			ctx := waittest.Context(t, "the box's answers")
+			ctx := testkit.Context(t, "the box's answers")
 			r, err := b.Prompt(ctx, "confirm", client.PromptOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -206,7 +205,7 @@ func TestV1Display(t *testing.T) {
 
 func TestV1Abort(t *testing.T) {
 	b, s := newV1Box(t)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "wait", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +231,7 @@ func TestV1Abort(t *testing.T) {
 
 func TestV1ContextCancelAborts(t *testing.T) {
 	b, s := newV1Box(t)
-	pctx, cancel := context.WithCancel(waittest.Context(t, "the box's answers"))
+	pctx, cancel := context.WithCancel(testkit.Context(t, "the box's answers"))
 	r, err := b.Prompt(pctx, "wait", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +259,7 @@ func TestV1ContextCancelAborts(t *testing.T) {
 
 func TestV1Files(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "files", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +348,7 @@ func TestV1Inputs(t *testing.T) {
 
 func TestV1DropFailsInFlight(t *testing.T) {
 	b, _ := newV1Box(t)
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "drop", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +372,7 @@ func TestV1DropFailsInFlight(t *testing.T) {
 
 func TestV1BufferFull(t *testing.T) {
 	b, s := newV1Box(t, client.WithEventBuffer(64<<10))
-	ctx := waittest.Context(t, "the box's answers")
+	ctx := testkit.Context(t, "the box's answers")
 	r, err := b.Prompt(ctx, "flood 1000", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -120,7 +120,7 @@ func mintWith(t *testing.T, key string, scopes ...string) string {
 // status (101 when it succeeded) and response headers.
 func upgradeStatus(t *testing.T, b *box, h http.Header) (int, http.Header) {
 	t.Helper()
-	c, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: h})
+	c, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: h})
 	if err == nil {
 		c.WriteClose(wsconn.CloseNormal, "", time.Now().Add(time.Second))
 		c.Close()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -24,9 +24,9 @@ func TestDrainTimeUp(t *testing.T) {
 	c := b.dial("/", b.auth())
 	defer c.close()
 	c.prompt("forever", "run")
-	waittest.Wait(t, started, "the prompt to start")
+	testkit.Wait(t, started, "the prompt to start")
 
-	ctx, cancel := context.WithTimeout(waittest.Context(t, "Drain"), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testkit.Context(t, "Drain"), 200*time.Millisecond)
 	defer cancel()
 	if err := b.srv.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Drain = %v, want the context's deadline: the prompt never ends", err)
@@ -35,11 +35,11 @@ func TestDrainTimeUp(t *testing.T) {
 		t.Errorf("draining frame %v has no deadline", last(m))
 	}
 	closed := make(chan error, 1)
-	go func() { closed <- b.srv.Close(waittest.Context(t, "Close")) }()
+	go func() { closed <- b.srv.Close(testkit.Context(t, "Close")) }()
 	if m := last(c.finish("forever")); errCode(m) != protocol.CodeAborted {
 		t.Errorf("the prompt after the drain time = %v, want AbortError", m)
 	}
-	if err := waittest.Recv(t, closed, "Close"); err != nil {
+	if err := testkit.Recv(t, closed, "Close"); err != nil {
 		t.Errorf("Close = %v", err)
 	}
 }

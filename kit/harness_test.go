@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -149,7 +148,7 @@ func (b *box) dial(path string, header http.Header) *v1client {
 	if header == nil {
 		header = b.auth()
 	}
-	c, resp, err := wsconn.Dial(waittest.Context(b.t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+path, wsconn.DialOptions{Header: header})
+	c, resp, err := wsconn.Dial(testkit.Context(b.t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+path, wsconn.DialOptions{Header: header})
 	if err != nil {
 		status := 0
 		if resp != nil {
@@ -224,10 +223,10 @@ func (c *v1client) prompt(id, text string) {
 }
 
 // next returns the next frame, failing the test if none comes within
-// waittest.Timeout.
+// testkit.Timeout.
 func (c *v1client) next() map[string]any {
 	c.t.Helper()
-	m, ok := waittest.Next(c.t, c.frames, "the server's next frame")
+	m, ok := testkit.Next(c.t, c.frames, "the server's next frame")
 	if !ok {
 		c.t.Fatalf("connection closed while waiting for the server's next frame")
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // TestIdleConnectionsHoldNoGoroutine opens idle sessions over raw sockets
@@ -31,7 +31,7 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 	go func() { served <- b.srv.Serve(t.Context(), ln) }()
 	t.Cleanup(func() {
 		b.srv.Close(t.Context())
-		waittest.Recv(t, served, "Serve to return after Close")
+		testkit.Recv(t, served, "Serve to return after Close")
 	})
 	addr := ln.Addr().String()
 	const n = 400
@@ -69,13 +69,13 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waittest.Until(t, "every session registered", func() bool {
+	testkit.Until(t, "every session registered", func() bool {
 		b.srv.mu.Lock()
 		defer b.srv.mu.Unlock()
 		return len(b.srv.conns) >= n
 	})
 	if runtime.GOOS == "linux" {
-		waittest.Until(t, "every idle connection parked", func() bool { return b.srv.parkedConns() == n })
+		testkit.Until(t, "every idle connection parked", func() bool { return b.srv.parkedConns() == n })
 	}
 	after := stats()
 	// Nor a queue: it is taken when a frame comes and given back once the

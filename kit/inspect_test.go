@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -161,7 +161,7 @@ func readSSE(t *testing.T, resp *http.Response) *sse {
 func (s *sse) until(t *testing.T, what string, stop func(event string, frame map[string]any) bool) {
 	t.Helper()
 	for {
-		e, ok := waittest.Next(t, s.events, what)
+		e, ok := testkit.Next(t, s.events, what)
 		if !ok {
 			t.Fatalf("event stream ended while waiting for %s", what)
 		}
@@ -181,7 +181,7 @@ func TestInspectorFollowsASessionAndAnswersItsSlot(t *testing.T) {
 	c.prompt("p1", "echo hello")
 	c.finish("p1")
 
-	ctx := waittest.Context(t, "the inspector's event stream")
+	ctx := testkit.Context(t, "the inspector's event stream")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/inspect/api/sessions/"+sid+"/events", nil)
 	req.Header = bearer(b.token(protocol.ScopeInspect))
 	resp, err := http.DefaultClient.Do(req)

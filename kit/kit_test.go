@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 )
 
@@ -97,7 +97,7 @@ func TestAuth(t *testing.T) {
 			for k, v := range tc.header {
 				h[k] = v
 			}
-			c, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/run", wsconn.DialOptions{Header: h})
+			c, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/run", wsconn.DialOptions{Header: h})
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("upgrade with %v: %v", tc.header, err)
@@ -116,7 +116,7 @@ func TestAuth(t *testing.T) {
 	}
 
 	t.Run("subprotocol bearer", func(t *testing.T) {
-		c, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/",
+		c, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/",
 			wsconn.DialOptions{Subprotocols: []string{"glovebox.v1", "bearer." + b.key}})
 		if err != nil {
 			t.Fatalf("dial: %v", err)
@@ -125,7 +125,7 @@ func TestAuth(t *testing.T) {
 		if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != "glovebox.v1" {
 			t.Errorf("selected subprotocol = %q, want glovebox.v1", got)
 		}
-		c2, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/",
+		c2, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/",
 			wsconn.DialOptions{Subprotocols: []string{"glovebox.v1", "bearer.wrong"}})
 		if err == nil {
 			c2.Close()

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	execagent "github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
@@ -91,13 +91,13 @@ func TestLoadReplayCap(t *testing.T) {
 	url := "ws" + strings.TrimPrefix(b.url, "http") + "/"
 	var peak int64
 	for i := range sessions {
-		ctx, cancel := context.WithTimeout(context.Background(), waittest.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 		c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + b.key}}})
 		cancel()
 		if err != nil {
 			t.Fatalf("session %d: dial: %v", i, err)
 		}
-		c.SetReadDeadline(time.Now().Add(waittest.Timeout))
+		c.SetReadDeadline(time.Now().Add(testkit.Timeout))
 		c.WriteText([]byte(`{"type":"hello","capabilities":["resume"]}`))
 		c.WriteText([]byte(fmt.Sprintf(`{"type":"prompt","id":"p","text":"head -c %d /dev/zero | tr '\\0' a","inputs":{}}`, size)))
 		for {

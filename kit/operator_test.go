@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -68,8 +68,8 @@ func TestSessionsRoute(t *testing.T) {
 	c := b.dial("/", nil)
 	c.prompt("slow", "block")
 	c.prompt("next", "echo hi")
-	waittest.Recv(t, started, "the blocking prompt to start")
-	waittest.Until(t, "the second prompt to be queued", func() bool {
+	testkit.Recv(t, started, "the blocking prompt to start")
+	testkit.Until(t, "the second prompt to be queued", func() bool {
 		_, body := b.get("/sessions", b.auth())
 		return strings.Contains(string(body), `"queued":1`)
 	})
@@ -98,7 +98,7 @@ func TestSessionsRoute(t *testing.T) {
 	c2.prompt("p", "echo x")
 	c2.finish("p")
 	c2.drop()
-	waittest.Until(t, "the dropped session to be detached", func() bool {
+	testkit.Until(t, "the dropped session to be detached", func() bool {
 		_, body := b.get("/sessions", b.auth())
 		return strings.Contains(string(body), `"state":"detached"`)
 	})
@@ -151,7 +151,7 @@ func TestFileListAndDelete(t *testing.T) {
 // TestLogsFollow follows /logs while a session opens and a prompt runs.
 func TestLogsFollow(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the /logs stream"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the /logs stream"))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/logs?follow=1&since=1h", nil)
 	req.Header = bearer(b.token(protocol.ScopeLogs))
@@ -255,13 +255,13 @@ func TestMetricsCounts(t *testing.T) {
 		c.prompt(id, text)
 		c.finish(id)
 		if id != "lim" {
-			waittest.Recv(t, started, "prompt "+id+"'s start signal")
+			testkit.Recv(t, started, "prompt "+id+"'s start signal")
 		}
 	}
 	c.prompt("slow", "block")
-	waittest.Recv(t, started, "the blocking prompt to start")
+	testkit.Recv(t, started, "the blocking prompt to start")
 	c.prompt("queued", "echo y")
-	waittest.Until(t, "the queued prompt in the queue depth", func() bool { return strings.Contains(metrics(), "\nglovebox_queue_depth 1\n") })
+	testkit.Until(t, "the queued prompt in the queue depth", func() bool { return strings.Contains(metrics(), "\nglovebox_queue_depth 1\n") })
 	m := metrics()
 	for _, want := range []string{
 		"\nglovebox_prompts_running 1\n",

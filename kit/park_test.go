@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -133,7 +133,7 @@ func (rc *rawClient) expectPong(t *testing.T, ts int) {
 
 func waitParked(t *testing.T, b *box, n int) {
 	t.Helper()
-	waittest.Until(t, fmt.Sprintf("%d connections parked", n), func() bool { return b.srv.parkedConns() == n })
+	testkit.Until(t, fmt.Sprintf("%d connections parked", n), func() bool { return b.srv.parkedConns() == n })
 }
 
 // TestParkedConnectionReadsFrames sends to a parked connection many frames
@@ -161,7 +161,7 @@ func TestParkedConnectionReadsFrames(t *testing.T) {
 	// waits for the rest in the frame read.
 	f := pingMessage(1000)
 	rc.write(t, f[:3])
-	waittest.Until(t, "the reader woken by a partial frame", func() bool { return b.srv.parkedConns() == 0 })
+	testkit.Until(t, "the reader woken by a partial frame", func() bool { return b.srv.parkedConns() == 0 })
 	rc.write(t, f[3:])
 	rc.expectPong(t, 1000)
 	waitParked(t, b, 1)
@@ -173,7 +173,7 @@ func TestParkedConnectionReadsFrames(t *testing.T) {
 	}
 	p := clientFrame(0xA, []byte("split"))
 	rc.write(t, p[:4])
-	waittest.Until(t, "the reader woken by a partial pong", func() bool { return b.srv.parkedConns() == 0 })
+	testkit.Until(t, "the reader woken by a partial pong", func() bool { return b.srv.parkedConns() == 0 })
 	rc.write(t, append(p[4:], pingMessage(1001)...))
 	rc.expectPong(t, 1001)
 	waitParked(t, b, 1)
@@ -202,7 +202,7 @@ func TestParkedSilentClientIsDropped(t *testing.T) {
 		}
 		break // the server cut the connection
 	}
-	waittest.Until(t, "the dropped session to end", func() bool { return b.srv.sessionCount() == 0 })
+	testkit.Until(t, "the dropped session to end", func() bool { return b.srv.sessionCount() == 0 })
 	if n := b.srv.parkedConns(); n != 0 {
 		t.Errorf("%d connections still parked after the drop", n)
 	}
@@ -232,7 +232,7 @@ func TestServerEndsParkedConnectionOnce(t *testing.T) {
 	if _, err := io.ReadAll(rc.br); err != nil {
 		t.Fatalf("reading to the end of the cut connection: %v", err)
 	}
-	waittest.Until(t, "the cut connection's session to end", func() bool { return b.srv.sessionCount() == 0 })
+	testkit.Until(t, "the cut connection's session to end", func() bool { return b.srv.sessionCount() == 0 })
 	b.srv.mu.Lock()
 	left := len(b.srv.conns)
 	b.srv.mu.Unlock()
@@ -287,7 +287,7 @@ func TestCloseWithThousandsParked(t *testing.T) {
 		rc.Close()
 	}
 	b.ts.CloseClientConnections()
-	waittest.Until(t, "open fds back to their level before the connections", func() bool {
+	testkit.Until(t, "open fds back to their level before the connections", func() bool {
 		return measure(t).fds <= idle.fds+leakTolerance
 	})
 	if got := epollSets(t); got != sets {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -49,7 +49,7 @@ func serveBox(t *testing.T, ag agent.Agent, opts ...boxOpt) *box {
 		if err := srv.Close(ctx); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		if err := waittest.Recv(t, served, "Serve to return after Close"); err != nil {
+		if err := testkit.Recv(t, served, "Serve to return after Close"); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
@@ -59,7 +59,7 @@ func serveBox(t *testing.T, ag agent.Agent, opts ...boxOpt) *box {
 // rawGet sends GET path on an open connection and reads the response.
 func rawGet(t *testing.T, nc net.Conn, br *bufio.Reader, path string) (*http.Response, string) {
 	t.Helper()
-	nc.SetDeadline(time.Now().Add(waittest.Timeout))
+	nc.SetDeadline(time.Now().Add(testkit.Timeout))
 	defer nc.SetDeadline(time.Time{})
 	if _, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: box\r\n\r\n", path); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -75,12 +75,12 @@ func rawGet(t *testing.T, nc net.Conn, br *bufio.Reader, path string) (*http.Res
 
 func dialRaw(t *testing.T, b *box) net.Conn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(b.url, "http://"), waittest.Timeout)
+	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(b.url, "http://"), testkit.Timeout)
 	if err != nil {
 		t.Fatalf("dial the box: %v", err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(2 * waittest.Timeout)) // bounds every read and write of the test
+	nc.SetDeadline(time.Now().Add(2 * testkit.Timeout)) // bounds every read and write of the test
 	return nc
 }
 
@@ -123,7 +123,7 @@ func TestConnectionCapFull(t *testing.T) {
 	for range capConns {
 		b.dial("/", nil)
 	}
-	waittest.Until(t, "the sessions to fill the cap", func() bool { all, _ := b.srv.gateCount(); return all == capConns })
+	testkit.Until(t, "the sessions to fill the cap", func() bool { all, _ := b.srv.gateCount(); return all == capConns })
 
 	nc := dialRaw(t, b)
 	resp, body := rawGet(t, nc, bufio.NewReader(nc), "/health")
@@ -162,7 +162,7 @@ func maskedHeader(n uint64) []byte {
 func upgradeRaw(t *testing.T, b *box) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	nc := dialRaw(t, b)
-	nc.SetDeadline(time.Now().Add(waittest.Timeout))
+	nc.SetDeadline(time.Now().Add(testkit.Timeout))
 	fmt.Fprintf(nc, "GET / HTTP/1.1\r\nHost: box\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer %s\r\n\r\n", b.key)
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, nil)
@@ -234,7 +234,7 @@ func TestFrameBudgetWaits(t *testing.T) {
 	}()
 	c := b.dial("/", nil)
 	promptWith(c, "p", "echo ok", map[string]any{"pad.txt": inline(strings.Repeat("x", 300<<10))})
-	waittest.Until(t, "the frame to wait for budget", func() bool {
+	testkit.Until(t, "the frame to wait for budget", func() bool {
 		buf := make([]byte, 1<<20)
 		st := string(buf[:runtime.Stack(buf, true)])
 		return strings.Contains(st, "kit.(*Server).readFrame") && strings.Contains(st, "semaphore.(*Weighted).Acquire")
@@ -244,7 +244,7 @@ func TestFrameBudgetWaits(t *testing.T) {
 	if m := last(c.finish("p")); m["type"] != "complete" || m["message"] != "ok\n" {
 		t.Errorf("prompt after the budget was freed = %v", m)
 	}
-	waittest.Until(t, "the frame's budget to be given back", func() bool {
+	testkit.Until(t, "the frame's budget to be given back", func() bool {
 		if b.srv.frames.TryAcquire(b.srv.frameBudget) {
 			b.srv.frames.Release(b.srv.frameBudget)
 			return true

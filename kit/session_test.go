@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -82,7 +82,7 @@ func TestV1Client(t *testing.T) {
 
 	// abort of the running prompt.
 	c.prompt("req_4", "block")
-	for waittest.Recv(t, started, "req_4 to start") != "req_4" {
+	for testkit.Recv(t, started, "req_4 to start") != "req_4" {
 	}
 	c.send(map[string]any{"type": "abort", "id": "req_4"})
 	if m := last(c.finish("req_4")); errCode(m) != "AbortError" {
@@ -145,7 +145,7 @@ func TestQueueLimitsAndDuplicates(t *testing.T) {
 	})
 	c := b.dial("/", nil)
 	c.prompt("a", "block")
-	waittest.Recv(t, started, "the agent to start the first prompt")
+	testkit.Recv(t, started, "the agent to start the first prompt")
 	c.prompt("a", "echo dup")
 	if m := c.next(); m["id"] != "a" || errCode(m) != protocol.CodeDuplicateID {
 		t.Fatalf("duplicate: %v", m)
@@ -185,7 +185,7 @@ func TestCloseCancels(t *testing.T) {
 	c := b.dial("/", nil)
 	c.prompt("a", "x")
 	c.prompt("b", "x")
-	waittest.Recv(t, started, "the agent to start the first prompt")
+	testkit.Recv(t, started, "the agent to start the first prompt")
 	c.close()
 	waitFor(t, "session to end", func() bool { return b.srv.sessionCount() == 0 })
 	if cancelled.Load() != 1 {
@@ -342,7 +342,7 @@ func TestMaxSessions(t *testing.T) {
 		m.Sessions = &protocol.SessionsSpec{Max: 1}
 	})
 	b.dial("/", nil)
-	_, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
+	_, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("second session: %v, want 503", err)
 	}
@@ -355,7 +355,7 @@ func TestCloseGoingAway(t *testing.T) {
 	b := newBox(t, scripted(started))
 	c := b.dial("/", nil)
 	c.prompt("a", "block")
-	waittest.Recv(t, started, "the agent to start the first prompt")
+	testkit.Recv(t, started, "the agent to start the first prompt")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.srv.Close(ctx); err != nil {
@@ -364,12 +364,12 @@ func TestCloseGoingAway(t *testing.T) {
 	if m := c.next(); m["id"] != "a" || errCode(m) != "AbortError" {
 		t.Errorf("running prompt at Close: %v", m)
 	}
-	waittest.Wait(t, c.done, "the kit to close the socket at Close")
+	testkit.Wait(t, c.done, "the kit to close the socket at Close")
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waittest.Until(t, what, cond)
+	testkit.Until(t, what, cond)
 }
 
 var _ = json.Marshal
@@ -380,7 +380,7 @@ func TestKeepalive(t *testing.T) {
 	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 100 * time.Millisecond })
 	live := b.dial("/", nil) // its reader answers pings
 	// A client that never reads never answers a ping.
-	silent, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
+	silent, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestAgentMisbehaves(t *testing.T) {
 	c.prompt("l", "late")
 	c.finish("l")
 	end()
-	if err := waittest.Recv(t, late, "the late Emit's result"); !errors.Is(err, agent.ErrTurnDone) {
+	if err := testkit.Recv(t, late, "the late Emit's result"); !errors.Is(err, agent.ErrTurnDone) {
 		t.Errorf("Emit after the prompt = %v, want ErrTurnDone", err)
 	}
 	c.prompt("r", "badraw")

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -74,7 +74,7 @@ func (tb *tokenBox) status(t *testing.T, path, bearer string) int {
 // the handshake (101 when it succeeded).
 func (tb *tokenBox) upgrade(t *testing.T, path string, opts wsconn.DialOptions) int {
 	t.Helper()
-	c, resp, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(tb.url, "http")+path, opts)
+	c, resp, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(tb.url, "http")+path, opts)
 	if err == nil {
 		c.WriteClose(wsconn.CloseNormal, "", time.Now().Add(time.Second))
 		c.Close()

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // TestVersionStamp builds gbx the way the Nix derivation does (its
@@ -38,7 +38,7 @@ func TestVersionStamp(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v (%v)\n%s", err, context.Cause(ctx), out)
 	}
-	out, err := exec.CommandContext(waittest.Context(t, "gbx --version"), bin, "--version").CombinedOutput()
+	out, err := exec.CommandContext(testkit.Context(t, "gbx --version"), bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("gbx --version: %v\n%s", err, out)
 	}

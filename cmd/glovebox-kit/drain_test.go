@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -80,14 +80,14 @@ func startRealKit(t *testing.T, key, manifest, root string) *realKit {
 		}
 		close(k.logs)
 	}()
-	k.port = waittest.Recv(t, ports, "the kit's listen line")
+	k.port = testkit.Recv(t, ports, "the kit's listen line")
 	return k
 }
 
 // dial opens a session and returns it with its hello.
 func (k *realKit) dial(t *testing.T) (*wsconn.Conn, protocol.ServerHello) {
 	t.Helper()
-	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+k.port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + k.key}}})
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+k.port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + k.key}}})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -105,7 +105,7 @@ func (k *realKit) dial(t *testing.T) (*wsconn.Conn, protocol.ServerHello) {
 // readFrame reads one frame, bounded by the test's wait limit.
 func readFrame(t *testing.T, c *wsconn.Conn) map[string]any {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(waittest.Timeout))
+	c.SetReadDeadline(time.Now().Add(testkit.Timeout))
 	b, err := c.ReadMessage()
 	if err != nil {
 		t.Fatalf("read a frame: %v", err)
@@ -194,7 +194,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		t.Errorf("/health/live while draining = %d %s, want 200 with draining true", resp.StatusCode, body)
 	}
 	// A new session is refused with a clear answer.
-	_, resp, err = wsconn.Dial(waittest.Context(t, "a refused handshake"), "ws://127.0.0.1:"+k.port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+	_, resp, err = wsconn.Dial(testkit.Context(t, "a refused handshake"), "ws://127.0.0.1:"+k.port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("new session while draining: %v %v, want 503", resp, err)
 	}
@@ -220,7 +220,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if ref["kind"] != protocol.KindServer {
 		t.Fatalf("outputs = %v, want result.txt parked (kind server)", done["outputs"])
 	}
-	if err := waittest.Exit(t, k.cmd, "the kit to exit after its drain"); err != nil {
+	if err := testkit.Exit(t, k.cmd, "the kit to exit after its drain"); err != nil {
 		t.Fatalf("exit after the drain: %v, want status 0", err)
 	}
 
@@ -251,8 +251,8 @@ func TestDrainSecondSignal(t *testing.T) {
 	k.cmd.Process.Signal(syscall.SIGTERM)
 	readUntil(t, c, "draining", "")
 	k.cmd.Process.Signal(syscall.SIGTERM)
-	// The drain time is ten minutes; waittest gives up far sooner.
-	err := waittest.Exit(t, k.cmd, "the kit to exit after a second SIGTERM")
+	// The drain time is ten minutes; testkit gives up far sooner.
+	err := testkit.Exit(t, k.cmd, "the kit to exit after a second SIGTERM")
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit after a second signal: %v, want status 1", err)
 	}

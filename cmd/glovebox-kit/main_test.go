@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -129,7 +128,7 @@ func TestServeExec(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/run", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/run", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -168,7 +167,7 @@ func TestServeExec(t *testing.T) {
 	if code := wsconn.CloseCode(err); code != wsconn.CloseGoingAway {
 		t.Errorf("after SIGTERM: %v, want close 1001", err)
 	}
-	if err := waittest.Exit(t, cmd, "the kit after SIGTERM"); err != nil {
+	if err := testkit.Exit(t, cmd, "the kit after SIGTERM"); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -34,7 +34,7 @@ func runKit(t *testing.T, key string) (pid int, port string) {
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		waittest.Exit(t, cmd, "the kit after SIGTERM")
+		testkit.Exit(t, cmd, "the kit after SIGTERM")
 	})
 	addrRE := regexp.MustCompile(`addr=\S*:(\d+)`)
 	sc := bufio.NewScanner(stderr)
@@ -71,12 +71,12 @@ func status(t *testing.T, pid int, field string) int64 {
 // frame of n bytes, then payload until the kit closes the connection or
 // max bytes are sent. It returns the close code the kit sent.
 func sendOverLimit(port, key string, n uint64, max int) (int, error) {
-	nc, err := net.DialTimeout("tcp", "127.0.0.1:"+port, waittest.Timeout)
+	nc, err := net.DialTimeout("tcp", "127.0.0.1:"+port, testkit.Timeout)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(2 * waittest.Timeout))
+	nc.SetDeadline(time.Now().Add(2 * testkit.Timeout))
 	fmt.Fprintf(nc, "GET / HTTP/1.1\r\nHost: box\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer %s\r\n\r\n", key)
 	br := bufio.NewReader(nc)
 	resp, err := http.ReadResponse(br, nil)
@@ -173,18 +173,18 @@ func TestMemoryLargeFrames(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+			c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 			if err != nil {
 				t.Errorf("frame %d: dial: %v", i, err)
 				return
 			}
 			defer c.Close()
-			c.SetWriteDeadline(time.Now().Add(5 * waittest.Timeout))
+			c.SetWriteDeadline(time.Now().Add(5 * testkit.Timeout))
 			if err := c.WriteText(frame); err != nil {
 				t.Errorf("frame %d: send: %v", i, err)
 				return
 			}
-			c.SetReadDeadline(time.Now().Add(5 * waittest.Timeout))
+			c.SetReadDeadline(time.Now().Add(5 * testkit.Timeout))
 			for {
 				b, err := c.ReadMessage()
 				if err != nil {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -74,17 +74,17 @@ func TestObservability(t *testing.T) {
 			}
 		}
 	}()
-	a := waittest.Recv(t, addr, "the kit's serving line")
+	a := testkit.Recv(t, addr, "the kit's serving line")
 	base := "http://127.0.0.1:" + a[strings.LastIndex(a, ":")+1:]
 
-	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(base, "http")+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(base, "http")+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer c.Close()
 	final := func(id string) map[string]any {
 		t.Helper()
-		c.SetReadDeadline(time.Now().Add(waittest.Timeout))
+		c.SetReadDeadline(time.Now().Add(testkit.Timeout))
 		for {
 			b, err := c.ReadMessage()
 			if err != nil {
@@ -109,7 +109,7 @@ func TestObservability(t *testing.T) {
 
 	get := func(path, bearer string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(waittest.Context(t, "GET "+path), http.MethodGet, base+path, nil)
+		req, _ := http.NewRequestWithContext(testkit.Context(t, "GET "+path), http.MethodGet, base+path, nil)
 		if bearer != "" {
 			req.Header.Set("Authorization", "Bearer "+bearer)
 		}
@@ -182,7 +182,7 @@ func TestObservability(t *testing.T) {
 
 	// The session's close line comes when the client closes.
 	c.WriteClose(wsconn.CloseNormal, "bye", time.Now().Add(time.Second))
-	waittest.Until(t, "the session closed log line", func() bool { return len(logs.find("session closed")) == 1 })
+	testkit.Until(t, "the session closed log line", func() bool { return len(logs.find("session closed")) == 1 })
 
 	// /logs: the same records, to a logs token.
 	if code, _ := get("/logs", mint(protocol.ScopeMetrics)); code != 401 {
@@ -199,10 +199,10 @@ func TestObservability(t *testing.T) {
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := waittest.Exit(t, cmd, "the kit after SIGTERM"); err != nil {
+	if err := testkit.Exit(t, cmd, "the kit after SIGTERM"); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
-	waittest.Wait(t, scanned, "the end of the kit's stderr")
+	testkit.Wait(t, scanned, "the end of the kit's stderr")
 
 	// The scanner has finished: the lines are ours alone now.
 	if len(logs.bad) > 0 {

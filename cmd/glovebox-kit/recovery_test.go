@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -42,7 +41,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // any order, and returns them by text.
 func (k *realKit) waitLogs(t *testing.T, texts ...string) map[string]string {
 	t.Helper()
-	ctx := waittest.Context(t, "the kit to log "+strings.Join(texts, " and "))
+	ctx := testkit.Context(t, "the kit to log "+strings.Join(texts, " and "))
 	got := map[string]string{}
 	for len(got) < len(texts) {
 		select {
@@ -119,7 +118,7 @@ func TestRecoverKilledDuringPrompt(t *testing.T) {
 	} else if cg == "" {
 		t.Log("no v1 pids cgroup for sessions here: the cgroup part is not checked")
 	}
-	if pids := proctest.WithCmdline(marker); len(pids) > 0 {
+	if pids := testkit.WithCmdline(marker); len(pids) > 0 {
 		t.Errorf("the dead session's processes %v survived the restart", pids)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(root, "var", "glovebox", "sessions")); len(entries) != 0 {
@@ -161,7 +160,7 @@ func TestRecoverKilledDuringParking(t *testing.T) {
 				}
 			}
 		}()
-		deadline := time.Now().Add(waittest.Timeout)
+		deadline := time.Now().Add(testkit.Timeout)
 	watch:
 		for tmp == "" && time.Now().Before(deadline) {
 			entries, _ := os.ReadDir(store)
@@ -179,7 +178,7 @@ func TestRecoverKilledDuringParking(t *testing.T) {
 			}
 		}
 		if tmp == "" {
-			waittest.Wait(t, ended, "prompt "+id+" to end")
+			testkit.Wait(t, ended, "prompt "+id+" to end")
 		}
 	}
 	if tmp == "" {

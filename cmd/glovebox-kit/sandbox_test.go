@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -260,7 +259,7 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; slee
 			if m["type"] != "complete" || m["message"] != "started\n" {
 				t.Fatalf("the survivor did not start: %v", m)
 			}
-			if pids := proctest.WithCmdline(marker); len(pids) > 0 {
+			if pids := testkit.WithCmdline(marker); len(pids) > 0 {
 				t.Errorf("a setsid process outlived its prompt: %v", pids)
 			}
 		})
@@ -295,7 +294,7 @@ func TestNothingOutlivesTheKit(t *testing.T) {
 	if err := c.WriteText(b); err != nil {
 		t.Fatal(err)
 	}
-	waittest.Until(t, "the prompt's two processes to start", func() bool { return len(proctest.WithCmdline(marker)) >= 2 })
+	testkit.Until(t, "the prompt's two processes to start", func() bool { return len(testkit.WithCmdline(marker)) >= 2 })
 	syscall.Kill(h.pid, syscall.SIGKILL)
-	waittest.Until(t, "the prompt's processes to end with the kit", func() bool { return len(proctest.WithCmdline(marker)) == 0 })
+	testkit.Until(t, "the prompt's processes to end with the kit", func() bool { return len(testkit.WithCmdline(marker)) == 0 })
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -60,7 +59,7 @@ func TestEchoAgent(t *testing.T) {
 		}
 	}()
 
-	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws://127.0.0.1:"+port+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +109,7 @@ func TestEchoAgent(t *testing.T) {
 		t.Errorf("echo.txt = %q", data)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := waittest.Exit(t, cmd, "the echo agent after SIGTERM"); err != nil {
+	if err := testkit.Exit(t, cmd, "the echo agent after SIGTERM"); err != nil {
 		t.Errorf("exit: %v", err)
 	}
 }

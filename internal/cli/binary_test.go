@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // buildGbx builds cmd/gbx into a temporary directory.
@@ -99,10 +99,10 @@ func TestBinaries(t *testing.T) {
 	if err := dev.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if err := waittest.Exit(t, dev, "gbx dev after Ctrl-C"); err != nil {
+	if err := testkit.Exit(t, dev, "gbx dev after Ctrl-C"); err != nil {
 		t.Errorf("gbx dev after Ctrl-C: %v, want exit 0", err)
 	}
-	if tail := waittest.Recv(t, rest, "the rest of gbx dev's log"); !strings.Contains(tail, "stopped") {
+	if tail := testkit.Recv(t, rest, "the rest of gbx dev's log"); !strings.Contains(tail, "stopped") {
 		t.Errorf("gbx dev did not say it stopped:\n%s", tail)
 	}
 }

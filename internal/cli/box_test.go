@@ -23,7 +23,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -56,7 +55,7 @@ func testBox(t *testing.T, manifest string) (url, key string) {
 func runGbx(t *testing.T, env map[string]string, dir string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err = execute(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	err = execute(testkit.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
 	return out.String(), errb.String(), err
 }
@@ -309,8 +308,8 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 		done <- err
 	}()
 	// A gbx dev that never prints its url ends the scan after the timeout.
-	giveUp := time.AfterFunc(waittest.Timeout, func() {
-		pw.CloseWithError(fmt.Errorf("gave up after %v waiting for gbx dev's url", waittest.Timeout))
+	giveUp := time.AfterFunc(testkit.Timeout, func() {
+		pw.CloseWithError(fmt.Errorf("gave up after %v waiting for gbx dev's url", testkit.Timeout))
 	})
 	sc := bufio.NewScanner(pr)
 	var head strings.Builder
@@ -330,7 +329,7 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 		}
 		stopped = true
 		cancel()
-		err := waittest.Recv(t, done, "gbx dev to stop once its context ended")
+		err := testkit.Recv(t, done, "gbx dev to stop once its context ended")
 		return out.String(), err
 	}
 	t.Cleanup(func() { stop() })
@@ -477,7 +476,7 @@ func TestPromptAsksOnTerminal(t *testing.T) {
 			b, _ := c.Box("b")
 			var out, errb bytes.Buffer
 			p := &promptRun{stdio: IO{Stdin: strings.NewReader(tc.typed), Stdout: &out, Stderr: &errb, Dir: t.TempDir()}, interactive: true}
-			if err := p.run(waittest.Context(t, "the prompt's answer"), b, tc.renderer, client.PromptOptions{}, promptFlags{}); err != nil {
+			if err := p.run(testkit.Context(t, "the prompt's answer"), b, tc.renderer, client.PromptOptions{}, promptFlags{}); err != nil {
 				t.Fatal(err)
 			}
 			if strings.TrimSpace(out.String()) != tc.want {

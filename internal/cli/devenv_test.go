@@ -17,7 +17,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/generator"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // devRun is a gbx dev running in process through Run.
@@ -41,7 +40,7 @@ func devUntilBanner(t *testing.T, dir string, env map[string]string, args ...str
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
-	giveUp := time.AfterFunc(waittest.Timeout, func() { pw.CloseWithError(fmt.Errorf("gave up waiting for gbx dev's banner")) })
+	giveUp := time.AfterFunc(testkit.Timeout, func() { pw.CloseWithError(fmt.Errorf("gave up waiting for gbx dev's banner")) })
 	sc := bufio.NewScanner(pr)
 	var banner strings.Builder
 	for sc.Scan() {
@@ -60,7 +59,7 @@ func devUntilBanner(t *testing.T, dir string, env map[string]string, args ...str
 		}
 		stopped = true
 		cancel()
-		return waittest.Recv(t, done, "gbx dev to stop")
+		return testkit.Recv(t, done, "gbx dev to stop")
 	}
 	t.Cleanup(func() { d.stop() })
 	m := devURLRE.FindStringSubmatch(d.banner)
@@ -206,7 +205,7 @@ func TestDevBannerExports(t *testing.T) {
 		}
 		lines <- b.String()
 	}()
-	banner := waittest.Recv(t, lines, "gbx dev's banner")
+	banner := testkit.Recv(t, lines, "gbx dev's banner")
 	m := exportRE.FindStringSubmatch(banner)
 	if m == nil {
 		t.Fatalf("no export line in the banner:\n%s", banner)
@@ -235,7 +234,7 @@ func TestDevBannerExports(t *testing.T) {
 	}
 
 	dev.Process.Signal(syscall.SIGINT)
-	if err := waittest.Exit(t, dev, "gbx dev after Ctrl-C"); err != nil {
+	if err := testkit.Exit(t, dev, "gbx dev after Ctrl-C"); err != nil {
 		t.Errorf("gbx dev after Ctrl-C: %v", err)
 	}
 }

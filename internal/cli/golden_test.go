@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/client"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // update rewrites the golden files and the CLI reference instead of
@@ -104,7 +104,7 @@ func golden(t *testing.T, name, got string) {
 func runStatus(t *testing.T, env map[string]string, dir string, args ...string) (stdout, stderr string, status int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	status = Run(waittest.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	status = Run(testkit.Context(t, "gbx "+strings.Join(args, " ")), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return env[k] }, Dir: dir}, args)
 	return out.String(), errb.String(), status
 }
@@ -181,7 +181,7 @@ func TestGoldenOutput(t *testing.T) {
 			// The prompt case's gbx has exited, but the box may not have
 			// seen its connection end yet: ps is to show the running
 			// prompt alone.
-			waittest.Until(t, "the earlier sessions to close", func() bool {
+			testkit.Until(t, "the earlier sessions to close", func() bool {
 				out, _, status := runStatus(t, c.env, work, "ps")
 				return status == 0 && strings.Contains(out, "no sessions")
 			})
@@ -273,7 +273,7 @@ func runningPrompt(t *testing.T, url, key string, n *normaliser) (stop func()) {
 		t.Fatal(err)
 	}
 	b, _ := c.Box("b")
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the sleeping prompt"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the sleeping prompt"))
 	r, err := b.Prompt(ctx, "echo started; sleep 60", client.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

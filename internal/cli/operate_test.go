@@ -17,7 +17,6 @@ import (
 
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -41,7 +40,7 @@ func TestPs(t *testing.T) {
 	}
 	defer c.Close()
 	b, _ := c.Box("b")
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the sleeping prompt"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the sleeping prompt"))
 	defer cancel()
 	r, err := b.Prompt(ctx, "echo started; sleep 60", client.PromptOptions{})
 	if err != nil {
@@ -125,7 +124,7 @@ func TestLogs(t *testing.T) {
 
 	// --follow prints the lines of a prompt made after it started, until
 	// its context ends.
-	ctx, cancel := context.WithCancel(waittest.Context(t, "gbx logs --follow"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "gbx logs --follow"))
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -156,7 +155,7 @@ func TestLogs(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := waittest.Recv(t, done, "gbx logs --follow to stop once its context ended"); err != nil {
+	if err := testkit.Recv(t, done, "gbx logs --follow to stop once its context ended"); err != nil {
 		t.Errorf("gbx logs --follow after cancel = %v, want nil", err)
 	}
 	for range lines {
@@ -342,16 +341,16 @@ func TestDevVerbose(t *testing.T) {
 			go func() {
 				done <- execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Dir: dir}, args)
 			}()
-			waittest.Until(t, "gbx dev's url", func() bool { return devURLRE.MatchString(out.String()) })
+			testkit.Until(t, "gbx dev's url", func() bool { return devURLRE.MatchString(out.String()) })
 			m := devURLRE.FindStringSubmatch(out.String())
 			if _, stderr, err := runGbx(t, boxEnv(m[1], m[2]), t.TempDir(), "prompt", "true"); err != nil {
 				t.Fatalf("prompt: %v\n%s", err, stderr)
 			}
 			if verbose {
-				waittest.Until(t, "the session's closed line", func() bool { return strings.Contains(errb.String(), `msg="session closed"`) })
+				testkit.Until(t, "the session's closed line", func() bool { return strings.Contains(errb.String(), `msg="session closed"`) })
 			}
 			cancel()
-			waittest.Recv(t, done, "gbx dev to stop")
+			testkit.Recv(t, done, "gbx dev to stop")
 			logged := errb.String()
 			has := strings.Contains(logged, `msg="session opened"`) && regexp.MustCompile(`msg=prompt session=\S+ prompt=\S+ duration_ms=\d+ outcome=complete`).MatchString(logged)
 			if has != verbose {

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/glovebox-dev/glovebox/internal/proctest"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // leakEnv makes TestLeaky leave a goroutine and a process behind, in a
@@ -40,8 +37,8 @@ func TestMainFailsOnLeaks(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	err := waittest.Exit(t, cmd, "the leaky test binary")
-	for _, pid := range proctest.WithCmdline(marker) {
+	err := Exit(t, cmd, "the leaky test binary")
+	for _, pid := range WithCmdline(marker) {
 		if p, err := os.FindProcess(pid); err == nil {
 			_ = p.Kill()
 		}

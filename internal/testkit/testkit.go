@@ -1,8 +1,8 @@
-// Package testkit holds what the module's tests share beyond bounded waits
-// (those are in internal/waittest): the leak checks every package's
-// TestMain runs, a per-test check that a package's goroutines ended, a
-// logger writing to the test's output, and a log buffer a test can wait
-// on.
+// Package testkit holds what the module's tests share: bounded waits
+// (wait.go), finding processes by command line or environment (proc.go),
+// the leak checks every package's TestMain runs, a per-test check that a
+// package's goroutines ended, a logger writing to the test's output, and
+// a log buffer a test can wait on.
 //
 // Every package's TestMain is
 //
@@ -28,8 +28,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // Option adjusts what Main checks.
@@ -56,7 +54,7 @@ func After(f func()) Option {
 
 // Main runs the package's tests and exits. When they pass, it then fails
 // the run if goroutines started by the tests, or child processes of the
-// test binary, are still there after waittest.Timeout.
+// test binary, are still there after Timeout.
 func Main(m *testing.M, opts ...Option) {
 	os.Exit(Run(m, opts...))
 }
@@ -139,7 +137,7 @@ func stacks() []string {
 }
 
 // leakWait bounds how long Main waits for goroutines and processes to end.
-var leakWait = waittest.Timeout
+var leakWait = Timeout
 
 // waitGoroutines waits, at most leakWait, until no goroutine
 // matches leaked, and returns the stacks of those that still do.
@@ -162,7 +160,7 @@ func waitGoroutines(leaked func(stack string) bool) string {
 	}
 }
 
-// NoGoroutines fails t unless, within waittest.Timeout, no goroutine has a
+// NoGoroutines fails t unless, within Timeout, no goroutine has a
 // frame containing any of marks ("glovebox/client.(*Box)",
 // "kit/egress.(*"), leaving out the goroutine that calls it and the
 // tests' runners. It is the per-test leak check, for tests that run
@@ -183,7 +181,7 @@ func NoGoroutines(t testing.TB, marks ...string) {
 		return false
 	})
 	if left != "" {
-		t.Errorf("goroutines of %s still running after %v:\n%s", strings.Join(marks, ", "), waittest.Timeout, left)
+		t.Errorf("goroutines of %s still running after %v:\n%s", strings.Join(marks, ", "), Timeout, left)
 	}
 }
 
@@ -285,10 +283,10 @@ func (l *LogBuffer) Wait(ctx context.Context, n int, s string) error {
 }
 
 // Until fails t unless s has been written n times within
-// waittest.Timeout.
+// Timeout.
 func (l *LogBuffer) Until(t testing.TB, n int, s string) {
 	t.Helper()
-	if err := l.Wait(waittest.Context(t, fmt.Sprintf("%d× %q in the log", n, s)), n, s); err != nil {
+	if err := l.Wait(Context(t, fmt.Sprintf("%d× %q in the log", n, s)), n, s); err != nil {
 		t.Fatalf("%v; the log has:\n%s", err, l.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -18,7 +17,7 @@ func TestChildrenListsARunningChild(t *testing.T) {
 	}
 	kids := testkit.Children()
 	_ = cmd.Process.Kill()
-	_ = waittest.Exit(t, cmd, "sleep 30")
+	_ = testkit.Exit(t, cmd, "sleep 30")
 	if !strings.Contains(strings.Join(kids, "\n"), "sleep 30") {
 		t.Errorf("Children() = %q, want it to list sleep 30", kids)
 	}

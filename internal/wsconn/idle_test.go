@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 )
 
@@ -87,7 +87,7 @@ func TestWaitReadableLosesNothing(t *testing.T) {
 		if i%len(sizes) == len(sizes)-1 {
 			// Let the reader go idle between rounds: wait until it has
 			// read the round.
-			for waittest.Recv(t, read, fmt.Sprintf("the server to read the first %d frames", i+1)) < i+1 {
+			for testkit.Recv(t, read, fmt.Sprintf("the server to read the first %d frames", i+1)) < i+1 {
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func TestWaitReadableSeesTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waittest.Wait(t, waiting, "the server to start its wait") // most often it is in WaitReadable by the Close; either way the end must show
+	testkit.Wait(t, waiting, "the server to start its wait") // most often it is in WaitReadable by the Close; either way the end must show
 	c.Close()
 	select {
 	case err := <-errc:
@@ -281,7 +281,7 @@ func TestWaitReadableTakesPongs(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < 2 { // the first two alone: each taken before the next is sent; the rest in a burst
-			waittest.Recv(t, ponged, fmt.Sprintf("pong %d to be taken", i+1))
+			testkit.Recv(t, ponged, fmt.Sprintf("pong %d to be taken", i+1))
 		}
 	}
 	if err := c.WriteText([]byte("data")); err != nil {

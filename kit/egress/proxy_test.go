@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -279,7 +278,7 @@ func (b *box) run(t *testing.T, name string, args ...string) (stdout, stderr str
 // next waits for the next event.
 func (b *box) next(t *testing.T) Event {
 	t.Helper()
-	return waittest.Recv(t, b.events, "the next egress event")
+	return testkit.Recv(t, b.events, "the next egress event")
 }
 
 func TestCurlPolicy(t *testing.T) {

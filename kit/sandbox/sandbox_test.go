@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // box is a sandbox with two sessions' directories laid out as the kit lays
@@ -298,7 +297,7 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; slee
 			if !b.sb.Report().Has(LayerPID) {
 				ss.KillAll()
 			}
-			if pids := proctest.WithCmdline(marker); len(pids) > 0 {
+			if pids := testkit.WithCmdline(marker); len(pids) > 0 {
 				t.Errorf("a setsid process outlived the command: pids %v", pids)
 			}
 		})
@@ -328,7 +327,7 @@ func TestForkLimit(t *testing.T) {
 	if b.sb.Report().Has(LayerCgroup) && st.Limit != "pids" {
 		t.Errorf("status %v, want the pids limit named; output:\n%s", st, out)
 	}
-	if pids := proctest.WithCmdline("sleep 30"); len(pids) > 0 {
+	if pids := testkit.WithCmdline("sleep 30"); len(pids) > 0 {
 		t.Errorf("%d sleeps outlived the command", len(pids))
 	}
 }
@@ -516,7 +515,7 @@ func TestOneSupervisorPerSession(t *testing.T) {
 	}
 	// Empty for a moment while sh executes sleep.
 	var cmdline []byte
-	waittest.Until(t, fmt.Sprintf("a command line for pid %d", p.Pid()), func() bool {
+	testkit.Until(t, fmt.Sprintf("a command line for pid %d", p.Pid()), func() bool {
 		cmdline, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
 		return len(cmdline) > 0
 	})
@@ -636,8 +635,8 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	sup := ss.SupervisorPid()
 	// Its own session, so the end of the command's process group spares it.
 	var pids []int
-	waittest.Until(t, "the orphan "+marker, func() bool {
-		pids = proctest.WithCmdline(marker)
+	testkit.Until(t, "the orphan "+marker, func() bool {
+		pids = testkit.WithCmdline(marker)
 		return len(pids) > 0
 	})
 	if len(pids) != 1 {
@@ -647,7 +646,7 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
 		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
 	}
-	waittest.Until(t, fmt.Sprintf("the orphan %d to be reaped after its end", pids[0]), func() bool {
+	testkit.Until(t, fmt.Sprintf("the orphan %d to be reaped after its end", pids[0]), func() bool {
 		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
 		return err != nil
 	})

@@ -23,7 +23,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -106,12 +105,12 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 	if tune != nil {
 		tune(a.(*acpAgent))
 	}
-	conv, err := a.Open(waittest.Context(t, "Open"), s)
+	conv, err := a.Open(testkit.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	c := conv.(*conversation)
-	if _, err := c.ensure(waittest.Context(t, "the agent's handshake")); err != nil {
+	if _, err := c.ensure(testkit.Context(t, "the agent's handshake")); err != nil {
 		c.Close()
 		t.Fatalf("the agent's handshake: %v", err)
 	}
@@ -127,13 +126,13 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 				t.Errorf("second Close() = %v", err)
 			}
 		}()
-		waittest.Wait(t, closed, "Close to stop the agent")
+		testkit.Wait(t, closed, "Close to stop the agent")
 		for _, pid := range pids {
 			if !gone(pid) {
 				t.Errorf("process %d still runs after Close", pid)
 			}
 		}
-		waittest.Goroutines(t, before)
+		testkit.Goroutines(t, before)
 	})
 	return c, s, logs
 }
@@ -282,7 +281,7 @@ func (t *testTurn) types() []string {
 func prompt(t *testing.T, c *conversation, s *agent.Session, text string) (*testTurn, string, error) {
 	t.Helper()
 	tt := &testTurn{text: text, sess: s}
-	msg, err := c.Prompt(waittest.Context(t, fmt.Sprintf("the answer to prompt %q", text)), tt)
+	msg, err := c.Prompt(testkit.Context(t, fmt.Sprintf("the answer to prompt %q", text)), tt)
 	tt.finish()
 	return tt, msg, err
 }
@@ -356,7 +355,7 @@ func TestOpenBadCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Open(waittest.Context(t, "Open"), s)
+	_, err = a.Open(testkit.Context(t, "Open"), s)
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "no-such-agent") {
 		t.Errorf("Open(missing command) = %v, want an AgentError naming the command", err)
@@ -370,13 +369,13 @@ func TestOpenAgentExitsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := a.Open(waittest.Context(t, "Open"), s)
+	conv, err := a.Open(testkit.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatalf("Open = %v", err)
 	}
 	defer conv.Close()
 	tt := &testTurn{text: "hello", sess: s}
-	_, err = conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+	_, err = conv.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "cannot start") {
 		t.Errorf("Prompt(agent that exits at once) = %v, want an AgentError with the exit status and stderr", err)
@@ -393,12 +392,12 @@ func TestSlowStartAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := a.Open(waittest.Context(t, "Open"), s)
+	conv, err := a.Open(testkit.Context(t, "Open"), s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conv.Close()
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the prompt's answer"))
 	cancel()
 	if _, err := conv.Prompt(ctx, &testTurn{text: "echo early", sess: s}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Prompt during the handshake with an ended ctx = %v, want context.Canceled", err)
@@ -407,7 +406,7 @@ func TestSlowStartAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	tt := &testTurn{text: "echo later", sess: s}
-	msg, err := conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+	msg, err := conv.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil || msg != "echo later" {
 		t.Fatalf("Prompt after the handshake = %q, %v", msg, err)
@@ -541,7 +540,7 @@ func TestPermission(t *testing.T) {
 				}
 				return json.RawMessage(a), nil
 			}
-			msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+			msg, err := c.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 			tt.finish()
 			if err != nil {
 				t.Fatalf("Prompt = %v", err)
@@ -593,7 +592,7 @@ func slicesContains(s []string, v string) bool {
 func TestPermissionCancelledByAbort(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the prompt's answer"))
 	asked := make(chan struct{})
 	tt := &testTurn{text: "permission", sess: s}
 	tt.answer = func(_ int, _ json.RawMessage) (json.RawMessage, error) {
@@ -617,7 +616,7 @@ func TestPermissionCancelledByAbort(t *testing.T) {
 func TestCancel(t *testing.T) {
 	c, s, logs := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the prompt's answer"))
 	tt := &testTurn{text: "wait", sess: s}
 	tt.onEvent = func(typ string, _ json.RawMessage) {
 		if typ == "text_delta" {
@@ -641,7 +640,7 @@ func TestCancel(t *testing.T) {
 func TestCancelIgnoredKillsAgent(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), func(a *acpAgent) { a.cancelGrace = 200 * time.Millisecond })
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the prompt's answer"))
 	tt := &testTurn{text: "hang", sess: s}
 	// Cancel once the agent says it hangs: an update held over from
 	// session/new may come first, before session/prompt is even sent.
@@ -707,7 +706,7 @@ func TestPromptContent(t *testing.T) {
 		skills: []agent.SkillResult{{Name: "workspace", Content: `{"work":[]}`}},
 		inputs: []agent.Input{{Name: "my file.pdf", Path: in, Mime: "application/pdf", Size: 8}},
 	}
-	msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+	msg, err := c.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil {
 		t.Fatal(err)
@@ -893,7 +892,7 @@ func TestConcurrentSessionsAreIsolated(t *testing.T) {
 	}{{c1, s1}, {c2, s2}} {
 		wg.Go(func() {
 			tt := &testTurn{text: fmt.Sprintf("echo session %d", i+1), sess: cs.s}
-			msgs[i], _ = cs.c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+			msgs[i], _ = cs.c.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 			tt.finish()
 		})
 	}
@@ -966,13 +965,13 @@ func TestHandshakeFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conv, err := a.Open(waittest.Context(t, "Open"), s)
+			conv, err := a.Open(testkit.Context(t, "Open"), s)
 			if err != nil {
 				t.Fatalf("Open = %v", err)
 			}
 			defer conv.Close()
 			tt := &testTurn{text: "hello", sess: s}
-			_, err = conv.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+			_, err = conv.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 			var ae *agent.Error
 			if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Prompt = %v, want an AgentError containing %q", err, tc.want)
@@ -1016,7 +1015,7 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 	}
 	for _, pid := range []int{agentPid, child} {
 		// init reaps the orphan in its own time.
-		waittest.Until(t, fmt.Sprintf("process %d to end after Close", pid), func() bool { return gone(pid) })
+		testkit.Until(t, fmt.Sprintf("process %d to end after Close", pid), func() bool { return gone(pid) })
 	}
 }
 
@@ -1025,7 +1024,7 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 func TestInboundRequestsBounded(t *testing.T) {
 	c, s, logs := open(t, rawAgentSpec(t, nil), func(a *acpAgent) { a.maxInbound = 4 })
 	tt := &testTurn{text: "flood 6", sess: s}
-	refused := waittest.Context(t, "two refusals in the log")
+	refused := testkit.Context(t, "two refusals in the log")
 	tt.answer = func(int, json.RawMessage) (json.RawMessage, error) {
 		// Hold every slot until both refusals are out.
 		if err := logs.Wait(refused, 2, "too many requests in flight"); err != nil {
@@ -1033,7 +1032,7 @@ func TestInboundRequestsBounded(t *testing.T) {
 		}
 		return json.RawMessage(`"allow"`), nil
 	}
-	msg, err := c.Prompt(waittest.Context(t, "the prompt's answer"), tt)
+	msg, err := c.Prompt(testkit.Context(t, "the prompt's answer"), tt)
 	tt.finish()
 	if err != nil {
 		t.Fatal(err)
@@ -1058,7 +1057,7 @@ func TestAgentStopsReading(t *testing.T) {
 	stdin := c.proc.conn.w
 	c.mu.Unlock()
 	errGiveUp := errors.New("the test gave up on the prompt")
-	ctx, cancel := context.WithCancelCause(waittest.Context(t, "the prompt to the deaf agent"))
+	ctx, cancel := context.WithCancelCause(testkit.Context(t, "the prompt to the deaf agent"))
 	defer cancel(nil)
 	tt := &testTurn{text: strings.Repeat("x", 4<<20), sess: s}
 	done := make(chan error, 1)
@@ -1068,12 +1067,12 @@ func TestAgentStopsReading(t *testing.T) {
 	}()
 	// The agent read every line before the prompt, so any byte in the pipe
 	// is the prompt's, and 4 MiB cannot fit: the write is stuck.
-	waittest.Until(t, "the prompt's first bytes in the deaf agent's stdin", func() bool { return pipeBytes(t, stdin) > 0 })
+	testkit.Until(t, "the prompt's first bytes in the deaf agent's stdin", func() bool { return pipeBytes(t, stdin) > 0 })
 	cancel(errGiveUp)
 	var err error
 	select {
 	case err = <-done:
-	case <-waittest.Context(t, "Prompt to return after its ctx ended").Done():
+	case <-testkit.Context(t, "Prompt to return after its ctx ended").Done():
 		t.Fatal("Prompt did not return after its ctx ended")
 	}
 	tt.finish()
@@ -1127,7 +1126,7 @@ func TestEnvVarAuthentication(t *testing.T) {
 func TestPromptAlreadyCancelled(t *testing.T) {
 	c, s, _ := open(t, sdkAgentSpec(t), nil)
 	pid := c.pid()
-	ctx, cancel := context.WithCancel(waittest.Context(t, "the prompt's answer"))
+	ctx, cancel := context.WithCancel(testkit.Context(t, "the prompt's answer"))
 	cancel()
 	tt := &testTurn{text: "echo never", sess: s}
 	if _, err := c.Prompt(ctx, tt); !errors.Is(err, context.Canceled) {

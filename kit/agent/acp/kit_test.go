@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -55,7 +53,7 @@ type wsClient struct {
 
 func dial(t *testing.T, srvURL, key string) *wsClient {
 	t.Helper()
-	c, _, err := wsconn.Dial(waittest.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
 		Header: http.Header{"Authorization": {"Bearer " + key}},
 	})
 	if err != nil {
@@ -101,7 +99,7 @@ func (w *wsClient) send(v map[string]any) {
 
 func (w *wsClient) next() map[string]any {
 	w.t.Helper()
-	m, ok := waittest.Next(w.t, w.frames, "the kit's next frame")
+	m, ok := testkit.Next(w.t, w.frames, "the kit's next frame")
 	if !ok {
 		w.t.Fatal("connection closed while waiting for the kit's next frame")
 	}
@@ -243,7 +241,7 @@ func TestThroughKit(t *testing.T) {
 	// pid namespace's: it is found by the session's environment instead.
 	c.close()
 	k.close()
-	if pids := proctest.WithEnv("GLOVEBOX_OUTPUT=" + env.Output); len(pids) > 0 {
+	if pids := testkit.WithEnv("GLOVEBOX_OUTPUT=" + env.Output); len(pids) > 0 {
 		t.Errorf("agent processes %v survived the kit's Close", pids)
 	}
 	checkNoKitGoroutines(t)

@@ -15,9 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/glovebox-dev/glovebox/internal/proctest"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent/acp"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -127,7 +125,7 @@ func TestWarmACPAgentIsAColdOne(t *testing.T) {
 	var wEnv, cEnv map[string]any
 	t.Run("warm", func(t *testing.T) {
 		k := newACPKit(t, command, 1, map[string]string{"ACP_TEST_EXTRA": "x"})
-		waittest.Until(t, "a warm session", func() bool { return k.srv.WarmStats().Ready == 1 })
+		testkit.Until(t, "a warm session", func() bool { return k.srv.WarmStats().Ready == 1 })
 		wOut, wEnv = acpProbe(t, k)
 		if st := k.srv.WarmStats(); st.Taken != 1 || st.Missed != 0 {
 			t.Errorf("WarmStats() = %+v, want the session taken warm", st)
@@ -152,15 +150,15 @@ func TestWarmACPAgentIsAColdOne(t *testing.T) {
 func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 	command := testAgent(t)
 	k := newACPKit(t, command, 1, nil)
-	waittest.Until(t, "a warm session", func() bool { return k.srv.WarmStats().Ready == 1 })
-	pids := proctest.WithCmdline(command[1])
+	testkit.Until(t, "a warm session", func() bool { return k.srv.WarmStats().Ready == 1 })
+	pids := testkit.WithCmdline(command[1])
 	if len(pids) != 1 {
 		t.Fatalf("agent processes %v, want the one warm session's", pids)
 	}
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waittest.Until(t, "the dead agent's session replaced", func() bool {
+	testkit.Until(t, "the dead agent's session replaced", func() bool {
 		st := k.srv.WarmStats()
 		return st.Replaced == 1 && st.Ready == 1
 	})
@@ -171,7 +169,7 @@ func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 	if end := last(c.finish("p1")); end["type"] != "complete" {
 		t.Fatalf("first prompt on the replacement: %v", end)
 	}
-	if alive := proctest.WithCmdline(command[1]); len(alive) == 0 {
+	if alive := testkit.WithCmdline(command[1]); len(alive) == 0 {
 		t.Error("no agent process runs for the session")
 	}
 	c.prompt("p2", "count", nil)

@@ -21,7 +21,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 )
@@ -634,7 +633,7 @@ func TestPromptEscapedProcess(t *testing.T) {
 // counts as gone) and fails the test if it still runs after a long while.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	err := waittest.Poll(context.Background(), func() bool {
+	err := testkit.Poll(context.Background(), func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			return true
@@ -767,7 +766,7 @@ func burn(t *testing.T) {
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	if err := waittest.Poll(context.Background(), func() bool { _, err := os.Stat(path); return err == nil }); err != nil {
+	if err := testkit.Poll(context.Background(), func() bool { _, err := os.Stat(path); return err == nil }); err != nil {
 		t.Errorf("%s was not written: %v", path, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
-	"github.com/glovebox-dev/glovebox/internal/waittest"
 )
 
 // TestMain lets the tests re-execute the test binary in kitbench's roles,
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) {
 // table.
 func TestServedRowsAndTable(t *testing.T) {
 	before := runtime.NumGoroutine()
-	defer waittest.Goroutines(t, before)
+	defer testkit.Goroutines(t, before)
 	rows, err := measure(config{starts: 0, bursts: []int{100, 1000}, burstRuns: 2, roundTrips: 20}, "")
 	if err != nil {
 		t.Fatal(err)

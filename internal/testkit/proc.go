@@ -1,6 +1,7 @@
-// Package proctest finds processes by what they run or carry, for tests
-// that check that nothing outlives what should have ended it. Tests only.
-package proctest
+package testkit
+
+// Finding processes by what they run or carry, for tests that check that
+// nothing outlives what should have ended it.
 
 import (
 	"bytes"

@@ -1,12 +1,9 @@
-// Package waittest bounds what tests wait for. Every wait in a test (a
-// prompt's answer, a process's exit, a socket's next frame) takes a
-// Context from here, so a hang fails that test within Timeout, with a
-// message naming what it waited for, instead of stalling the package
-// until go test's 10-minute alarm. It also checks that a test leaves no
-// goroutines behind.
-//
-// It is imported by tests only.
-package waittest
+package testkit
+
+// Bounded waits. Every wait in a test (a prompt's answer, a process's
+// exit, a socket's next frame) takes a Context from here, so a hang fails
+// that test within Timeout, with a message naming what it waited for,
+// instead of stalling the package until go test's 10-minute alarm.
 
 import (
 	"context"
