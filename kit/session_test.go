@@ -377,7 +377,10 @@ var _ = json.Marshal
 // TestKeepalive checks that pings keep a live client connected and that a
 // silent one is dropped.
 func TestKeepalive(t *testing.T) {
-	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = 100 * time.Millisecond })
+	// The interval leaves a loaded machine's scheduler room: a client is
+	// dropped after two intervals without a pong.
+	const interval = 300 * time.Millisecond
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.PingInterval = interval })
 	live := b.dial("/", nil) // its reader answers pings
 	// A client that never reads never answers a ping.
 	silent, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+"/", wsconn.DialOptions{Header: b.auth()})
@@ -389,7 +392,7 @@ func TestKeepalive(t *testing.T) {
 	// Real time is the subject: the live client must answer the kit's
 	// pings over several intervals of its timer (on real sockets, which
 	// testing/synctest cannot hold still).
-	time.Sleep(500 * time.Millisecond) // five ping intervals
+	time.Sleep(5 * interval)
 	live.prompt("p", "echo alive")
 	if m := last(live.finish("p")); m["message"] != "alive" {
 		t.Errorf("live client after pings: %v", m)
