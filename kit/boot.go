@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -87,6 +88,7 @@ func (b *boot) run(opts Options) *Server {
 		maxQueue:     DefaultMaxQueue,
 		resumeGrace:  DefaultResumeGrace,
 		pingInterval: opts.PingInterval,
+		runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
 		caps:         capabilities,
 		promptEnded:  make(chan struct{}, 1),
 		obs:          newObserver(),

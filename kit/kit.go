@@ -192,6 +192,9 @@ type Options struct {
 	// PingInterval is how often the kit pings an idle client; a client
 	// silent for twice as long is dropped. Default 30s.
 	PingInterval time.Duration
+	// runnerLinger shortens how long an idle prompt runner waits, for
+	// tests (default runnerLinger).
+	runnerLinger time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
 	// HostEnv passes all of Environ to agents (but GLOVEBOX_KEY and the
@@ -231,6 +234,7 @@ type Server struct {
 	resumeGrace  time.Duration
 	sharedDirs   bool
 	pingInterval time.Duration
+	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
 
 	replayBytes atomic.Int64        // all sessions' replay buffers
 	replayCap   int64               // their bound; 0: replayTotal

@@ -39,10 +39,11 @@ type promptRun struct {
 }
 
 // runnerLinger is how long a runner whose queue is empty waits for the next
-// prompt before it exits. A new goroutine per prompt would grow its stack
-// through the agent's and the writer's call chains every time; a session
-// that has not prompted for a while holds no goroutine at all.
-var runnerLinger = 2 * time.Second
+// prompt before it exits (Server.runnerLinger, which tests shorten). A new
+// goroutine per prompt would grow its stack through the agent's and the
+// writer's call chains every time; a session that has not prompted for a
+// while holds no goroutine at all.
+const runnerLinger = 2 * time.Second
 
 // maxFinished bounds the ids a resumable session remembers.
 const maxFinished = 256
@@ -132,7 +133,7 @@ func (q *prompts) abort(id string) {
 }
 
 // runLoop runs queued prompts one at a time, and exits once the queue has
-// stayed empty for runnerLinger or the session ends.
+// stayed empty for its linger or the session ends.
 func (q *prompts) runLoop() {
 	ss := q.ss
 	defer ss.srv.wg.Done()
@@ -153,9 +154,9 @@ func (q *prompts) runLoop() {
 		if len(q.queue) == 0 {
 			q.mu.Unlock()
 			if idle == nil {
-				idle = time.NewTimer(runnerLinger)
+				idle = time.NewTimer(ss.srv.runnerLinger)
 			} else {
-				idle.Reset(runnerLinger)
+				idle.Reset(ss.srv.runnerLinger)
 			}
 			select {
 			case <-q.wake:
