@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 // initChildEnv marks the kit process an init started, so it serves instead
@@ -80,14 +82,10 @@ func runInit(args []string, stderr io.Writer) error {
 	}
 }
 
+// exitStatus is the init's exit status: the kit's, as a shell reports it.
 func exitStatus(ws syscall.WaitStatus) error {
-	switch {
-	case ws.Exited() && ws.ExitStatus() == 0:
-		return nil
-	case ws.Exited():
-		return &ExitStatusError{Code: ws.ExitStatus()}
-	case ws.Signaled():
-		return &ExitStatusError{Code: 128 + int(ws.Signal())}
+	if st := sandbox.StatusOf(ws); st.Code != 0 {
+		return &ExitStatusError{Code: st.Code}
 	}
-	return &ExitStatusError{Code: 1}
+	return nil
 }

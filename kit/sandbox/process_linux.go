@@ -144,7 +144,7 @@ func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Pr
 			p.listener.Close()
 		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			p.status = statusOf(ws)
+			p.status = StatusOf(ws)
 		} else {
 			p.err = werr
 		}

@@ -208,7 +208,9 @@ func LimitMessage(limit string) string {
 	return "the session reached its " + limit + " limit"
 }
 
-func statusOf(ws syscall.WaitStatus) ExitStatus {
+// StatusOf is the status of a process that ended with ws: its exit code,
+// or 128 plus the signal that killed it, as a shell reports it.
+func StatusOf(ws syscall.WaitStatus) ExitStatus {
 	if ws.Signaled() {
 		return ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
 	}

@@ -73,7 +73,7 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 		defer close(p.done)
 		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			p.status = statusOf(ws)
+			p.status = StatusOf(ws)
 		} else {
 			p.err = err
 		}

@@ -392,7 +392,7 @@ func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
 		awaitExit(cmd.Process.Pid)
 		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			p.status = statusOf(ws)
+			p.status = StatusOf(ws)
 		} else {
 			p.err = err
 		}

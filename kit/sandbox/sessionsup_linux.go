@@ -169,7 +169,7 @@ func (s *sessionSup) read() {
 		case "exit":
 			if p, ok := s.procs[m.ID]; ok {
 				delete(s.procs, m.ID)
-				p.status = statusOf(syscall.WaitStatus(m.Status))
+				p.status = StatusOf(syscall.WaitStatus(m.Status))
 				p.noteLimit()
 				close(p.done)
 			}
