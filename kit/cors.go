@@ -64,21 +64,13 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 			why = "the inspector answers its own origin only"
 		}
 		s.log.Debug("cross-origin preflight refused", "origin", origin, "path", r.URL.Path)
-		msg := "glovebox: origin " + strconv.Quote(origin) + " may not call this box from a browser: " + why + "\n"
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		h.Set("Content-Length", strconv.Itoa(len(msg)))
-		w.WriteHeader(http.StatusForbidden)
-		w.Write([]byte(msg))
+		corsRefuse(w, "origin "+strconv.Quote(origin)+" may not call this box from a browser: "+why)
 		return true
 	}
 	if preflight {
 		for _, name := range strings.Split(r.Header.Get("Access-Control-Request-Headers"), ",") {
 			if name = strings.ToLower(strings.TrimSpace(name)); name != "" && !slices.Contains(corsAllowed, name) {
-				msg := "glovebox: a page may not send the header " + strconv.Quote(name) + " to this box; it takes " + corsAllowHeaders + "\n"
-				h.Set("Content-Type", "text/plain; charset=utf-8")
-				h.Set("Content-Length", strconv.Itoa(len(msg)))
-				w.WriteHeader(http.StatusForbidden)
-				w.Write([]byte(msg))
+				corsRefuse(w, "a page may not send the header "+strconv.Quote(name)+" to this box; it takes "+corsAllowHeaders)
 				return true
 			}
 		}
@@ -99,4 +91,15 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 	h.Set("Content-Length", "0")
 	w.WriteHeader(http.StatusNoContent)
 	return true
+}
+
+// corsRefuse answers a preflight with a 403 that says why, for the
+// browser's network panel: the page itself only sees that it failed.
+func corsRefuse(w http.ResponseWriter, why string) {
+	msg := "glovebox: " + why + "\n"
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	w.WriteHeader(http.StatusForbidden)
+	w.Write([]byte(msg))
 }

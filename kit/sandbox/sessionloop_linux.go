@@ -47,16 +47,7 @@ func sessionLoop(spec *initSpec, kitGone <-chan struct{}) int {
 			s.shutdown()
 			return 0
 		}
-		var fds []int
-		if oobn > 0 {
-			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-				for i := range msgs {
-					if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-						fds = append(fds, f...)
-					}
-				}
-			}
-		}
+		fds := rightsIn(oob[:oobn])
 		var m ctlMsg
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
 			closeFds(fds)
@@ -280,4 +271,23 @@ func (s *sessionSupervisor) shutdown() {
 		s.mu.Unlock()
 	}
 	os.Exit(0)
+}
+
+// rightsIn returns the file descriptors an SCM_RIGHTS message carried in
+// oob, the ancillary data of one read of the control socket.
+func rightsIn(oob []byte) []int {
+	if len(oob) == 0 {
+		return nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
 }

@@ -143,16 +143,7 @@ func (s *sessionSup) read() {
 		if err != nil || n == 0 {
 			break
 		}
-		var fds []int
-		if oobn > 0 {
-			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-				for i := range msgs {
-					if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-						fds = append(fds, f...)
-					}
-				}
-			}
-		}
+		fds := rightsIn(oob[:oobn])
 		var m ctlMsg
 		if json.Unmarshal(buf[:n], &m) != nil {
 			closeFds(fds)
