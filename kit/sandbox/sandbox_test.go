@@ -628,7 +628,7 @@ func TestSupervisorReapsOrphansWithoutPidNamespace(t *testing.T) {
 	}
 	ss, dir := b.session(t, "s")
 	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
-	if out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 3' </dev/null >/dev/null 2>&1 &
+	if out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 30' </dev/null >/dev/null 2>&1 &
 for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; echo forked`, marker)); out != "forked\n" {
 		t.Fatalf("first command: %q", out)
 	}
@@ -645,6 +645,11 @@ for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; ec
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
 	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", sup)) {
 		t.Errorf("the orphan's parent is not the session's supervisor %d:\n%s", sup, status)
+	}
+	// It lives until the test ends it, however slow the machine: then it
+	// must be reaped, leaving no zombie.
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
 	testkit.Until(t, fmt.Sprintf("the orphan %d to be reaped after its end", pids[0]), func() bool {
 		_, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
