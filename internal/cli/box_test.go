@@ -615,6 +615,17 @@ func main() {
 		}
 	}
 	t.Setenv("GOFLAGS", "-mod=mod")
+	// On a cold build cache, compiling the kit's dependencies (SQLite among
+	// them) takes minutes on two busy cores: build once first, under a
+	// deadline of its own, so that gbx dev's build is the cached one whose
+	// wiring this test is about.
+	warm, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(warm, "go", "build", "-o", filepath.Join(t.TempDir(), "a"), "./cmd/a")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build of the Go agent: %v\n%s", err, out)
+	}
 	url, key, stop := startDev(t, dir, nil)
 	stdout, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "hello")
 	if err != nil || !strings.Contains(stdout, "go agent heard: hello") {
