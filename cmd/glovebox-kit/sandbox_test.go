@@ -255,7 +255,7 @@ func TestNothingOutlivesPromptOrSession(t *testing.T) {
 			marker := "survivor" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			// The prompt ends only once its survivor runs.
 			m := promptResult(t, c, "p", fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' </dev/null >/dev/null 2>&1 &
-for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; sleep 0.1; done`, marker))
+for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; sleep 0.1; done`, marker))
 			if m["type"] != "complete" || m["message"] != "started\n" {
 				t.Fatalf("the survivor did not start: %v", m)
 			}

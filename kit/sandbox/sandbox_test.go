@@ -290,7 +290,7 @@ func TestNothingOutlivesTheCommand(t *testing.T) {
 			ss, dir := b.session(t, "s")
 			marker := fmt.Sprintf("sandbox-survivor-%d", time.Now().UnixNano())
 			out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' </dev/null >/dev/null 2>&1 &
-for i in $(seq 100); do pgrep -f %[1]s >/dev/null && echo started && break; sleep 0.1; done`, marker))
+for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; sleep 0.1; done`, marker))
 			if out != "started\n" {
 				t.Fatalf("the survivor did not start: %q", out)
 			}
@@ -627,9 +627,11 @@ func TestSupervisorReapsOrphansWithoutPidNamespace(t *testing.T) {
 		t.Skip("no namespace, so no session supervisor: ", b.sb.Report())
 	}
 	ss, dir := b.session(t, "s")
+	// The wait below matches the orphan's command line from its start (its
+	// argv[0] is the marker), never the shell whose script names it.
 	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
 	if out, _ := run(t, ss, dir, fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 30' </dev/null >/dev/null 2>&1 &
-for i in $(seq 100); do pgrep -f %[1]s >/dev/null && break; sleep 0.05; done; echo forked`, marker)); out != "forked\n" {
+for i in $(seq 600); do pgrep -f '^%[1]s' >/dev/null && echo forked && break; sleep 0.05; done`, marker)); out != "forked\n" {
 		t.Fatalf("first command: %q", out)
 	}
 	sup := ss.SupervisorPid()
