@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -89,61 +88,26 @@ type cutter struct {
 }
 
 func startCutter(t *testing.T, to string, limit int64, max int32) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cutter{ln: ln, to: to, limit: limit, max: max}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
+	c := &cutter{to: to, limit: limit, max: max}
+	c.ln = testkit.Proxy(t, to, func(down, up net.Conn) {
+		var n int64
+		buf := make([]byte, 32<<10)
 		for {
-			down, err := ln.Accept()
+			m, err := down.Read(buf)
+			if m > 0 {
+				n += int64(m)
+				if n > c.limit && c.cuts.Load() < c.max {
+					c.cuts.Add(1)
+					up.Write(buf[:m/2])
+					return // cut both ways, mid-body
+				}
+				if _, err := up.Write(buf[:m]); err != nil {
+					return
+				}
+			}
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", to)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, down, up)
-			mu.Unlock()
-			wg.Go(func() { io.Copy(down, up); down.Close() })
-			wg.Go(func() {
-				defer up.Close()
-				defer down.Close()
-				var n int64
-				buf := make([]byte, 32<<10)
-				for {
-					m, err := down.Read(buf)
-					if m > 0 {
-						n += int64(m)
-						if n > c.limit && c.cuts.Load() < c.max {
-							c.cuts.Add(1)
-							up.Write(buf[:m/2])
-							return // cut both ways, mid-body
-						}
-						if _, err := up.Write(buf[:m]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
 		}
 	})
 	return c

@@ -11,10 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,56 +40,21 @@ func openPTY(t *testing.T) (*os.File, string) {
 // throttle is a TCP proxy that passes at most rate bytes a second towards
 // to, so that a transfer takes long enough to earn a progress bar.
 func throttle(t *testing.T, to string, rate int) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
+	return testkit.Proxy(t, to, func(down, up net.Conn) {
+		buf := make([]byte, 64<<10)
 		for {
-			down, err := ln.Accept()
+			n, err := down.Read(buf)
+			if n > 0 {
+				if _, err := up.Write(buf[:n]); err != nil {
+					return
+				}
+				time.Sleep(time.Duration(n) * time.Second / time.Duration(rate)) // a slow link is the subject: the bar must move while bytes trickle
+			}
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", to)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, down, up)
-			mu.Unlock()
-			wg.Go(func() { io.Copy(down, up); down.Close() })
-			wg.Go(func() {
-				defer up.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := down.Read(buf)
-					if n > 0 {
-						if _, err := up.Write(buf[:n]); err != nil {
-							return
-						}
-						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate)) // a slow link is the subject: the bar must move while bytes trickle
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
 		}
-	})
-	return ln.Addr().String()
+	}).Addr().String()
 }
 
 // TestProgressBarOnATerminal runs the built gbx with stderr on a
