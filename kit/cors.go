@@ -54,7 +54,7 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 	h := w.Header()
 	h.Add("Vary", "Origin")
 	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-	inspect := r.URL.Path == inspectPrefix || strings.HasPrefix(r.URL.Path, inspectPrefix+"/")
+	inspect := isInspectPath(r.URL.Path)
 	if !s.corsPolicy.allows(origin) || inspect {
 		if !preflight {
 			return false // served as usual; the browser keeps the answer from the page

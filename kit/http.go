@@ -53,7 +53,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
 	case strings.HasPrefix(p, protocol.UploadPath):
 		s.serveUpload(w, r, strings.TrimPrefix(p, protocol.UploadPath))
-	case p == inspectPrefix || strings.HasPrefix(p, inspectPrefix+"/"):
+	case isInspectPath(p):
 		s.serveInspect(w, r)
 	case wsconn.IsUpgrade(r):
 		s.serveWS(w, r)

@@ -47,6 +47,11 @@ import (
 //	GET  /inspect/api/environment           what GET /environment says
 const inspectPrefix = "/inspect"
 
+// isInspectPath reports whether p is the inspector's: /inspect or under it.
+func isInspectPath(p string) bool {
+	return p == inspectPrefix || strings.HasPrefix(p, inspectPrefix+"/")
+}
+
 const (
 	inspectCookie     = "glovebox_inspect"
 	inspectCookieTTL  = 8 * time.Hour
