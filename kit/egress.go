@@ -149,7 +149,7 @@ func (s *Server) bootEgress(b *boot) {
 		b.add("egress proxy: %v", err)
 		return
 	}
-	if err := os.WriteFile(e.bundle, p.Bundle(egress.SystemRoots(s.getenv)), 0o644); err != nil {
+	if err := p.WriteBundle(e.bundle, egress.SystemBundle(s.getenv)); err != nil {
 		b.add("egress proxy: write the CA bundle: %v", err)
 		return
 	}

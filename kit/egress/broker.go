@@ -125,10 +125,10 @@ var systemBundles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// SystemRoots returns the system's CA bundle: the file named by
-// SSL_CERT_FILE or NIX_SSL_CERT_FILE in getenv, else the first that
-// exists of the usual places; nil when there is none.
-func SystemRoots(getenv func(string) string) []byte {
+// SystemBundle names the system's CA bundle: the file named by
+// SSL_CERT_FILE or NIX_SSL_CERT_FILE in getenv, else the first of the
+// usual places that is a file and not empty; "" when there is none.
+func SystemBundle(getenv func(string) string) string {
 	paths := []string{}
 	for _, k := range []string{"SSL_CERT_FILE", "NIX_SSL_CERT_FILE"} {
 		if v := getenv(k); v != "" {
@@ -136,22 +136,59 @@ func SystemRoots(getenv func(string) string) []byte {
 		}
 	}
 	for _, p := range append(paths, systemBundles...) {
-		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
-			return b
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+			return p
 		}
 	}
-	return nil
+	return ""
 }
 
-// Bundle returns system followed by the box CA: the file agents' tools
-// trust.
-func (p *Proxy) Bundle(system []byte) []byte {
-	b := slices.Clone(system)
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		b = append(b, '\n')
+// WriteBundle writes the file agents' tools trust to path: the CA bundle
+// named system ("" for none) followed by the box CA. The system's
+// bundle, some 200 KiB, is copied by the kernel rather than read into
+// the kit's memory.
+func (p *Proxy) WriteBundle(path, system string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
 	}
-	b = append(b, "# Glovebox box CA: the egress proxy brokers secrets with it\n"...)
-	return append(b, p.ca.pem...)
+	tail, err := copyBundle(f, system)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("copy the system's CA bundle %s: %w", system, err)
+	}
+	tail = append(tail, "# Glovebox box CA: the egress proxy brokers secrets with it\n"...)
+	tail = append(tail, p.ca.pem...)
+	if _, err := f.Write(tail); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// copyBundle copies the file named system, if any, to w, and returns the
+// line break to write after it when its last line has none.
+func copyBundle(w io.Writer, system string) ([]byte, error) {
+	if system == "" {
+		return nil, nil
+	}
+	src, err := os.Open(system)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	n, err := io.Copy(w, src)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	last := make([]byte, 1)
+	if _, err := src.ReadAt(last, n-1); err != nil {
+		return nil, err
+	}
+	if last[0] != '\n' {
+		return []byte{'\n'}, nil
+	}
+	return nil, nil
 }
 
 // Env returns the variables an agent needs to use the proxy listening at

@@ -221,7 +221,7 @@ func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Se
 	}
 	b := &box{p: p, addr: ln.Addr().String(), events: make(chan Event, 1000)}
 	b.bundle = filepath.Join(t.TempDir(), "ca-bundle.crt")
-	if err := os.WriteFile(b.bundle, p.Bundle(nil), 0o644); err != nil {
+	if err := p.WriteBundle(b.bundle, ""); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -638,9 +638,51 @@ func TestCACert(t *testing.T) {
 	if bytes.Equal(p.CACert(), q.CACert()) {
 		t.Error("two proxies share a CA: each box must make its own")
 	}
-	bundle := p.Bundle([]byte("SYSTEM"))
-	if !bytes.HasPrefix(bundle, []byte("SYSTEM\n")) || !bytes.HasSuffix(bundle, p.CACert()) {
-		t.Errorf("Bundle = %q, want the system roots then the CA", bundle)
+}
+
+// TestWriteBundle: the bundle agents trust is the system's roots, as the
+// environment names them, then the box CA, with a line break between
+// them whether or not the system's file ends with one.
+func TestWriteBundle(t *testing.T) {
+	pol, _ := NewPolicy(protocol.NetworkSpec{})
+	p, err := New(Options{Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, system := range []string{"SYSTEM", "SYSTEM\n", strings.Repeat("ROOTS\n", 50000) + "LAST"} {
+		src := filepath.Join(dir, "roots.pem")
+		if err := os.WriteFile(src, []byte(system), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "bundle.crt")
+		named := SystemBundle(func(k string) string { return map[string]string{"SSL_CERT_FILE": src}[k] })
+		if named != src {
+			t.Fatalf("SystemBundle with SSL_CERT_FILE=%s names %q", src, named)
+		}
+		if err := p.WriteBundle(out, named); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(out)
+		want := strings.TrimSuffix(system, "\n") + "\n# Glovebox box CA: the egress proxy brokers secrets with it\n" + string(p.CACert())
+		if string(got) != want {
+			t.Errorf("system roots of %d bytes: bundle of %d bytes, want %d: the roots, a line break, the CA", len(system), len(got), len(want))
+		}
+	}
+	// No system bundle: the CA alone.
+	out := filepath.Join(dir, "alone.crt")
+	if err := p.WriteBundle(out, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "# Glovebox box CA: the egress proxy brokers secrets with it\n" + string(p.CACert())
+	if got, _ := os.ReadFile(out); string(got) != want {
+		t.Errorf("bundle without system roots = %q, want the CA alone", got)
+	}
+	// A missing or empty SSL_CERT_FILE is passed over for the usual places.
+	empty := filepath.Join(dir, "empty.pem")
+	os.WriteFile(empty, nil, 0o644)
+	if got := SystemBundle(func(string) string { return empty }); got == empty {
+		t.Errorf("SystemBundle chose the empty file %s", empty)
 	}
 }
 
