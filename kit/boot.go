@@ -93,6 +93,7 @@ func (b *boot) run(opts Options) *Server {
 		promptEnded:  make(chan struct{}, 1),
 		obs:          newObserver(),
 		logs:         ring,
+		memory:       newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval

@@ -44,30 +44,8 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 	}
 	before := stats()
 	conns := make([]net.Conn, 0, n)
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for i := range n {
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: box\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"+
-			"Sec-WebSocket-Protocol: %s\r\nAuthorization: Bearer %s\r\n\r\n", SubprotocolV1, b.key)
-		resp, err := http.ReadResponse(bufio.NewReaderSize(c, 256), nil)
-		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-			t.Fatalf("connection %d: %v %v", i, resp, err)
-		}
-		// A keepalive pong (masked, empty), the only traffic of an idle
-		// client: the reader must take it and go back to its short wait.
-		if _, err := c.Write([]byte{0x8A, 0x80, 1, 2, 3, 4}); err != nil {
-			t.Fatal(err)
-		}
+	for range n {
+		conns = append(conns, rawSession(t, addr, b.key))
 	}
 	testkit.Until(t, "every session registered", func() bool {
 		b.srv.mu.Lock()
@@ -166,4 +144,30 @@ func (s *Server) parkedConns() int {
 		return p.parkedCount()
 	}
 	return 0
+}
+
+// rawSession opens a session over a raw socket, which holds no goroutine
+// and no buffer on the client's side, and answers one keepalive ping.
+// The test's cleanup closes it.
+func rawSession(t *testing.T, addr, key string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: box\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"+
+		"Sec-WebSocket-Protocol: %s\r\nAuthorization: Bearer %s\r\n\r\n", SubprotocolV1, key)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 256), nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("raw session: %v %v", resp, err)
+	}
+	// A keepalive pong (masked, empty), the only traffic of an idle
+	// client: the reader must take it and go back to its short wait.
+	if _, err := c.Write([]byte{0x8A, 0x80, 1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

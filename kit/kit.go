@@ -195,6 +195,10 @@ type Options struct {
 	// runnerLinger shortens how long an idle prompt runner waits, for
 	// tests (default runnerLinger).
 	runnerLinger time.Duration
+	// memoryQuiet and collect replace memoryQuiet and debug.FreeOSMemory
+	// (memory.go), for tests.
+	memoryQuiet time.Duration
+	collect     func()
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
 	// HostEnv passes all of Environ to agents (but GLOVEBOX_KEY and the
@@ -251,12 +255,13 @@ type Server struct {
 	healthBody []byte
 	envBody    []byte
 	caps       []string
-	egress     *kitEgress  // nil: no proxy
-	inspect    *inspector  // nil: no inspector (inspect.go)
-	resume     *resumables // partial uploads, made on first use (upload_resume.go)
-	obs        *observer   // counters for /metrics and the log lines
-	logs       *logRing    // recent log records, for /logs
-	warm       *warmPool   // nil: no warm sessions
+	egress     *kitEgress      // nil: no proxy
+	inspect    *inspector      // nil: no inspector (inspect.go)
+	resume     *resumables     // partial uploads, made on first use (upload_resume.go)
+	obs        *observer       // counters for /metrics and the log lines
+	logs       *logRing        // recent log records, for /logs
+	warm       *warmPool       // nil: no warm sessions
+	memory     *memoryReturner // returns a burst's garbage (memory.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -397,6 +402,7 @@ func (s *Server) Close(ctx context.Context) error {
 		hs.Close() // stops listening; hijacked connections are ours
 	}
 	s.cancel(errShutdown)
+	s.memory.stop()
 
 	var wg sync.WaitGroup
 	wg.Go(s.warm.close)

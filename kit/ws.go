@@ -57,6 +57,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	s.memory.note()
 
 	fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
 	ss := fresh
@@ -130,6 +131,7 @@ func (s *Server) reader(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.memory.note()
 	c.sess.stream.connGone(c, clean)
 }
 
