@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,25 +198,44 @@ func (s *served) dial() (*wsconn.Conn, error) {
 }
 
 // untilEnd reads frames to the prompt's complete, counting events; an
-// error frame is an error.
+// error frame is an error. It reads each frame into one reused buffer, so
+// that the client, which shares the machine's cores with the kit, spends
+// no more than it must on each (a client that allocated every frame
+// measured itself as much as the kit).
 func untilEnd(c *wsconn.Conn) (int, error) {
 	events := 0
+	buf := make([]byte, 0, 4<<10)
+	eventPrefix := []byte(`{"type":"event"`)
 	for {
-		b, err := c.ReadMessage()
+		r, err := c.NextReader()
 		if err != nil {
 			return events, err
 		}
-		if strings.HasPrefix(string(b), `{"type":"event"`) {
+		buf = buf[:0]
+		for {
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return events, err
+			}
+		}
+		if bytes.HasPrefix(buf, eventPrefix) {
 			events++
 			continue
 		}
 		var m struct{ Type string }
-		json.Unmarshal(b, &m)
+		json.Unmarshal(buf, &m)
 		switch m.Type {
 		case "complete":
 			return events, nil
 		case "error":
-			return events, fmt.Errorf("prompt failed: %s", b)
+			return events, fmt.Errorf("prompt failed: %s", buf)
 		}
 	}
 }
