@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // DefaultPort is the port a box listens on when GLOVEBOX_PORT and PORT
@@ -393,11 +395,59 @@ func rawString(raw json.RawMessage, t, field string) (string, error) {
 	if raw[0] != '"' {
 		return "", fmt.Errorf("%w: %s: %q must be a string", ErrBadMessage, t, field)
 	}
+	if s, ok := plainString(raw); ok {
+		return s, nil
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
 	}
 	return s, nil
+}
+
+// plainString is the common case of rawString without a second pass of
+// the JSON decoder: a string without escapes, whose bytes between the
+// quotes are its value. Anything else (an escape, a control character,
+// bytes that are not UTF-8, which the decoder would replace) reports
+// false. raw is a value the frame's decode has already checked.
+func plainString(raw []byte) (string, bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '"' || raw[n-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : n-1]
+	for _, c := range body {
+		if c < 0x20 || c == '\\' || c == '"' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
+}
+
+// rawUint decodes an optional unsigned integer field (seq); absent and
+// null are 0. Plain digits are parsed directly; anything else goes
+// through the JSON decoder, which words the errors.
+func rawUint(raw json.RawMessage, t string) (uint64, error) {
+	if raw == nil || string(raw) == "null" {
+		return 0, nil
+	}
+	if len(raw) <= 19 && (raw[0] != '0' || len(raw) == 1) {
+		digits := true
+		for _, c := range raw {
+			digits = digits && c >= '0' && c <= '9'
+		}
+		if digits {
+			if n, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+				return n, nil
+			}
+		}
+	}
+	var n uint64
+	err := rawDecode(raw, &n, t)
+	return n, err
 }
 
 // rawDecode decodes an optional field; absent and null leave v as it is.
@@ -452,10 +502,7 @@ func DecodeServer(data []byte) (ServerMessage, error) {
 	}
 	t := *w.Type
 	var err error
-	seq := func() (uint64, error) {
-		var n uint64
-		return n, rawDecode(w.Seq, &n, t)
-	}
+	seq := func() (uint64, error) { return rawUint(w.Seq, t) }
 	switch t {
 	case TypeEvent:
 		e := &Event{Data: orNull(w.Data)}
