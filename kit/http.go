@@ -205,6 +205,9 @@ func (s *Server) authorized(bearer string, ok bool, scope, fileID string) bool {
 	return s.tokenAllows(bearer, scope, fileID)
 }
 
+// identityKey is the identity of the box key's holder.
+const identityKey = "key"
+
 // identity names the credential bearer opened a session with: "key" for
 // the box key, "sub:SUBJECT" for a token with a subject, else
 // "token:HASH" of the token itself. Only the same identity may resume
@@ -212,7 +215,7 @@ func (s *Server) authorized(bearer string, ok bool, scope, fileID string) bool {
 func identity(bearer string, c protocol.TokenClaims, isKey bool) string {
 	switch {
 	case isKey:
-		return "key"
+		return identityKey
 	case c.Subject != "":
 		return "sub:" + c.Subject
 	}
