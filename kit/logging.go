@@ -63,6 +63,10 @@ const (
 	// logFollowBuffer is how many records wait for one /logs follower;
 	// a follower that falls further behind loses records (and is told).
 	logFollowBuffer = 512
+	// logMaxFollowers bounds the /logs followers at once: every record
+	// is handed to each under the ring's lock, and each holds a
+	// connection, a goroutine and its buffer.
+	logMaxFollowers = 32
 )
 
 // logRecord is one rendered record: a JSON object and a newline.
@@ -124,9 +128,12 @@ func (r *logRing) Write(p []byte) (int, error) {
 
 // since returns the kept records logged at or after t, and, with follow,
 // subscribes a follower in the same step so that no record falls between.
-func (r *logRing) since(t time.Time, follow bool) ([][]byte, *logFollower) {
+func (r *logRing) since(t time.Time, follow bool) ([][]byte, *logFollower, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if follow && len(r.subs) >= logMaxFollowers {
+		return nil, nil, errTooManyFollowers
+	}
 	var out [][]byte
 	for _, rec := range r.recs {
 		if !rec.t.Before(t) {
@@ -138,8 +145,10 @@ func (r *logRing) since(t time.Time, follow bool) ([][]byte, *logFollower) {
 		f = &logFollower{ch: make(chan []byte, logFollowBuffer)}
 		r.subs[f] = struct{}{}
 	}
-	return out, f
+	return out, f, nil
 }
+
+var errTooManyFollowers = fmt.Errorf("too many /logs followers: %d already follow this box's logs; stop one, or read without follow=1", logMaxFollowers)
 
 func (r *logRing) unsubscribe(f *logFollower) {
 	r.mu.Lock()

@@ -16,7 +16,8 @@ import (
 // response open and sends each new record as it is logged, until the
 // client leaves or the box closes. The kit keeps the latest 2000 records
 // (at most 2 MiB); a follower that reads too slowly to keep up with 512
-// waiting records loses some and gets a line saying how many.
+// waiting records loses some and gets a line saying how many. At most 32
+// follow at once; one more gets 503 with Retry-After.
 
 func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -41,7 +42,12 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "follow must be 1 or 0", http.StatusBadRequest)
 		return
 	}
-	recs, f := s.logs.since(since, follow)
+	recs, f, err := s.logs.since(since, follow)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	if f != nil {
 		defer s.logs.unsubscribe(f)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -202,6 +203,67 @@ func TestLogsFollow(t *testing.T) {
 	if resp, _ := b.get("/logs?since=yesterday", b.auth()); resp.StatusCode != 400 {
 		t.Errorf("GET /logs?since=yesterday = %d, want 400", resp.StatusCode)
 	}
+}
+
+// TestLogsFollowersBounded: at most logMaxFollowers follow /logs at once;
+// one more is refused with 503 and Retry-After, and a place freed by a
+// follower that leaves is taken again. Reading without follow stays open.
+func TestLogsFollowersBounded(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	follow := func(ctx context.Context) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/logs?follow=1", nil)
+		req.Header = bearer(b.token(protocol.ScopeLogs))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ctx := testkit.Context(t, "the /logs followers")
+	cancels := make([]context.CancelFunc, 0, logMaxFollowers)
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	var first *http.Response
+	for i := range logMaxFollowers {
+		fctx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		resp := follow(fctx)
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("follower %d: %d, want 200", i+1, resp.StatusCode)
+		}
+		if i == 0 {
+			first = resp
+		}
+	}
+	over := follow(ctx)
+	body, _ := io.ReadAll(over.Body)
+	over.Body.Close()
+	if over.StatusCode != http.StatusServiceUnavailable || over.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "too many /logs followers") {
+		t.Fatalf("follower %d: %d %q (Retry-After %q), want 503 naming the bound", logMaxFollowers+1, over.StatusCode, body, over.Header.Get("Retry-After"))
+	}
+	if resp, _ := b.get("/logs", bearer(b.token(protocol.ScopeLogs))); resp.StatusCode != 200 {
+		t.Errorf("GET /logs without follow while the followers are full = %d, want 200", resp.StatusCode)
+	}
+	// The first follower leaves: its place is free once the kit has seen it go.
+	cancels[0]()
+	first.Body.Close()
+	testkit.Until(t, "a new follower admitted once one left", func() bool {
+		fctx, cancel := context.WithCancel(ctx)
+		resp := follow(fctx)
+		if resp.StatusCode == 200 {
+			cancels = append(cancels, cancel)
+			defer resp.Body.Close()
+			return true
+		}
+		cancel()
+		resp.Body.Close()
+		return false
+	})
 }
 
 // TestURLInputSwitch: a url input on loopback is refused, naming the
