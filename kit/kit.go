@@ -199,6 +199,8 @@ type Options struct {
 	// (memory.go), for tests.
 	memoryQuiet time.Duration
 	collect     func()
+	// uploadSweep replaces resumeUploadSweep (upload_resume.go), for tests.
+	uploadSweep time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
 	// HostEnv passes all of Environ to agents (but GLOVEBOX_KEY and the
@@ -403,6 +405,10 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(errShutdown)
 	s.memory.stop()
+	s.mu.Lock()
+	partials := s.resume
+	s.mu.Unlock()
+	partials.close()
 
 	var wg sync.WaitGroup
 	wg.Go(s.warm.close)

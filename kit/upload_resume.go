@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -32,11 +34,13 @@ import (
 // HEAD for the offset and sends the rest. A PATCH at another offset than
 // the upload's gets 409 with the right one. The partial file lives in the
 // state directory's uploads/ and is dropped after resumeUploadIdle without
-// a PATCH, when the box restarts, or on DELETE. Same auth and cap as PUT.
+// a PATCH (checked every resumeUploadSweep while any is under way), when
+// the box restarts, or on DELETE. Same auth and cap as PUT.
 const (
-	resumeUploadIdle = time.Hour
-	resumeUploadMax  = 64 // partial uploads at once
-	resumeIDPrefix   = "up_"
+	resumeUploadIdle  = time.Hour
+	resumeUploadSweep = 5 * time.Minute
+	resumeUploadMax   = 64 // partial uploads at once
+	resumeIDPrefix    = "up_"
 )
 
 type partialUpload struct {
@@ -48,12 +52,17 @@ type partialUpload struct {
 	offset int64
 	path   string
 	last   time.Time
+	held   atomic.Int64 // offset, for /metrics, which must not wait for a PATCH
 }
 
 type resumables struct {
-	mu  sync.Mutex
-	dir string
-	ups map[string]*partialUpload
+	mu     sync.Mutex
+	dir    string
+	ups    map[string]*partialUpload
+	now    func() time.Time
+	every  time.Duration // how often idle uploads are looked for
+	sweep  *time.Timer   // armed while an upload is under way
+	closed bool
 }
 
 func (s *Server) partials() *resumables {
@@ -62,9 +71,53 @@ func (s *Server) partials() *resumables {
 	if s.resume == nil {
 		dir := filepath.Join(s.stateDir, "uploads")
 		os.RemoveAll(dir) // an earlier run's partial uploads: their state is gone
-		s.resume = &resumables{dir: dir, ups: map[string]*partialUpload{}}
+		s.resume = &resumables{dir: dir, ups: map[string]*partialUpload{}, now: s.now, every: cmp.Or(s.opts.uploadSweep, resumeUploadSweep)}
 	}
 	return s.resume
+}
+
+// armLocked makes sure an idle upload is dropped even when no new upload
+// comes to sweep it: a timer looks every rs.every while any is under way.
+// The caller holds rs.mu.
+func (rs *resumables) armLocked() {
+	if rs.sweep != nil || rs.closed || len(rs.ups) == 0 {
+		return
+	}
+	rs.sweep = time.AfterFunc(rs.every, func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		rs.sweep = nil
+		rs.sweepLocked(rs.now())
+		rs.armLocked()
+	})
+}
+
+// close stops the sweeps (Server.Close).
+func (rs *resumables) close() {
+	if rs == nil {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.closed = true
+	if rs.sweep != nil {
+		rs.sweep.Stop()
+		rs.sweep = nil
+	}
+}
+
+// usage is what /metrics reports: partial uploads and the bytes they hold.
+func (rs *resumables) usage() (n, bytes int64) {
+	if rs == nil {
+		return 0, 0
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, u := range rs.ups {
+		n++
+		bytes += u.held.Load()
+	}
+	return n, bytes
 }
 
 // sweep drops idle partial uploads; the caller holds r.mu.
@@ -127,6 +180,7 @@ func (s *Server) startResumable(w http.ResponseWriter, r *http.Request, name str
 		if f, err = os.OpenFile(u.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
 			f.Close()
 			rs.ups[id] = u
+			rs.armLocked()
 		}
 	}
 	rs.mu.Unlock()
@@ -174,6 +228,7 @@ func (s *Server) continueResumable(w http.ResponseWriter, r *http.Request, id st
 	}
 	n, err := u.append(r.Body)
 	u.offset += n
+	u.held.Store(u.offset)
 	h.Set("Upload-Offset", strconv.FormatInt(u.offset, 10))
 	if err != nil {
 		uploadError(w, http.StatusBadRequest, protocol.CodeError, fmt.Sprintf("upload %s: %v (the box holds %d bytes: HEAD and send the rest)", id, err, u.offset))

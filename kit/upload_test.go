@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -257,5 +259,59 @@ func TestResumableUpload(t *testing.T) {
 	}
 	if resp, _ := b.do(http.MethodPatch, "/uploads/"+started.ID, at(0), []byte("0123456789")); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("PATCH after DELETE = %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestIdlePartialUploadSwept: a resumable upload left idle past
+// resumeUploadIdle is dropped, its partial file with it, though no other
+// upload comes; until then /metrics counts it and the bytes it holds.
+func TestIdlePartialUploadSwept(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
+	b := newBox(t, scripted(nil), func(m *protocol.Manifest, o *Options) {
+		m.Limits.MaxInput = "1MB"
+		o.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+		o.uploadSweep = 20 * time.Millisecond
+	})
+	h := b.auth()
+	h.Set("Upload-Length", "1000")
+	resp, body := b.do(http.MethodPost, "/uploads/idle.txt", h, nil)
+	var started struct{ ID string }
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &started) != nil {
+		t.Fatalf("POST /uploads/idle.txt = %d %s", resp.StatusCode, body)
+	}
+	h = b.auth()
+	h.Set("Upload-Offset", "0")
+	if resp, body := b.do(http.MethodPatch, "/uploads/"+started.ID, h, bytes.Repeat([]byte("x"), 300)); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PATCH = %d %s", resp.StatusCode, body)
+	}
+	metric := func(name string) string {
+		_, body := b.get("/metrics", b.auth())
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				return v
+			}
+		}
+		return "absent"
+	}
+	if n, held := metric("glovebox_partial_uploads"), metric("glovebox_partial_upload_bytes"); n != "1" || held != "300" {
+		t.Errorf("/metrics: %s partial uploads holding %s bytes, want 1 and 300", n, held)
+	}
+	dir := filepath.Join(b.root, "var", "glovebox", "uploads")
+	// Sweeps come and go while the upload is fresh: it stays.
+	time.Sleep(100 * time.Millisecond) // five sweeps' time is the subject
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("a fresh partial upload's file: %d entries in %s, want 1", len(entries), dir)
+	}
+	clock.Add(int64(resumeUploadIdle + time.Minute))
+	testkit.Until(t, "the idle partial upload's file removed", func() bool {
+		entries, _ := os.ReadDir(dir)
+		return len(entries) == 0
+	})
+	if resp, _ := b.do(http.MethodHead, "/uploads/"+started.ID, b.auth(), nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("HEAD of a swept upload = %d, want 404", resp.StatusCode)
+	}
+	if n, held := metric("glovebox_partial_uploads"), metric("glovebox_partial_upload_bytes"); n != "0" || held != "0" {
+		t.Errorf("/metrics after the sweep: %s partial uploads holding %s bytes, want 0 and 0", n, held)
 	}
 }
