@@ -43,9 +43,8 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 		return m
 	}
 	before := stats()
-	conns := make([]net.Conn, 0, n)
 	for range n {
-		conns = append(conns, rawSession(t, addr, b.key))
+		rawSession(t, addr, b.key) // closed by the test's cleanup
 	}
 	testkit.Until(t, "every session registered", func() bool {
 		b.srv.mu.Lock()
