@@ -55,6 +55,7 @@ func TestServedRowsAndTable(t *testing.T) {
 		"prompt round trip, no-op Go agent, same connection",
 		"prompt round trip / ping",
 		"events/s to one client, burst of 100",
+		"events/s to one client, burst of 100, a session's second prompt",
 		"events/s to one client, burst of 1000",
 		"minimal Go HTTP server start to /health",
 	}
@@ -85,7 +86,7 @@ func TestServedStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := events(s, 10, 1)
+	r, err := events(s, 10, 1, true)
 	if err != nil {
 		s.stop()
 		t.Fatal(err)
