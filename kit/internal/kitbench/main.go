@@ -7,10 +7,15 @@
 // prompt answered, warm and cold, exec and SDK ACP agent, beside a bare
 // fork/exec. Optional: the first event of `echo hi` with the sandbox's
 // layers on and off (--first), the memory and setup time per sandboxed
-// session (--sandboxes). The client is this process; the kit is another:
-// the glovebox-kit binary given, or, for events and round trips, this
-// binary re-executed in a server role (kit.New with a Go agent).
+// session and of its supervisor (--sandboxes). The client is this
+// process; the kit is another: the glovebox-kit binary given, or, for
+// events and round trips, this binary re-executed in a server role
+// (kit.New with a Go agent). As installed, the kit starts its sandbox
+// supervisors from glovebox-sandbox beside it, and from its own binary
+// without one: build both into one directory to measure what images run
+// (the first line below), the kit alone to measure the fallback.
 //
+//	go build -o /tmp/gk/ ./cmd/glovebox-kit ./cmd/glovebox-sandbox   # then --kit /tmp/gk/glovebox-kit
 //	go build -o /tmp/glovebox-kit ./cmd/glovebox-kit
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit     # every figure of BENCHMARKS.md
 //	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick  # CI: small counts, every measure
