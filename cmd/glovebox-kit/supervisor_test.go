@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,8 +167,8 @@ func kitDir(t *testing.T, sandboxTag string) string {
 // listen line) and its pid, with the session still open.
 func bootBinary(t *testing.T, dir string) (boot string, pid int) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root, as the kit runs in its image")
+	if os.Getuid() != 0 || runtime.GOOS != "linux" {
+		t.Skip("needs Linux and root, as the kit runs in its image")
 	}
 	key := protocol.NewKey()
 	root, err := os.MkdirTemp("/var/tmp", "kit-supervisor-")

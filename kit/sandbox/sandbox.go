@@ -56,6 +56,11 @@ import (
 // InitName is argv[0] of a sandbox supervisor process.
 const InitName = "glovebox-sandbox-init"
 
+// SupervisorName is the file name of the small supervisor binary
+// (cmd/glovebox-sandbox) that a kit uses when it is installed beside the
+// kit's own executable.
+const SupervisorName = "glovebox-sandbox"
+
 // Defaults.
 const (
 	DefaultUIDBase  = 200000

@@ -14,11 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SupervisorName is the file name of the small supervisor binary
-// (cmd/glovebox-sandbox) that a kit uses when it is installed beside the
-// kit's own executable.
-const SupervisorName = "glovebox-sandbox"
-
 // supervisorFd is the lowest descriptor a sibling supervisor is held
 // open on. Starting a supervisor, os/exec moves descriptors in the child
 // onto 3 to 6 (ExtraFiles) and, while it shuffles them, onto the next few
