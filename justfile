@@ -28,10 +28,10 @@ lint:
 bench:
     go test -run '^$' -bench . -benchmem ./...
 
-# Build the binaries into ./bin.
+# Build the binaries into ./bin (glovebox-sandbox, the sandbox supervisor, beside the kit and gbx).
 build:
     mkdir -p bin
-    go build -trimpath -o bin/ ./cmd/gbx ./cmd/glovebox-kit
+    go build -trimpath -o bin/ ./cmd/gbx ./cmd/glovebox-kit ./cmd/glovebox-sandbox
 
 # Fuzz every target in the module, one after the other: just fuzz 1m
 fuzz fuzztime="20s":

@@ -23,6 +23,10 @@ const Port = protocol.DefaultPort
 // KitModule is the Go package of the kit binary, installed by nixpacks.
 const KitModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-kit"
 
+// SupervisorModule is the Go package of the kit's sandbox supervisor,
+// installed by nixpacks beside the kit (the kit uses it from there).
+const SupervisorModule = "github.com/glovebox-dev/glovebox/cmd/glovebox-sandbox"
+
 // GloveboxFlake is the glovebox flake generated flakes take mkBox from.
 const GloveboxFlake = "github:glovebox-dev/glovebox"
 
@@ -445,7 +449,7 @@ func newView(c *Config, opts Options) *view {
 		v.BuildEnv = append(v.BuildEnv, kv{k, base.Env[k]})
 	}
 	v.BuildEnv = append(v.BuildEnv, v.ImageEnv...)
-	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion)}
+	v.InstallCmds = []string{"CGO_ENABLED=0 GOBIN=/app/bin go install -trimpath " + shellquote(KitModule+"@"+opts.KitVersion) + " " + shellquote(SupervisorModule+"@"+opts.KitVersion)}
 	if py := dedup(append(append([]string(nil), base.Pip...), v.PythonPackages...)); len(py) > 0 {
 		// The same python3.withPackages as the Nix image, not pip in a venv:
 		// manylinux wheels need libraries (libstdc++, zlib) a Nix Python

@@ -177,6 +177,9 @@ func TestNixpacks(t *testing.T) {
 			if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "go install -trimpath "+KitModule+"@") {
 				t.Errorf("install cmds %q do not install the kit", p.Phases["install"].Cmds)
 			}
+			if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), " "+SupervisorModule+"@") {
+				t.Errorf("install cmds %q do not install the sandbox supervisor beside the kit", p.Phases["install"].Cmds)
+			}
 			if p.Start == nil || p.Start.Cmd != "exec /app/bin/glovebox-kit" {
 				t.Errorf("start = %+v, want the kit", p.Start)
 			}

@@ -181,7 +181,8 @@ func TestGoBinaries(t *testing.T) {
 				if g.Function != "buildGoModule" {
 					t.Errorf("built with %s, want buildGoModule", g.Function)
 				}
-				if diff := cmp.Diff([]string{"cmd/" + name}, g.SubPackages); diff != "" {
+				// The sandbox supervisor is installed beside each binary.
+				if diff := cmp.Diff([]string{"cmd/" + name, "cmd/glovebox-sandbox"}, g.SubPackages); diff != "" {
 					t.Errorf("subPackages (-want +got):\n%s", diff)
 				}
 				wantFlags := []string{"-s", "-w", "-X " + versionVar[name] + "=v0.1.0"}

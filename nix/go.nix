@@ -1,6 +1,9 @@
 # The Go programs, built with buildGoModule: glovebox-kit (the runtime
 # inside every image), gbx (the CLI), and `tests`, a derivation that runs
-# go vet and go test over the whole module.
+# go vet and go test over the whole module. Both binaries' packages also
+# install glovebox-sandbox, the small sandbox supervisor, beside them in
+# bin/: a kit (or gbx dev's in-process kit) that finds it there starts
+# every session's supervisor from it instead of re-executing itself.
 #
 # vendorHash lives in ./vendor-hash.nix. It is the NAR hash of `go mod vendor`
 # output, which is exactly what buildGoModule's fixed-output goModules
@@ -87,7 +90,10 @@ let
       common
       // {
         inherit pname ldflags;
-        subPackages = [ "cmd/${pname}" ];
+        subPackages = [
+          "cmd/${pname}"
+          "cmd/glovebox-sandbox"
+        ];
         passthru.glovebox = {
           inherit ldflags versionVar;
           goVersion = go.version;

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,13 +21,20 @@ import (
 )
 
 // The test binary doubles as glovebox-kit when this variable is set, so
-// the tests run the real command in a real process.
+// the tests run the real command in a real process. As the images install
+// the kit, glovebox-sandbox is built beside it first: the kit's sessions
+// (and the attacks on them) run under the real supervisor binary.
 func TestMain(m *testing.M) {
 	if os.Getenv("GLOVEBOX_KIT_AS_MAIN") == "1" {
 		main()
 		os.Exit(0)
 	}
-	testkit.Main(m)
+	remove, err := installSupervisor()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testkit.Main(m, testkit.After(remove))
 }
 
 func kitCmd(t *testing.T, env ...string) *exec.Cmd {

@@ -164,6 +164,8 @@ func TestKeyOutOfReach(t *testing.T) {
 			}
 			c, _ := h.dial("")
 			m := promptResult(t, c, "attack", keyAttack(h.pid))
+			// The attack ran under the supervisor the images ship.
+			checkSupervisors(t, h.pid, siblingOfTestBinary(t))
 			msg, _ := m["message"].(string)
 			if !strings.Contains(msg, "attack-done") {
 				t.Fatalf("the attack did not run: %v", m)

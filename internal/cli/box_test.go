@@ -631,7 +631,19 @@ func main() {
 	if err != nil || !strings.Contains(stdout, "go agent heard: hello") {
 		t.Errorf("prompt against the Go agent = %q, %v\n%s", stdout, err, stderr)
 	}
-	if out, err := stop(); err != nil || !strings.HasSuffix(out, "stopped\n") {
+	out, err := stop()
+	if err != nil || !strings.HasSuffix(out, "stopped\n") {
 		t.Errorf("gbx dev after cancel = %v, output %q", err, out)
+	}
+	// As in an image, glovebox-sandbox is built beside the agent's kit,
+	// which then runs its sessions' supervisors from it.
+	m := regexp.MustCompile(`(?m)^\s*state\s+(\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("gbx dev did not print its state directory:\n%s", out)
+	}
+	for _, name := range []string{"glovebox-agent", "glovebox-sandbox"} {
+		if st, err := os.Stat(filepath.Join(m[1], name)); err != nil || st.Mode()&0o111 == 0 {
+			t.Errorf("gbx dev built no %s in its state directory %s: %v", name, m[1], err)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -39,6 +40,7 @@ func startGoAgent(ctx context.Context, stdio IO, dir, main, state, addr, key str
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build the Go agent %s in %s: %w\n%s", main, dir, err, out)
 	}
+	buildSupervisor(ctx, stdio, dir, state)
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -115,5 +117,21 @@ func (b *goAgentBox) Close() error {
 	case <-time.After(10 * time.Second):
 		b.cmd.Process.Kill()
 		return errors.New("the Go agent did not stop within 10s of SIGTERM: killed")
+	}
+}
+
+// buildSupervisor builds glovebox-sandbox beside the agent, from the
+// glovebox version the box's module requires, as the images install it
+// beside the kit: the agent's kit then starts its sessions' supervisors
+// from it. Where it cannot be built (a module that vendors its
+// dependencies, a glovebox without it), the kit re-executes itself as
+// supervisor, as it always can; gbx says so once.
+func buildSupervisor(ctx context.Context, stdio IO, dir, state string) {
+	bin := filepath.Join(state, sandbox.SupervisorName)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/glovebox-dev/glovebox/cmd/"+sandbox.SupervisorName)
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		os.Remove(bin) // never a stale one of another version
+		fmt.Fprintf(stdio.Stderr, "gbx dev: %s not built beside the agent (%v: %s); the agent's kit serves as its own sandbox supervisor\n", sandbox.SupervisorName, err, strings.TrimSpace(string(out)))
 	}
 }

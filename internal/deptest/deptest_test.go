@@ -201,6 +201,14 @@ var budgets = []budget{
 		},
 		why: "the kit binary imports only the standard library, gorilla/websocket, x/sync, modernc.org/sqlite (and what sqlite needs) and the module's own runtime packages",
 	},
+	{
+		root: module + "/cmd/glovebox-sandbox",
+		allowed: func(p pkg) bool {
+			return p.Standard || p.Module == "golang.org/x/sys" ||
+				p.ImportPath == module+"/cmd/glovebox-sandbox" || p.ImportPath == module+"/kit/sandbox"
+		},
+		why: "the sandbox supervisor, started for every session and at boot, imports only the standard library, x/sys and kit/sandbox",
+	},
 }
 
 // TestDependencyBudget checks each side's dependency budget on every
@@ -288,6 +296,13 @@ func TestBudgetCatchesForbiddenImports(t *testing.T) {
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: module + "/generator", Module: module}, false},
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: module + "/internal/cli", Module: module}, false},
 		{module + "/cmd/glovebox-kit", pkg{ImportPath: module + "/client", Module: module}, false},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: "encoding/json", Standard: true}, true},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: "golang.org/x/sys/unix", Module: "golang.org/x/sys"}, true},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: module + "/kit/sandbox", Module: module}, true},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: module + "/protocol", Module: module}, false},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: module + "/kit", Module: module}, false},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: "golang.org/x/sync/errgroup", Module: "golang.org/x/sync"}, false},
+		{module + "/cmd/glovebox-sandbox", pkg{ImportPath: "modernc.org/sqlite", Module: "modernc.org/sqlite"}, false},
 	}
 	for _, tt := range tests {
 		if got := rule(tt.root).allowed(tt.dep); got != tt.want {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,10 +38,11 @@ type Process struct {
 	err    error
 }
 
-// startSupervisor starts a supervisor cloned with flags, puts it in cg,
-// hands it is (a probe's or a session's) and waits until it is ready. A
-// session's supervisor gets ctl, its control socket, as fdControl.
-func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Process, error) {
+// startSupervisor starts sup cloned with flags, puts it in cg, hands it is
+// (a probe's or a session's) and waits until it is ready. A session's
+// supervisor gets ctl, its control socket, as fdControl.
+func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Process, error) {
+	is.Version = Version()
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -70,7 +72,7 @@ func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Pr
 		extra = append(extra, ctl)
 	}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: sup.cmdPath(),
 		Args: []string{InitName},
 		// Nothing of the kit's environment: only what makes a race-enabled
 		// build exit at once instead of a second later.
@@ -88,6 +90,7 @@ func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Pr
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
 	}
 	err = startOnOwnThread(cmd)
+	runtime.KeepAlive(sup) // its descriptor is the path just executed
 	closeFiles(specR, statW)
 	if err != nil {
 		closeFiles(specW, statR, sockKit)
@@ -122,7 +125,9 @@ func startSupervisor(is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Pr
 		_ = cmd.Wait()
 		closeFiles(specW, statR, sockKit)
 		return nil, supervisorError(strings.TrimPrefix(line, "error "))
-	case line == "ready":
+	case line == "ready "+is.Version:
+	case strings.HasPrefix(line, "ready"):
+		return fail(fmt.Errorf("sandbox: the supervisor %s is version %q, the kit %q: install the %s built with this kit", sup, strings.TrimSpace(strings.TrimPrefix(line, "ready")), is.Version, SupervisorName))
 	default:
 		return fail(fmt.Errorf("sandbox: the supervisor ended before it was ready (%q)", line))
 	}

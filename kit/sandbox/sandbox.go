@@ -26,10 +26,12 @@
 //     controllers) carrying limits.memory, limits.cpu and a pids cap, and
 //     used to kill every process of the session when it ends.
 //
-// Processes start through a small supervisor: the kit's own binary,
-// re-executed under the name [InitName], which sets up the namespaces it
-// was cloned into, joins nothing the kit did not prepare and drops its
-// privileges. One supervisor serves a whole session, with namespaces or
+// Processes start through a small supervisor: cmd/glovebox-sandbox
+// ([SupervisorName]) where it is installed beside the running program and
+// trusted, else the program's own binary re-executed, both under the name
+// [InitName]. It sets up the namespaces it was cloned into, joins nothing
+// the kit did not prepare and drops its privileges. [New] chooses once,
+// and the kit and the supervisor check each other's [Version]. One supervisor serves a whole session, with namespaces or
 // without: started with its first command (or ahead of it, by
 // [Session.Warm]), it holds the session's namespaces, mounts, network,
 // rlimits and privileges, and forks and executes each command on request,
@@ -53,6 +55,11 @@ import (
 
 // InitName is argv[0] of a sandbox supervisor process.
 const InitName = "glovebox-sandbox-init"
+
+// SupervisorName is the file name of the small supervisor binary
+// (cmd/glovebox-sandbox) that a kit uses when it is installed beside the
+// kit's own executable.
+const SupervisorName = "glovebox-sandbox"
 
 // Defaults.
 const (

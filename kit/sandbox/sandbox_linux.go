@@ -24,6 +24,7 @@ type Sandbox struct {
 	userns    bool    // a user namespace maps the kit's uid to root inside
 	cloneMask uintptr // the namespaces each process is cloned into
 	cg        *cgroups
+	sup       *supervisor // what supervisors run: glovebox-sandbox or the kit
 
 	mu   sync.Mutex
 	free []int // free uid slots, as a stack
@@ -33,7 +34,22 @@ type Sandbox struct {
 // New checks which layers cfg asks for this platform allows, and says so
 // in its Report. It fails only when a layer it needs to set up (the hidden
 // directories' modes) cannot be.
+//
+// Supervisors run glovebox-sandbox when it is installed beside the
+// running program (and trusted: see openSibling), else the program
+// itself; New logs which, and why. A sibling that fails the boot probe
+// (another version, a broken file) is dropped with a warning, and the
+// program itself serves.
 func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
+	dir, err := executableDir()
+	if err != nil {
+		dir = ""
+	}
+	return newSandbox(cfg, log, dir)
+}
+
+// newSandbox is New with the supervisor looked for in dir.
+func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -55,14 +71,32 @@ func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
 	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0}
 	inactive := map[string]string{}
 	off := func(layer, why string) { inactive[layer] = why }
+	sup, why, warn := chooseSupervisor(dir)
+	sb.sup = sup
 
 	switch {
 	case cfg.Off:
 		for _, l := range []string{LayerUsers, LayerMount, LayerPID, LayerNetwork, LayerCgroup} {
 			off(l, "[sandbox] is turned off in the manifest")
 		}
+		if sup != self {
+			if err := sb.verify(); err != nil {
+				why, warn = sb.dropSibling(err), true
+			}
+		}
 	default:
-		sb.probeNamespaces(off)
+		ran := sb.probeNamespaces(off)
+		if sup != self && !ran {
+			// No probe got as far as the supervisor's code: see that
+			// the sibling runs at all, and if it does not, probe again
+			// with the program itself.
+			if err := sb.verify(); err != nil {
+				why, warn = sb.dropSibling(err), true
+				inactive = map[string]string{}
+				sb.cloneMask, sb.userns = 0, false
+				sb.probeNamespaces(off)
+			}
+		}
 		switch {
 		case cfg.NoUsers:
 			off(LayerUsers, "turned off in the manifest")
@@ -121,6 +155,11 @@ func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
 	if len(inactive) > 0 {
 		sb.report.Inactive = inactive
 	}
+	if warn {
+		log.Warn("sandbox: supervisor: " + why)
+	} else {
+		log.Info("sandbox: supervisor: " + why)
+	}
 	if sb.users {
 		sb.report.UIDs = fmt.Sprintf("%d-%d", cfg.UIDBase, cfg.UIDBase+cfg.UIDCount-1)
 	}
@@ -132,9 +171,28 @@ func New(cfg Config, log *slog.Logger) (*Sandbox, error) {
 	return sb, nil
 }
 
+// dropSibling goes back to the program itself as supervisor, since the
+// sibling failed with err, and says why.
+func (sb *Sandbox) dropSibling(err error) string {
+	why := "the kit's own binary: " + sb.sup.path + " failed the boot probe (" + err.Error() + ")"
+	sb.sup.close()
+	sb.sup = self
+	return why
+}
+
+// Supervisor is what the sandbox's supervisors run: the path of
+// glovebox-sandbox, or "" for the program itself.
+func (sb *Sandbox) Supervisor() string {
+	if sb.sup == nil || sb.sup == self {
+		return ""
+	}
+	return sb.sup.path
+}
+
 // probeNamespaces starts a supervisor in each namespace the config asks
-// for and keeps those that work.
-func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
+// for and keeps those that work. It reports whether any probe ran to the
+// end, which proves the supervisor's binary good.
+func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
 	want := []struct {
 		name string
 		flag uintptr
@@ -149,9 +207,9 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
 			for _, w := range want {
 				off(w.name, "the kit does not run as root and user namespaces are not allowed ("+err.Error()+")")
 			}
-			return
+			return false
 		}
-		sb.userns = true
+		sb.userns, ran = true, true
 	}
 	var mask uintptr
 	for _, w := range want {
@@ -162,14 +220,14 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
 		mask |= w.flag
 	}
 	if mask == 0 {
-		return
+		return ran
 	}
 	// The usual answer first: every namespace at once, one supervisor
 	// started at boot instead of one a namespace.
 	together := sb.probe(mask, sb.userns)
 	if together == nil {
 		sb.cloneMask = mask
-		return
+		return true
 	}
 	// Something failed: find what, each alone, at the same time.
 	errs := make([]error, len(want))
@@ -197,7 +255,7 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
 		alone++
 	}
 	if alone == 0 {
-		return
+		return ran
 	}
 	// Some work alone: keep them if they work together.
 	var ok uintptr
@@ -212,9 +270,10 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) {
 				off(w.name, "works alone but not with the other namespaces: "+err.Error())
 			}
 		}
-		return
+		return true
 	}
 	sb.cloneMask = ok
+	return true
 }
 
 // probe runs a supervisor that sets up what flags need, then exits.
@@ -232,7 +291,7 @@ func (sb *Sandbox) probe(flags uintptr, userns bool) error {
 	if userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
-	p, err := startSupervisor(&spec, flags, nil, nil)
+	p, err := startSupervisor(sb.sup, &spec, flags, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -156,3 +156,9 @@ func (ss *Session) Lost() <-chan struct{} { return nil }
 
 // SupervisorPid is 0: there is no supervisor.
 func (ss *Session) SupervisorPid() int { return 0 }
+
+// SupervisorMain says that sandbox supervisors run on Linux only.
+func SupervisorMain() int {
+	os.Stderr.WriteString("glovebox-sandbox: the sandbox supervisor runs on Linux only\n")
+	return 2
+}

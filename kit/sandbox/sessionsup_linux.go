@@ -92,10 +92,10 @@ type ctlReply struct {
 // has no status.
 var errSupervisorGone = errors.New("sandbox: the session's supervisor ended")
 
-// startSessionSup starts a session's supervisor cloned with flags, in cg,
-// and waits until it is ready. It returns the egress listener made in its
+// startSessionSup starts a session's supervisor (sup) cloned with flags,
+// in cg, and waits until it is ready. It returns the egress listener made in its
 // network namespace, if is asks for one.
-func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.Listener, error) {
+func startSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.Listener, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
@@ -109,7 +109,7 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 	ctlKit := os.NewFile(uintptr(pair[0]), "control-kit")
 	ctlChild := os.NewFile(uintptr(pair[1]), "control-child")
 	defer ctlChild.Close()
-	p, err := startSupervisor(is, flags, cg, ctlChild)
+	p, err := startSupervisor(sup, is, flags, cg, ctlChild)
 	if err != nil {
 		ctlKit.Close()
 		return nil, nil, err

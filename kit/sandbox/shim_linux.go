@@ -28,6 +28,10 @@ const (
 
 // initSpec is what the kit tells a supervisor.
 type initSpec struct {
+	// Version is the kit's Version: a supervisor of another version
+	// refuses the spec, and the kit refuses a supervisor that reports
+	// another version when it is ready.
+	Version  string       `json:"version"`
 	Path     string       `json:"path"`
 	Args     []string     `json:"args"`
 	Env      []string     `json:"env"`
@@ -81,19 +85,28 @@ type netSpec struct {
 	ProxyAddr string `json:"proxy_addr,omitempty"`
 }
 
+// A binary that imports this package is a supervisor when it is started
+// under InitName: the kit re-executing itself, or glovebox-sandbox.
 func init() {
 	if len(os.Args) == 0 || os.Args[0] != InitName {
 		return
 	}
+	os.Exit(SupervisorMain())
+}
+
+// SupervisorMain is a sandbox supervisor's main: it reads the spec the kit
+// hands it, sets the sandbox up, and then probes or serves the session's
+// commands. It returns the process's exit code and must be the process's
+// last act (a session's supervisor ends with the session). Run by hand
+// (without the kit's descriptors), it says what it is and returns 2.
+func SupervisorMain() int {
+	if !startedByKit() {
+		fmt.Fprintf(os.Stderr, "%s: the sandbox supervisor of glovebox-kit (version %s): the kit starts it, with its spec on descriptor %d; it is not run by hand\n", SupervisorName, Version(), fdSpec)
+		return 2
+	}
 	// Privileges, no_new_privs and the bounding set are per thread: set
 	// them on the thread that forks or executes the command.
 	runtime.LockOSThread()
-	os.Exit(supervisorMain())
-}
-
-// supervisorMain runs in the supervisor process. It never returns to the
-// rest of the program.
-func supervisorMain() int {
 	status := os.NewFile(fdStatus, "status")
 	// An error line carries the errno of the last argument that is one,
 	// so that the kit can tell "not found" from "permission denied".
@@ -114,6 +127,9 @@ func supervisorMain() int {
 	err := json.NewDecoder(specFile).Decode(&spec)
 	if err != nil {
 		return fail("read the sandbox spec: %v", err)
+	}
+	if v := Version(); spec.Version != v {
+		return fail("the kit speaks supervisor version %q, this supervisor %q: install the %s built with this kit", spec.Version, v, SupervisorName)
 	}
 	// Nothing but its standard files reaches the command: not the
 	// supervisor's pipes to the kit, not whatever the kit inherited.
@@ -163,11 +179,11 @@ func supervisorMain() int {
 		}
 	}
 	if spec.Probe {
-		fmt.Fprintln(status, "ready")
+		fmt.Fprintln(status, "ready", Version())
 		return 0
 	}
 	if spec.Session {
-		fmt.Fprintln(status, "ready")
+		fmt.Fprintln(status, "ready", Version())
 		status.Close()
 		return sessionLoop(&spec, kitGone)
 	}

@@ -7,10 +7,15 @@
 // prompt answered, warm and cold, exec and SDK ACP agent, beside a bare
 // fork/exec. Optional: the first event of `echo hi` with the sandbox's
 // layers on and off (--first), the memory and setup time per sandboxed
-// session (--sandboxes). The client is this process; the kit is another:
-// the glovebox-kit binary given, or, for events and round trips, this
-// binary re-executed in a server role (kit.New with a Go agent).
+// session and of its supervisor (--sandboxes). The client is this
+// process; the kit is another: the glovebox-kit binary given, or, for
+// events and round trips, this binary re-executed in a server role
+// (kit.New with a Go agent). As installed, the kit starts its sandbox
+// supervisors from glovebox-sandbox beside it, and from its own binary
+// without one: build both into one directory to measure what images run
+// (the first line below), the kit alone to measure the fallback.
 //
+//	go build -o /tmp/gk/ ./cmd/glovebox-kit ./cmd/glovebox-sandbox   # then --kit /tmp/gk/glovebox-kit
 //	go build -o /tmp/glovebox-kit ./cmd/glovebox-kit
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit     # every figure of BENCHMARKS.md
 //	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick  # CI: small counts, every measure
@@ -574,9 +579,68 @@ func sessions(kitPath string, n int) ([]row, error) {
 		return nil, err
 	}
 	layers, _ := isolation(k)
-	return []row{
+	rows := []row{
 		durRow(fmt.Sprintf("%d sandboxed sessions: setup and first prompt `true`", n), ds, "layers: "+layers),
 		{measure: fmt.Sprintf("kit RSS per sandboxed session, %d", n), median: fmt.Sprintf("%.1f KiB", float64(after-base)/float64(n)/1024),
 			spread: fmt.Sprintf("RSS %.1f MiB idle, %.1f MiB with them", float64(base)/(1<<20), float64(after)/(1<<20)), runs: 1},
-	}, nil
+	}
+	if r, err := supervisorMemory(k.cmd.Process.Pid); err == nil {
+		rows = append(rows, r)
+	} else {
+		fmt.Fprintln(os.Stderr, "kitbench: supervisors' memory:", err)
+	}
+	return rows, nil
+}
+
+// supervisorMemory reads smaps_rollup of every sandbox supervisor the kit
+// pid runs (its children named glovebox-sandbox-init: one a session, and
+// the warm ones) and reports the median private memory and PSS of one.
+// Private is what each session costs on its own; PSS adds its share of
+// the pages it shares (the binary's text, with the kit's when it is the
+// kit's own binary).
+func supervisorMemory(pid int) (row, error) {
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	var private, pss []int64
+	exe := ""
+	for _, kid := range kids {
+		cmdline, _ := os.ReadFile("/proc/" + kid + "/cmdline")
+		if !strings.HasPrefix(string(cmdline), "glovebox-sandbox-init\x00") {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + kid + "/smaps_rollup")
+		if err != nil {
+			continue
+		}
+		var priv, p int64
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Private_Clean:", "Private_Dirty:":
+				priv += kb
+			case "Pss:":
+				p = kb
+			}
+		}
+		private, pss = append(private, priv), append(pss, p)
+		if exe == "" {
+			exe, _ = os.Readlink("/proc/" + kid + "/exe")
+		}
+	}
+	if len(private) == 0 {
+		return row{}, fmt.Errorf("the kit %d runs no supervisor", pid)
+	}
+	sort.Slice(private, func(i, j int) bool { return private[i] < private[j] })
+	sort.Slice(pss, func(i, j int) bool { return pss[i] < pss[j] })
+	return row{measure: "sandbox supervisor memory per session: private (PSS)",
+		median: fmt.Sprintf("%d KiB (%d KiB)", private[len(private)/2], pss[len(pss)/2]),
+		spread: fmt.Sprintf("%d supervisors running %s", len(private), filepath.Base(exe)), runs: len(private)}, nil
 }
