@@ -167,9 +167,10 @@ func supervisorMain() int {
 		return 0
 	}
 	if spec.Session {
-		fmt.Fprintln(status, "ready")
-		status.Close()
-		return sessionLoop(&spec, kitGone)
+		return sessionLoop(&spec, kitGone, func() {
+			fmt.Fprintln(status, "ready")
+			status.Close()
+		})
 	}
 	return fail("the sandbox spec asks for neither a probe nor a session")
 }
