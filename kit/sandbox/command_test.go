@@ -3,10 +3,15 @@
 package sandbox
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // A warm session's supervisor is counted ready only once it waits for
@@ -47,4 +52,84 @@ func hasMapping(maps string, size uint64) bool {
 		}
 	}
 	return false
+}
+
+// requests is how many start and killall requests the session's
+// supervisor was sent.
+func requests(ss *Session) uint64 {
+	ss.mu.Lock()
+	sp := ss.sup
+	ss.mu.Unlock()
+	if sp == nil {
+		return 0
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.sent
+}
+
+// A command costs one request to the supervisor: KillAll after it (as the
+// exec agent calls it after every command) needs no killall round trip
+// when the command's exit said the pid namespace was emptied. With a
+// command still running, or one started since, it still kills everything,
+// setsid escapees included.
+func TestKillAllAfterACommandCostsNoRoundTrip(t *testing.T) {
+	b := newBox(t, Config{})
+	if !b.sb.Report().Has(LayerPID) {
+		t.Skip("needs the pid namespace: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "rt")
+	if err := ss.Warm(); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	ss.KillAll()
+	if n := requests(ss); n != 0 {
+		t.Errorf("KillAll on a fresh supervisor sent %d requests, want 0", n)
+	}
+	marker := fmt.Sprintf("sandbox-escapee-%d", time.Now().UnixNano())
+	escape := fmt.Sprintf(`setsid bash -c 'exec -a %[1]s sleep 1000' </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; sleep 0.1; done`, marker)
+	if out, _ := run(t, ss, dir, escape); out != "started\n" {
+		t.Fatalf("the escapee did not start: %q", out)
+	}
+	ss.KillAll()
+	if n := requests(ss); n != 1 {
+		t.Errorf("a command and KillAll sent %d requests, want 1 (the start)", n)
+	}
+	if pids := testkit.WithCmdline(marker); len(pids) > 0 {
+		t.Errorf("a setsid process outlived its command: pids %v", pids)
+	}
+
+	// A command still running: KillAll asks the supervisor, and nothing
+	// of the command is left.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", escape + "\nsleep 1000"}, Dir: dir,
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(r).ReadString('\n'); line != "started\n" {
+		t.Fatalf("the escapee did not start: %q, %v", line, err)
+	}
+	before := requests(ss)
+	// Not through the Process: the session's KillAll alone must find
+	// the command and the escapee.
+	ss.mu.Lock()
+	delete(ss.procs, p)
+	ss.mu.Unlock()
+	ss.KillAll()
+	if n := requests(ss) - before; n != 1 {
+		t.Errorf("KillAll with a command running sent %d requests, want 1 (killall)", n)
+	}
+	if st, _ := p.Wait(); st.Signal != syscall.SIGKILL {
+		t.Errorf("the running command after KillAll: %v, want killed by SIGKILL", st)
+	}
+	if pids := testkit.WithCmdline(marker); len(pids) > 0 {
+		t.Errorf("a setsid process outlived KillAll: pids %v", pids)
+	}
 }

@@ -236,6 +236,7 @@ func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
 	s.mu.Lock()
 	last := len(s.cmds) == 0
 	s.mu.Unlock()
+	empty := false
 	switch {
 	case s.pidns && last:
 		if !emptied() {
@@ -245,11 +246,14 @@ func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
 				waitEmpty(5 * time.Second)
 			}
 		}
+		// Said with the exit, it spares the kit a killall round trip
+		// after the command.
+		empty = emptied()
 	default:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	s.cleanMu.Unlock()
-	send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws)})
+	send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws), Emptied: empty})
 }
 
 // emptied reports whether no process but this one is left in the pid

@@ -46,6 +46,9 @@ type ctlMsg struct {
 	Status uint32 `json:"status,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
 	Msg    string `json:"msg,omitempty"`
+	// Emptied says, with a command's exit, that the supervisor left
+	// nothing else running in the session's pid namespace.
+	Emptied bool `json:"emptied,omitempty"`
 }
 
 // maxCtlMsg bounds a control message: a command's argv and environment.
@@ -81,6 +84,11 @@ type sessionSup struct {
 	waiting map[uint64]chan ctlReply
 	procs   map[uint64]*Process
 	gone    bool
+	// empty: in a pid namespace, nothing but the supervisor runs there:
+	// no command was started since it last said so (with a command's
+	// exit), or since it started. killAll has nothing to do then.
+	empty bool
+	sent  uint64 // start and killall requests written, for tests
 }
 
 type ctlReply struct {
@@ -125,6 +133,7 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 	s := &sessionSup{
 		cmd: p.cmd, ctl: fc.(*net.UnixConn), specW: p.specW, pidns: p.pidns, cg: cg,
 		done: p.done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
+		empty: p.pidns,
 	}
 	go s.read()
 	go func() {
@@ -160,6 +169,9 @@ func (s *sessionSup) read() {
 		case "exit":
 			if p, ok := s.procs[m.ID]; ok {
 				delete(s.procs, m.ID)
+				if m.Emptied && len(s.procs) == 0 {
+					s.empty = true
+				}
 				p.status = StatusOf(syscall.WaitStatus(m.Status))
 				p.noteLimit()
 				close(p.done)
@@ -215,6 +227,8 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	p.id = m.ID
 	s.waiting[m.ID] = ch
 	s.procs[m.ID] = p
+	s.empty = false
+	s.sent++
 	s.mu.Unlock()
 	b, err := json.Marshal(&m)
 	if err == nil && len(b) > maxCtlMsg {
@@ -278,6 +292,13 @@ func (s *sessionSup) killAll() bool {
 		s.mu.Unlock()
 		return false
 	}
+	if s.empty && len(s.procs) == 0 {
+		// The last command's exit said the namespace was emptied, and
+		// none started since: no round trip.
+		s.mu.Unlock()
+		return true
+	}
+	s.sent++
 	s.next++
 	id := s.next
 	s.waiting[id] = ch
