@@ -133,3 +133,30 @@ for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; s
 		t.Errorf("a setsid process outlived KillAll: pids %v", pids)
 	}
 }
+
+// A command starts from the cgroup's counters as read after the last
+// command's exit, when the namespace stayed empty since: a limit hit is
+// named for the command that hit it, never for the next one.
+func TestLimitNamedForTheCommandThatHitIt(t *testing.T) {
+	b := newBox(t, Config{Limits: Limits{Memory: 64 << 20, Pids: 32}})
+	if !b.sb.Report().Has(LayerCgroup) || !b.sb.Report().Has(LayerPID) {
+		t.Skip("needs the cgroup and the pid namespace: ", b.sb.Report())
+	}
+	ss, dir := b.session(t, "limits")
+	if out, st := run(t, ss, dir, `echo ok`); out != "ok\n" || st.Limit != "" {
+		t.Fatalf("first command: %q, %v", out, st)
+	}
+	for _, c := range []struct{ limit, script string }{
+		{"memory", `head -c 400000000 /dev/zero | tail -c 300000000 >/dev/null`},
+		{"pids", `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null`},
+	} {
+		if out, st := run(t, ss, dir, c.script); st.Limit != c.limit {
+			t.Errorf("%s: status %v, want the %s limit named; output:\n%s", c.limit, st, c.limit, out)
+		}
+		for i := range 2 {
+			if out, st := run(t, ss, dir, `echo ok`); out != "ok\n" || st.Limit != "" || st.Code != 0 {
+				t.Errorf("command %d after the %s limit: %q, %v, want ok and no limit", i+1, c.limit, out, st)
+			}
+		}
+	}
+}

@@ -57,7 +57,7 @@ const maxCtlMsg = 4 << 20
 // hostPid is the pid, in the kit's namespace, of the process a pidfd
 // refers to.
 func hostPid(pidfd int) int {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	b, err := readSmall("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
 	if err != nil {
 		return 0
 	}
@@ -88,7 +88,12 @@ type sessionSup struct {
 	// no command was started since it last said so (with a command's
 	// exit), or since it started. killAll has nothing to do then.
 	empty bool
-	sent  uint64 // start and killall requests written, for tests
+	// seen holds the cgroup's counters as read after the exit that left
+	// the namespace empty: while it stays empty they cannot move, and
+	// the next command starts from them without reading them again.
+	seen      [2]int64
+	seenValid bool
+	sent      uint64 // start and killall requests written, for tests
 }
 
 type ctlReply struct {
@@ -169,11 +174,12 @@ func (s *sessionSup) read() {
 		case "exit":
 			if p, ok := s.procs[m.ID]; ok {
 				delete(s.procs, m.ID)
+				p.status = StatusOf(syscall.WaitStatus(m.Status))
+				oom, pids := p.noteLimit()
 				if m.Emptied && len(s.procs) == 0 {
 					s.empty = true
+					s.seen, s.seenValid = [2]int64{oom, pids}, true
 				}
-				p.status = StatusOf(syscall.WaitStatus(m.Status))
-				p.noteLimit()
 				close(p.done)
 			}
 		}
@@ -215,7 +221,13 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	p := &Process{sup: s, pidns: s.pidns, done: make(chan struct{})}
 	if s.cg != nil {
 		p.cg = s.cg
-		p.oom0, p.pids0 = s.cg.events()
+		s.mu.Lock()
+		cached := s.empty && s.seenValid && len(s.procs) == 0
+		p.oom0, p.pids0 = s.seen[0], s.seen[1]
+		s.mu.Unlock()
+		if !cached {
+			p.oom0, p.pids0 = s.cg.events()
+		}
 	}
 	s.mu.Lock()
 	if s.gone {
