@@ -135,16 +135,18 @@ for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; s
 }
 
 // A command starts from the cgroup's counters as read after the last
-// command's exit, when the namespace stayed empty since: a limit hit is
-// named for the command that hit it, never for the next one.
+// command's exit, or, for a warm session's first command, as read when
+// its supervisor started, when the namespace stayed empty since: a limit
+// hit is named for the command that hit it, the first one included, and
+// never for the next one.
 func TestLimitNamedForTheCommandThatHitIt(t *testing.T) {
 	b := newBox(t, Config{Limits: Limits{Memory: 64 << 20, Pids: 32}})
 	if !b.sb.Report().Has(LayerCgroup) || !b.sb.Report().Has(LayerPID) {
 		t.Skip("needs the cgroup and the pid namespace: ", b.sb.Report())
 	}
 	ss, dir := b.session(t, "limits")
-	if out, st := run(t, ss, dir, `echo ok`); out != "ok\n" || st.Limit != "" {
-		t.Fatalf("first command: %q, %v", out, st)
+	if err := ss.Warm(); err != nil {
+		t.Fatalf("Warm: %v", err)
 	}
 	for _, c := range []struct{ limit, script string }{
 		{"memory", `head -c 400000000 /dev/zero | tail -c 300000000 >/dev/null`},

@@ -140,6 +140,12 @@ func startSessionSup(is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.
 		done: p.done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
 		empty: p.pidns,
 	}
+	if cg != nil && p.pidns {
+		// Read now, while nothing but the supervisor runs in the
+		// namespace: the first command's starting point, read ahead.
+		oom, pids := cg.events()
+		s.seen, s.seenValid = [2]int64{oom, pids}, true
+	}
 	go s.read()
 	go func() {
 		<-p.done
