@@ -16,6 +16,8 @@ import (
 // BenchmarkCommand is one `sh -c true` started and waited for: through a
 // warm session's supervisor with every layer, and by the benchmark itself
 // (the floor). The difference is the sandbox's own cost per command.
+// "session, then KillAll" adds what the exec agent does after every
+// command: end whatever the command left in the session.
 func BenchmarkCommand(b *testing.B) {
 	b.Run("floor", func(b *testing.B) {
 		for b.Loop() {
@@ -24,22 +26,31 @@ func BenchmarkCommand(b *testing.B) {
 			}
 		}
 	})
-	b.Run("session", func(b *testing.B) {
-		bx := newBox(b, Config{})
-		ss, dir := bx.session(b, "bench")
-		if err := ss.Warm(); err != nil {
-			b.Fatal(err)
+	for _, killAll := range []bool{false, true} {
+		name := "session"
+		if killAll {
+			name = "session, then KillAll"
 		}
-		for b.Loop() {
-			p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-			if err != nil {
+		b.Run(name, func(b *testing.B) {
+			bx := newBox(b, Config{})
+			ss, dir := bx.session(b, "bench")
+			if err := ss.Warm(); err != nil {
 				b.Fatal(err)
 			}
-			if st, _ := p.Wait(); st.Code != 0 {
-				b.Fatal(st)
+			for b.Loop() {
+				p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st, _ := p.Wait(); st.Code != 0 {
+					b.Fatal(st)
+				}
+				if killAll {
+					ss.KillAll()
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // BenchmarkProbe is the namespace probe New makes at boot: a supervisor

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroups is where the kit makes session cgroups: one parent directory
@@ -314,9 +316,38 @@ func (c *cgroup) events() (oom, pidsMax int64) {
 	return
 }
 
+// readSmall reads a small kernel file (a cgroup's counters, a pidfd's
+// fdinfo) on every command's path: an open, a read or two and a close,
+// where os.ReadFile adds a stat and registers the file with the poller
+// (three fcntls and two epoll_ctls).
+func readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 1024)
+	for {
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 // counter reads "key N" from a flat-keyed cgroup file.
 func counter(path, key string) int64 {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return 0
 	}

@@ -159,18 +159,20 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 	return p, nil
 }
 
-// noteLimit names the limit the session hit while the command ran.
-func (p *Process) noteLimit() {
+// noteLimit names the limit the session hit while the command ran. It
+// returns the counters it read (zero without a cgroup).
+func (p *Process) noteLimit() (oom, pids int64) {
 	if p.cg == nil {
-		return
+		return 0, 0
 	}
-	oom, pids := p.cg.events()
+	oom, pids = p.cg.events()
 	switch {
 	case oom > p.oom0:
 		p.status.Limit = "memory"
 	case pids > p.pids0:
 		p.status.Limit = "pids"
 	}
+	return oom, pids
 }
 
 // supervisorError rebuilds a supervisor's "errno message" error line.

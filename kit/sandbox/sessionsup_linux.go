@@ -46,6 +46,9 @@ type ctlMsg struct {
 	Status uint32 `json:"status,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
 	Msg    string `json:"msg,omitempty"`
+	// Emptied says, with a command's exit, that the supervisor left
+	// nothing else running in the session's pid namespace.
+	Emptied bool `json:"emptied,omitempty"`
 }
 
 // maxCtlMsg bounds a control message: a command's argv and environment.
@@ -54,7 +57,7 @@ const maxCtlMsg = 4 << 20
 // hostPid is the pid, in the kit's namespace, of the process a pidfd
 // refers to.
 func hostPid(pidfd int) int {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	b, err := readSmall("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
 	if err != nil {
 		return 0
 	}
@@ -81,6 +84,16 @@ type sessionSup struct {
 	waiting map[uint64]chan ctlReply
 	procs   map[uint64]*Process
 	gone    bool
+	// empty: in a pid namespace, nothing but the supervisor runs there:
+	// no command was started since it last said so (with a command's
+	// exit), or since it started. killAll has nothing to do then.
+	empty bool
+	// seen holds the cgroup's counters as read after the exit that left
+	// the namespace empty: while it stays empty they cannot move, and
+	// the next command starts from them without reading them again.
+	seen      [2]int64
+	seenValid bool
+	sent      uint64 // start and killall requests written, for tests
 }
 
 type ctlReply struct {
@@ -125,6 +138,13 @@ func startSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (
 	s := &sessionSup{
 		cmd: p.cmd, ctl: fc.(*net.UnixConn), specW: p.specW, pidns: p.pidns, cg: cg,
 		done: p.done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
+		empty: p.pidns,
+	}
+	if cg != nil && p.pidns {
+		// Read now, while nothing but the supervisor runs in the
+		// namespace: the first command's starting point, read ahead.
+		oom, pids := cg.events()
+		s.seen, s.seenValid = [2]int64{oom, pids}, true
 	}
 	go s.read()
 	go func() {
@@ -161,7 +181,11 @@ func (s *sessionSup) read() {
 			if p, ok := s.procs[m.ID]; ok {
 				delete(s.procs, m.ID)
 				p.status = StatusOf(syscall.WaitStatus(m.Status))
-				p.noteLimit()
+				oom, pids := p.noteLimit()
+				if m.Emptied && len(s.procs) == 0 {
+					s.empty = true
+					s.seen, s.seenValid = [2]int64{oom, pids}, true
+				}
 				close(p.done)
 			}
 		}
@@ -203,7 +227,13 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	p := &Process{sup: s, pidns: s.pidns, done: make(chan struct{})}
 	if s.cg != nil {
 		p.cg = s.cg
-		p.oom0, p.pids0 = s.cg.events()
+		s.mu.Lock()
+		cached := s.empty && s.seenValid && len(s.procs) == 0
+		p.oom0, p.pids0 = s.seen[0], s.seen[1]
+		s.mu.Unlock()
+		if !cached {
+			p.oom0, p.pids0 = s.cg.events()
+		}
 	}
 	s.mu.Lock()
 	if s.gone {
@@ -215,6 +245,8 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	p.id = m.ID
 	s.waiting[m.ID] = ch
 	s.procs[m.ID] = p
+	s.empty = false
+	s.sent++
 	s.mu.Unlock()
 	b, err := json.Marshal(&m)
 	if err == nil && len(b) > maxCtlMsg {
@@ -278,6 +310,13 @@ func (s *sessionSup) killAll() bool {
 		s.mu.Unlock()
 		return false
 	}
+	if s.empty && len(s.procs) == 0 {
+		// The last command's exit said the namespace was emptied, and
+		// none started since: no round trip.
+		s.mu.Unlock()
+		return true
+	}
+	s.sent++
 	s.next++
 	id := s.next
 	s.waiting[id] = ch

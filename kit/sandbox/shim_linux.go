@@ -183,9 +183,10 @@ func SupervisorMain() int {
 		return 0
 	}
 	if spec.Session {
-		fmt.Fprintln(status, "ready", Version())
-		status.Close()
-		return sessionLoop(&spec, kitGone)
+		return sessionLoop(&spec, kitGone, func() {
+			fmt.Fprintln(status, "ready", Version())
+			status.Close()
+		})
 	}
 	return fail("the sandbox spec asks for neither a probe nor a session")
 }

@@ -215,6 +215,7 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		tail     = newTail(c.cfg.messageLimit)
 		open     = 2
 		exited   = false
+		procDone = proc.Done() // nil once seen: a closed channel is always ready
 		stopping = false
 		drained  = make(chan struct{}) // closed once both streams ended
 		stopped  = make(chan struct{}) // closed once everything was stopped
@@ -280,7 +281,8 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 			if err := t.Emit(EventTextDelta, TextDelta{Text: string(ch.data), Stream: ch.stream}); err != nil {
 				return abort(emitErr(ctx, err))
 			}
-		case <-proc.Done():
+		case <-procDone:
+			procDone = nil
 			exited = true
 			// Whatever the command left in the background goes with it.
 			stop()

@@ -770,3 +770,46 @@ func waitFile(t *testing.T, path string) {
 		t.Errorf("%s was not written: %v", path, err)
 	}
 }
+
+// TestPromptWaitsIdleForHeldOutput checks that a prompt whose shell has
+// exited, while an escaped process still holds its output open, waits for
+// the output without spinning: the CPU time the test process uses while
+// the pipes are held (minDrain, a second) stays a small part of it. It
+// counts CPU time, not wall time: a loaded machine can only make it lower.
+func TestPromptWaitsIdleForHeldOutput(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	// The shell exits once sleep leads a session of its own, out of the
+	// process group's reach, holding stdout.
+	tr := &turn{text: `setsid sleep 1000 & p=$!
+until [ "$(cut -d' ' -f6 /proc/$p/stat)" = "$p" ]; do sleep 0.01; done; echo $p`}
+	before := cpuTime(t)
+	start := time.Now()
+	msg, err := run(t, testContext(t), newSession(t), tr, exec.WithGrace(0))
+	held := time.Since(start)
+	used := cpuTime(t) - before
+	if err != nil {
+		t.Fatalf("Prompt() error = %v", err)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(msg)); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		waitGone(t, pid)
+	}
+	if held < exec.MinDrain {
+		t.Fatalf("the prompt ended after %v, before its output could be cut (%v): the escaped process did not hold it", held, exec.MinDrain)
+	}
+	if used > exec.MinDrain/4 {
+		t.Errorf("the process used %v of CPU time while the prompt waited %v for its output, want a small part of it (no busy loop)", used, held)
+	}
+}
+
+// cpuTime is the user and system CPU time the test process has used.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
