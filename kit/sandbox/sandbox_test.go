@@ -693,3 +693,35 @@ func TestSandboxOffCommandsForkFromOneSupervisor(t *testing.T) {
 		t.Errorf("the supervisor %d runs %q, want %s", sup, cmdline, InitName)
 	}
 }
+
+// TestCgroupMadeWithTheFirstSupervisor: opening a session makes no cgroup
+// (an agent in the kit's own process never needs one); the first command
+// makes it, and closing the session removes it.
+func TestCgroupMadeWithTheFirstSupervisor(t *testing.T) {
+	bx := newBox(t, Config{})
+	if bx.sb.cg == nil {
+		t.Skip("no cgroup layer here")
+	}
+	ss, dir := bx.session(t, "lazy-cgroup")
+	dirs := func() (n int) {
+		for _, parent := range bx.sb.cg.parents {
+			if _, err := os.Stat(filepath.Join(parent, ss.id)); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := dirs(); n != 0 {
+		t.Fatalf("an opened session with no command has %d cgroup directories, want none", n)
+	}
+	if out, st := run(t, ss, dir, "echo ran"); st.Code != 0 || out != "ran\n" {
+		t.Fatalf("the first command: %q, %v", out, st)
+	}
+	if n, want := dirs(), len(bx.sb.cg.parents); n != want {
+		t.Fatalf("after the first command the session has %d cgroup directories, want %d", n, want)
+	}
+	ss.Close()
+	if n := dirs(); n != 0 {
+		t.Errorf("a closed session left %d cgroup directories", n)
+	}
+}

@@ -72,14 +72,9 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
-	if sb.cg != nil {
-		cg, err := sb.cg.create(id, sb.cfg.Limits)
-		if err != nil {
-			ss.Close()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		ss.cg = cg
-	}
+	// The cgroup is made with the first supervisor (supervisor): a
+	// session whose agent never starts a process (a Go agent in the kit's
+	// own process) costs no cgroup.
 	return ss, nil
 }
 
@@ -266,6 +261,13 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 	if len(ss.dirs) > 0 {
 		home = ss.dirs[0]
 	}
+	if ss.sb.cg != nil && ss.cg == nil {
+		cg, err := ss.sb.cg.create(ss.id, ss.sb.cfg.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		ss.cg = cg
+	}
 	is, flags, onListener := ss.initSpec(home)
 	is.Session = true
 	sp, ln, err := startSessionSup(ss.sb.sup, is, flags, ss.cg)
@@ -303,10 +305,10 @@ func (ss *Session) KillAll() {
 	// itself, which stays for the next command; else the cgroup (with the
 	// supervisor, started anew by the next command) does.
 	ss.mu.Lock()
-	sp := ss.sup
+	sp, cg := ss.sup, ss.cg
 	ss.mu.Unlock()
-	if (sp == nil || !sp.killAll()) && ss.cg != nil {
-		ss.cg.kill(5 * time.Second)
+	if (sp == nil || !sp.killAll()) && cg != nil {
+		cg.kill(5 * time.Second)
 	}
 	if ss.slot >= 0 && ss.sb.uidOnly() {
 		killUID(ss.uid)
@@ -328,13 +330,13 @@ func (ss *Session) Close() error {
 	ss.mu.Unlock()
 	ss.KillAll()
 	ss.mu.Lock()
-	sp := ss.sup
+	sp, cg := ss.sup, ss.cg
 	ss.mu.Unlock()
 	if sp != nil {
 		sp.close()
 	}
-	if ss.cg != nil {
-		ss.cg.remove()
+	if cg != nil {
+		cg.remove()
 	}
 	if ss.slot >= 0 {
 		ss.sb.mu.Lock()
