@@ -163,6 +163,7 @@ func (b *boot) run(opts Options) *Server {
 	// Directories: every writable mount, and the input mount the kit
 	// writes inputs into, must exist and be writable.
 	s.mounts = make(map[string]string, len(m.FS))
+	s.realMounts = make(map[string]string, len(m.FS))
 	for _, k := range sortedKeys(m.FS) {
 		mt := m.FS[k]
 		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
@@ -174,6 +175,10 @@ func (b *boot) run(opts Options) *Server {
 			if err := ensureWritableDir(p); err != nil {
 				b.add("fs.%s: %v", k, err)
 			}
+		}
+		// Resolved once: each session's directory is made under it.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			s.realMounts[k] = real
 		}
 	}
 	state := opts.StateDir

@@ -215,16 +215,18 @@ type Options struct {
 // Server is a running box. It is an http.Handler factory plus the sessions
 // it serves; Close ends them.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	man      *protocol.Manifest
-	keySum   [sha256.Size]byte
-	mounts   map[string]string // manifest fs key -> host path
-	stateDir string
-	getenv   func(string) string
-	machine  string // FLY_MACHINE_ID, when on Fly (see fly.go)
-	baseEnv  []string
-	sb       *sandbox.Sandbox // starts every session's agent processes
+	opts   Options
+	log    *slog.Logger
+	man    *protocol.Manifest
+	keySum [sha256.Size]byte
+	mounts map[string]string // manifest fs key -> host path
+	// realMounts are mounts with their symbolic links resolved at boot.
+	realMounts map[string]string
+	stateDir   string
+	getenv     func(string) string
+	machine    string // FLY_MACHINE_ID, when on Fly (see fly.go)
+	baseEnv    []string
+	sb         *sandbox.Sandbox // starts every session's agent processes
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}

@@ -42,15 +42,9 @@ func (w *workspace) prepare() error {
 		if !ok {
 			continue
 		}
-		p := root
-		if !srv.sharedDirs {
-			p = filepath.Join(root, ss.id)
-		}
-		if err := os.MkdirAll(p, 0o755); err != nil {
+		p, err := sessionDir(root, srv.realMounts[d.key], ss.id, srv.sharedDirs)
+		if err != nil {
 			return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
-		}
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
 		}
 		*d.dst = p
 	}
@@ -75,6 +69,35 @@ func (w *workspace) prepare() error {
 		Sandbox:  box,
 	}
 	return nil
+}
+
+// sessionDir makes a session's directory under a mount's root and returns
+// its path with symbolic links resolved. real is the root resolved at
+// boot ("" if it could not be): a directory the kit has just made under
+// it is its own real path, so the common case costs one mkdir, not a
+// walk of every component. Anything else (the root changed since boot,
+// the directory was there) is made and resolved in full.
+func sessionDir(root, real, id string, shared bool) (string, error) {
+	if real != "" {
+		if shared {
+			return real, nil
+		}
+		p := filepath.Join(real, id)
+		if err := os.Mkdir(p, 0o755); err == nil {
+			return p, nil
+		}
+	}
+	p := root
+	if !shared {
+		p = filepath.Join(root, id)
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	return p, nil
 }
 
 // clear empties the session's work directory.
