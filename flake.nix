@@ -42,9 +42,11 @@
         #         pythonPackages ? [ ], env ? { }, version ? "0.1.0",
         #         tag ? version, kit ? this flake's glovebox-kit }
         mkBox = import ./nix/mkbox.nix { inherit self; };
-        # buildAgent { pkgs, src, main, name, version ? "0.1.0", vendorHash ? null }:
-        # a Go agent's own kit binary, to pass to mkBox as kit.
-        buildAgent = import ./nix/agent.nix;
+        # buildAgent { pkgs, src, main, name, version ? "0.1.0", vendorHash ? null,
+        #              supervisor ? this flake's glovebox-kit }:
+        # a Go agent's own kit binary, with glovebox-sandbox beside it, to
+        # pass to mkBox as kit.
+        buildAgent = import ./nix/agent.nix { inherit self; };
         inherit bases version;
 
         # The built-in bases in the shape another flake exposes its own

@@ -39,6 +39,8 @@ func standInPin(s nixtest.StandIn) Pin {
 // imageInfo is what the tests read back from an evaluated image.
 type imageInfo struct {
 	Function string `json:"function"`
+	// KitInstall is the postInstall of a Go agent's kit (lib.buildAgent).
+	KitInstall string `json:"kitInstall"`
 	Name     string `json:"name"`
 	Tag      string `json:"tag"`
 	Same     bool   `json:"same"`
@@ -93,6 +95,7 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
   config = p.default.standIn.args.config;
   fakeRoot = p.default.standIn.args.fakeRootCommands;
   contents = map (c: c.pname or c.name) p.default.standIn.args.contents;
+  kitInstall = builtins.concatStringsSep "" (map (c: c.standIn.args.postInstall or "") (builtins.filter (c: builtins.match ".*-agent" (c.pname or "") != null) p.default.standIn.args.contents));
   manifest = builtins.fromJSON (builtins.readFile (builtins.elemAt (builtins.match ".*cp ([^ ]*glovebox.json) .*" p.default.standIn.args.fakeRootCommands) 0));
 }) packages`
 
@@ -182,6 +185,10 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	kitBin, kitName := "/bin/glovebox-kit", "glovebox-kit"
 	if c.AgentMain != "" { // a Go agent is its own kit, built by lib.buildAgent
 		kitBin, kitName = "/bin/glovebox-agent", c.Name+"-agent"
+		// with the small supervisor beside it, from the flake's glovebox-kit
+		if !regexp.MustCompile(`install -m 0555 /nix/store/[a-z0-9]{32}-glovebox-kit-[^/]*/bin/glovebox-sandbox "\$out/bin/glovebox-sandbox"`).MatchString(img.KitInstall) {
+			t.Errorf("%s: the Go agent's kit does not install glovebox-sandbox beside glovebox-agent; its postInstall:\n%s", system, img.KitInstall)
+		}
 	}
 	if ep := img.Config.Entrypoint; len(ep) != 1 || !strings.HasSuffix(ep[0], "-"+kitName+"-0.1.0"+kitBin) {
 		t.Errorf("%s: Entrypoint = %q, want %s's %s", system, ep, kitName, kitBin)

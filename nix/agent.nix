@@ -8,6 +8,14 @@
 # ("./cmd/myagent"). vendorHash is buildGoModule's: null when the module
 # vendors its dependencies or has none; otherwise the hash Nix prints on
 # the first build (put it in glovebox.toml as agent.vendor_hash).
+#
+# supervisor is a package whose bin/ holds glovebox-sandbox, the small
+# sandbox supervisor, installed beside glovebox-agent so that the kit
+# starts sessions' supervisors from it (default: this flake's
+# glovebox-kit; null leaves it out, and the kit re-executes itself). A
+# supervisor from another version of glovebox than the agent's module
+# is refused at boot by their version check, and the kit falls back.
+{ self }:
 {
   pkgs,
   src,
@@ -15,6 +23,11 @@
   name,
   version ? "0.1.0",
   vendorHash ? null,
+  supervisor ?
+    let
+      system = pkgs.stdenv.hostPlatform.system;
+    in
+    if self.packages ? ${system} then self.packages.${system}.glovebox-kit else null,
 }:
 let
   inherit (pkgs) lib;
@@ -36,6 +49,9 @@ pkgs.buildGo126Module {
   # One main package, one binary: give it the name mkBox runs.
   postInstall = ''
     mv "$out"/bin/* "$out/bin/glovebox-agent"
+  ''
+  + lib.optionalString (supervisor != null) ''
+    install -m 0555 ${supervisor}/bin/glovebox-sandbox "$out/bin/glovebox-sandbox"
   '';
   meta.mainProgram = "glovebox-agent";
 }
