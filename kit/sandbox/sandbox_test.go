@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -320,15 +321,63 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestForkLimit forks sleeps until the pids limit stops the loop (the
+// shell dies when a fork fails); none may outlive the command. The sleeps
+// carry a mark of this test's own in their environment, so the check finds
+// exactly them, never another test's processes on the machine (a parallel
+// go test ./... runs many).
 func TestForkLimit(t *testing.T) {
 	b := newBox(t, Config{Limits: Limits{Pids: 32}})
 	ss, dir := b.session(t, "s")
-	out, st := run(t, ss, dir, `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo "made $i"`)
+	mark := fmt.Sprintf("GLOVEBOX_FORK_TEST=%d-%d", os.Getpid(), time.Now().UnixNano())
+
+	// First, under the limit, the mark is seen on live sleeps: the check
+	// after the fork loop would see them too. The command holds on its
+	// stdin until they have been seen.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inW.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	script := `for i in 1 2 3 4 5; do sleep 30 & done; echo made; read _`
+	p, err := ss.Start(Spec{
+		Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir,
+		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, mark},
+		Stdin: inR, Stdout: outW, Stderr: outW,
+	})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatalf("Start(%q): %v", script, err)
+	}
+	defer p.Kill()
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(outR).ReadString('\n')
+		lines <- line
+	}()
+	if made := testkit.Recv(t, lines, "five sleeps started"); made != "made\n" {
+		t.Fatalf("%q printed %q, want \"made\"", script, made)
+	}
+	// A process's environment cannot be read while it execs: polled.
+	testkit.Until(t, "the shell and its five sleeps seen with "+mark, func() bool { return len(testkit.WithEnv(mark)) == 6 })
+	inW.Close()
+	testkit.Wait(t, p.Done(), "the five sleeps' command to end after its stdin closed")
+	if pids := testkit.WithEnv(mark); len(pids) > 0 {
+		t.Fatalf("%d sleeps outlived their command: pids %v", len(pids), pids)
+	}
+
+	out, st := run(t, ss, dir, "export "+mark+`; i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo "made $i"`)
 	if b.sb.Report().Has(LayerCgroup) && st.Limit != "pids" {
 		t.Errorf("status %v, want the pids limit named; output:\n%s", st, out)
 	}
-	if pids := testkit.WithCmdline("sleep 30"); len(pids) > 0 {
-		t.Errorf("%d sleeps outlived the command", len(pids))
+	if pids := testkit.WithEnv(mark); len(pids) > 0 {
+		t.Errorf("%d sleeps outlived the fork loop: pids %v", len(pids), pids)
 	}
 }
 

@@ -12,7 +12,9 @@ describe("against the kit (exec agent)", () => {
   let client;
   const seen = { sent: new Set(), received: new Set() };
   before(async () => {
-    kit = await startKit({ manifest: { limits: { timeout: "2s" } } });
+    // No short limits.timeout here: a large output on a loaded machine
+    // may take seconds. The timeout test has a kit of its own.
+    kit = await startKit();
     client = GloveboxClient.make({
       endpoints: { box: { url: kit.url, key: kit.key } },
       WebSocket: recordingWebSocket(BaseWS, seen),
@@ -79,8 +81,15 @@ describe("against the kit (exec agent)", () => {
   });
 
   test("limits.timeout fails the prompt with TimeoutError from the box", async () => {
-    const r = client.box("box").prompt("sleep 20");
-    await assert.rejects(within(15000, "the timed-out prompt to end", r.done), (e) => e.code === "TimeoutError" && e.fromBox);
+    const short = await startKit({ manifest: { limits: { timeout: "2s" } } });
+    const c = GloveboxClient.make({ endpoints: { box: { url: short.url, key: short.key } }, WebSocket: recordingWebSocket(BaseWS, seen) });
+    try {
+      const r = c.box("box").prompt("sleep 20");
+      await assert.rejects(within(15000, "the timed-out prompt to end", r.done), (e) => e.code === "TimeoutError" && e.fromBox);
+    } finally {
+      await c.close();
+      await short.stop();
+    }
   });
 
   test("an already-aborted signal fails the prompt before anything is sent", async () => {

@@ -71,7 +71,9 @@ describe("a real session", () => {
   let kit;
   const frames = { sent: [], received: [] };
   before(async () => {
-    kit = await startKit({ manifest: { limits: { timeout: "1s" } } });
+    // 3s: the prompts that must end do on a loaded machine (a 1.2 MB
+    // output, a url input refused); "sleep 5" still times out.
+    kit = await startKit({ manifest: { limits: { timeout: "3s" } } });
   });
   after(async () => kit?.stop());
 

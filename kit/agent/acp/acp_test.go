@@ -93,8 +93,16 @@ func testSession(t testing.TB) (*agent.Session, *testkit.LogBuffer) {
 }
 
 // open starts an agent for a fresh session and closes it when the test
-// ends, checking that nothing it started is left behind.
+// ends, checking that nothing it started is left behind. Its handshake
+// gets testkit.Timeout.
 func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conversation, *agent.Session, *testkit.LogBuffer) {
+	t.Helper()
+	return openWithin(t, spec, tune, testkit.Timeout, "the agent's handshake")
+}
+
+// openWithin is open with a handshake (start, initialize, session/new)
+// given within, failing with a message naming what it waited for.
+func openWithin(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent), within time.Duration, what string) (*conversation, *agent.Session, *testkit.LogBuffer) {
 	t.Helper()
 	s, logs := testSession(t)
 	before := runtime.NumGoroutine()
@@ -110,9 +118,14 @@ func open(t *testing.T, spec *protocol.AgentSpec, tune func(*acpAgent)) (*conver
 		t.Fatalf("Open: %v", err)
 	}
 	c := conv.(*conversation)
-	if _, err := c.ensure(testkit.Context(t, "the agent's handshake")); err != nil {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), within, fmt.Errorf("gave up after %v waiting for %s", within, what))
+	defer cancel()
+	if _, err := c.ensure(ctx); err != nil {
 		c.Close()
-		t.Fatalf("the agent's handshake: %v", err)
+		if cause := context.Cause(ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		t.Fatalf("%s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		pids := c.pids()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,23 @@ import (
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
+
+// realStart bounds a real agent CLI's handshake in these tests: node's cold
+// start of a large CLI (tens of megabytes of JavaScript) on a loaded fresh
+// machine takes far more than testkit.Timeout. It is above the kit's own
+// handshakeTimeout, so an agent that really hangs fails with the kit's
+// error naming initialize and session/new; this is the backstop.
+const realStart = handshakeTimeout + 30*time.Second
+
+// realPrompt bounds a real agent's offline prompt, which ends without the
+// network (an authentication error, or the test's abort).
+const realPrompt = 2 * time.Minute
+
+// promptCtx is a context for a real agent's prompt that ends after
+// realPrompt, its cause naming what the test waited for.
+func promptCtx(t *testing.T, what string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.Background(), realPrompt, fmt.Errorf("gave up after %v waiting for %s", realPrompt, what))
+}
 
 // realAgent is the path of an agent CLI installed from npm in
 // testdata/realagents, or a skip (a failure when CI is set).
@@ -41,16 +59,16 @@ func TestRealClaudeCodeACP(t *testing.T) {
 		"IS_SANDBOX":        "1", // Claude Code refuses to skip its own permission prompts as root otherwise
 		"ANTHROPIC_API_KEY": "",
 	}}
-	c, s, _ := open(t, spec, nil)
+	c, s, _ := openWithin(t, spec, nil, realStart, "Claude Code's handshake (node starting the CLI, then initialize and session/new)")
 	// A bound in case a future version waits on the network instead.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := promptCtx(t, "Claude Code's answer to the first prompt (an authentication error)")
 	defer cancel()
 	tt := &testTurn{text: "Say hello.", sess: s}
 	_, err := c.Prompt(ctx, tt)
 	tt.finish()
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent || !strings.Contains(err.Error(), "requires authentication (auth methods claude-login)") {
-		t.Fatalf("Prompt = %v, want an AgentError naming the auth method", err)
+		t.Fatalf("Prompt = %v (%v), want an AgentError naming the auth method", err, context.Cause(ctx))
 	}
 	if len(tt.ofType("available_commands_update")) == 0 {
 		t.Errorf("events %v, want the available_commands_update sent after session/new", tt.types())
@@ -67,7 +85,7 @@ func TestRealGeminiCLI(t *testing.T) {
 		"HOME":           t.TempDir(),
 		"GEMINI_API_KEY": "offline-test-key",
 	}}
-	c, s, logs := open(t, spec, func(a *acpAgent) { a.cancelGrace = time.Second })
+	c, s, logs := openWithin(t, spec, func(a *acpAgent) { a.cancelGrace = time.Second }, realStart, "Gemini CLI's handshake (node starting the CLI, then initialize and session/new)")
 	pid := c.pid()
 
 	// The abort comes from a timeout; nothing asserts how long anything takes.
@@ -84,9 +102,11 @@ func TestRealGeminiCLI(t *testing.T) {
 	if alive != answered {
 		t.Errorf("after session/cancel: process alive %v, cancel answered %v; want a live process only if it answered", alive, answered)
 	}
-	p, err := c.ensure(context.Background())
+	rctx, rcancel := context.WithTimeoutCause(context.Background(), realStart, fmt.Errorf("gave up after %v waiting for Gemini CLI's restart and handshake", realStart))
+	defer rcancel()
+	p, err := c.ensure(rctx)
 	if err != nil {
-		t.Fatalf("restart: %v", err)
+		t.Fatalf("restart: %v (%v)", err, context.Cause(rctx))
 	}
 	if !alive && p.sp.Pid() == pid {
 		t.Errorf("the stopped agent %d was not replaced", pid)
@@ -107,11 +127,11 @@ func TestRealCodexACP(t *testing.T) {
 		"CODEX_API_KEY":  "",
 		"OPENAI_API_KEY": "sk-offline-test",
 	}}
-	c, s, logs := open(t, spec, func(a *acpAgent) { a.cancelGrace = 2 * time.Second })
+	c, s, logs := openWithin(t, spec, func(a *acpAgent) { a.cancelGrace = 2 * time.Second }, realStart, "Codex's handshake (the adapter starting, then initialize, authenticate and session/new)")
 	if !strings.Contains(logs.String(), "method=openai-api-key") {
 		t.Errorf("the kit did not authenticate with openai-api-key:\n%s", logs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not an assertion
+	ctx, cancel := promptCtx(t, "Codex's first text_delta or its error without the network") // a bound, not an assertion
 	defer cancel()
 	tt := &testTurn{text: "Say hello.", sess: s}
 	tt.onEvent = func(typ string, _ json.RawMessage) {
@@ -128,7 +148,7 @@ func TestRealCodexACP(t *testing.T) {
 		// Codex gave up on the network before it said anything.
 		var ae *agent.Error
 		if !errors.As(err, &ae) || ae.Code != protocol.CodeAgent {
-			t.Fatalf("Prompt = %v, want the abort or an AgentError", err)
+			t.Fatalf("Prompt = %v (%v), want the abort or an AgentError", err, context.Cause(ctx))
 		}
 	}
 	if len(tt.ofType("available_commands_update")) == 0 {

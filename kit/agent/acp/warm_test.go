@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -149,9 +150,13 @@ func TestWarmACPAgentIsAColdOne(t *testing.T) {
 // A pool agent killed while it waits is replaced, never handed out.
 func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 	command := testAgent(t)
-	k := newACPKit(t, command, 1, nil)
+	// The agent is found by a mark of this test's own in its environment,
+	// never by its script's path, which every test of the package runs.
+	mark := fmt.Sprintf("ACP_TEST_MARK=%d-%d", os.Getpid(), time.Now().UnixNano())
+	name, value, _ := strings.Cut(mark, "=")
+	k := newACPKit(t, command, 1, map[string]string{name: value})
 	testkit.Until(t, "a warm session", func() bool { return k.srv.WarmStats().Ready == 1 })
-	pids := testkit.WithCmdline(command[1])
+	pids := testkit.WithEnv(mark)
 	if len(pids) != 1 {
 		t.Fatalf("agent processes %v, want the one warm session's", pids)
 	}
@@ -169,7 +174,7 @@ func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 	if end := last(c.finish("p1")); end["type"] != "complete" {
 		t.Fatalf("first prompt on the replacement: %v", end)
 	}
-	if alive := testkit.WithCmdline(command[1]); len(alive) == 0 {
+	if alive := testkit.WithEnv(mark); len(alive) == 0 {
 		t.Error("no agent process runs for the session")
 	}
 	c.prompt("p2", "count", nil)
@@ -203,10 +208,13 @@ func TestWarmRealClaudeCodeACP(t *testing.T) {
 		"IS_SANDBOX":        "1",
 		"ANTHROPIC_API_KEY": "",
 	})
-	// The CLI is large: its start is given two minutes on a loaded machine.
-	for deadline := time.Now().Add(2 * time.Minute); k.srv.WarmStats().Ready != 1; time.Sleep(10 * time.Millisecond) {
+	// The CLI is large: its start on a loaded fresh machine is given more
+	// than the kit's own 2-minute handshake timeout, so a hang fails as the
+	// kit's handshake error (WarmStats().Failed); the deadline is a backstop.
+	const realStart = 2*time.Minute + 30*time.Second
+	for deadline := time.Now().Add(realStart); k.srv.WarmStats().Ready != 1; time.Sleep(10 * time.Millisecond) {
 		if st := k.srv.WarmStats(); st.Failed > 0 || time.Now().After(deadline) {
-			t.Fatalf("no warm Claude Code session within 2 minutes: %+v", st)
+			t.Fatalf("no warm Claude Code session (node starting the CLI, then initialize and session/new) within %v: %+v", realStart, st)
 		}
 	}
 	c := dial(t, k.url, k.key)
