@@ -25,6 +25,10 @@ type Sandbox struct {
 	cloneMask uintptr // the namespaces each process is cloned into
 	cg        *cgroups
 	sup       *supervisor // what supervisors run: glovebox-sandbox or the kit
+	// supLater: no boot probe proved the sibling (the sandbox is off),
+	// so the first supervisor a session needs checks it (program).
+	supLater bool
+	supCheck sync.Once
 
 	mu   sync.Mutex
 	free []int // free uid slots, as a stack
@@ -79,10 +83,12 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		for _, l := range []string{LayerUsers, LayerMount, LayerPID, LayerNetwork, LayerCgroup} {
 			off(l, "[sandbox] is turned off in the manifest")
 		}
+		// No probe runs: the sibling is checked when the first session
+		// needs a supervisor, so that a box without a sandbox starts no
+		// process before it serves.
 		if sup != self {
-			if err := sb.verify(); err != nil {
-				why, warn = sb.dropSibling(err), true
-			}
+			sb.supLater = true
+			why += ", checked by the first session's supervisor"
 		}
 	default:
 		ran := sb.probeNamespaces(off)
@@ -174,19 +180,38 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 // dropSibling goes back to the program itself as supervisor, since the
 // sibling failed with err, and says why.
 func (sb *Sandbox) dropSibling(err error) string {
-	why := "the kit's own binary: " + sb.sup.path + " failed the boot probe (" + err.Error() + ")"
+	when := "the boot probe"
+	if sb.supLater {
+		when = "its check"
+	}
+	why := "the kit's own binary: " + sb.sup.path + " failed " + when + " (" + err.Error() + ")"
 	sb.sup.close()
 	sb.sup = self
 	return why
 }
 
+// program is what supervisors run, once the sibling is proved good (New's
+// probe, or here the first time with the sandbox off, where a sibling
+// that fails is dropped with a warning).
+func (sb *Sandbox) program() *supervisor {
+	if sb.supLater {
+		sb.supCheck.Do(func() {
+			if err := sb.verify(); err != nil {
+				sb.log.Warn("sandbox: supervisor: " + sb.dropSibling(err))
+			}
+		})
+	}
+	return sb.sup
+}
+
 // Supervisor is what the sandbox's supervisors run: the path of
 // glovebox-sandbox, or "" for the program itself.
 func (sb *Sandbox) Supervisor() string {
-	if sb.sup == nil || sb.sup == self {
+	sup := sb.program()
+	if sup == nil || sup == self {
 		return ""
 	}
-	return sb.sup.path
+	return sup.path
 }
 
 // probeNamespaces starts a supervisor in each namespace the config asks

@@ -270,7 +270,7 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 	}
 	is, flags, onListener := ss.initSpec(home)
 	is.Session = true
-	sp, ln, err := startSessionSup(ss.sb.sup, is, flags, ss.cg)
+	sp, ln, err := startSessionSup(ss.sb.program(), is, flags, ss.cg)
 	if err != nil {
 		return nil, err
 	}

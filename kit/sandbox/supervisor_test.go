@@ -225,7 +225,11 @@ func TestStaleSibling(t *testing.T) {
 			if got := b.sb.Supervisor(); got != "" {
 				t.Fatalf("Supervisor() = %q, want the program itself; log:\n%s", got, logs)
 			}
-			for _, want := range []string{"level=WARN", "failed the boot probe", "+stale", "install the " + SupervisorName + " built with this kit"} {
+			failed := "failed the boot probe"
+			if cfg.Off { // no probe: the first session's supervisor checks it
+				failed = "failed its check"
+			}
+			for _, want := range []string{"level=WARN", failed, "+stale", "install the " + SupervisorName + " built with this kit"} {
 				if !strings.Contains(logs.String(), want) {
 					t.Errorf("the boot log lacks %q:\n%s", want, logs)
 				}
@@ -286,5 +290,27 @@ func chown(t *testing.T, p string, uid int) {
 	t.Helper()
 	if err := os.Chown(p, uid, uid); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSandboxOffChecksTheSiblingLater: with the sandbox off no probe runs
+// at boot, so the sibling is not started before the box serves; the first
+// session's supervisor checks it, and a stale one is dropped then, with
+// the warning, and the program itself runs the session.
+func TestSandboxOffChecksTheSiblingLater(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildSupervisor(t, dir, "stale")
+	b, logs := boxWith(t, Config{Off: true}, dir)
+	if strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "checked by the first session's supervisor") {
+		t.Fatalf("the boot, with the sandbox off, checked the sibling or did not say it would later:\n%s", logs)
+	}
+	if got, want := supervisorExe(t, b), selfExe(t); got != want {
+		t.Errorf("the session's supervisor runs %s, want the program itself (%s)", got, want)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "failed its check") {
+		t.Errorf("the first session dropped the stale sibling without the warning:\n%s", logs)
 	}
 }
