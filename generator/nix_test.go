@@ -41,10 +41,10 @@ type imageInfo struct {
 	Function string `json:"function"`
 	// KitInstall is the postInstall of a Go agent's kit (lib.buildAgent).
 	KitInstall string `json:"kitInstall"`
-	Name     string `json:"name"`
-	Tag      string `json:"tag"`
-	Same     bool   `json:"same"`
-	Glovebox struct {
+	Name       string `json:"name"`
+	Tag        string `json:"tag"`
+	Same       bool   `json:"same"`
+	Glovebox   struct {
 		Base           string            `json:"base"`
 		Version        string            `json:"version"`
 		UID            int               `json:"uid"`
