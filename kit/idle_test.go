@@ -22,18 +22,7 @@ import (
 // a frame read (4 KiB or more a connection).
 func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	// Served as the kit binary serves, through its connection gate.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- b.srv.Serve(t.Context(), ln) }()
-	t.Cleanup(func() {
-		b.srv.Close(t.Context())
-		testkit.Recv(t, served, "Serve to return after Close")
-	})
-	addr := ln.Addr().String()
+	addr := serveGated(t, b)
 	const n = 400
 	stats := func() runtime.MemStats {
 		runtime.GC()
@@ -169,4 +158,21 @@ func rawSession(t *testing.T, addr, key string) net.Conn {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// serveGated serves b as the kit binary serves it, through its connection
+// gate, on a loopback port whose address it returns, until the test ends.
+func serveGated(t *testing.T, b *box) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.srv.Serve(t.Context(), ln) }()
+	t.Cleanup(func() {
+		b.srv.Close(t.Context())
+		testkit.Recv(t, served, "Serve to return after Close")
+	})
+	return ln.Addr().String()
 }

@@ -20,17 +20,7 @@ func TestMemoryReturnedAfterABurst(t *testing.T) {
 		o.memoryQuiet = quiet
 		o.collect = func() { collections.Add(1) }
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- b.srv.Serve(t.Context(), ln) }()
-	t.Cleanup(func() {
-		b.srv.Close(t.Context())
-		testkit.Recv(t, served, "Serve to return after Close")
-	})
-	addr := ln.Addr().String()
+	addr := serveGated(t, b)
 	registered := func(n int) func() bool {
 		return func() bool {
 			b.srv.mu.Lock()

@@ -316,7 +316,13 @@ func (sb *Sandbox) probe(flags uintptr, userns bool) error {
 	if userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
-	p, err := startSupervisor(sb.sup, &spec, flags, nil, nil)
+	return sb.runProbe(&spec, flags)
+}
+
+// runProbe starts a supervisor for spec, cloned with flags, and waits for
+// it to set up and exit.
+func (sb *Sandbox) runProbe(spec *initSpec, flags uintptr) error {
+	p, err := startSupervisor(sb.sup, spec, flags, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -157,18 +157,7 @@ func chooseSupervisor(dir string) (*supervisor, string, bool) {
 // verify runs a supervisor in no namespace of its own to see that it
 // starts and speaks this kit's version.
 func (sb *Sandbox) verify() error {
-	p, err := startSupervisor(sb.sup, &initSpec{UID: -1, GID: -1, Probe: true}, 0, nil, nil)
-	if err != nil {
-		return err
-	}
-	st, err := p.Wait()
-	if err != nil {
-		return err
-	}
-	if st.Code != 0 {
-		return fmt.Errorf("probe: %s", st)
-	}
-	return nil
+	return sb.runProbe(&initSpec{UID: -1, GID: -1, Probe: true}, 0)
 }
 
 // startedByKit reports whether the spec and status descriptors are the
