@@ -143,8 +143,12 @@ var pseudoRE = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
 // glovebox input, the kit nixpacks installs): this gbx's version, stamped
 // with -ldflags or, for `go install .../gbx@vX.Y.Z`, the module version Go
 // records; "latest" for a development build.
-func kitVersion() string {
-	for _, v := range []string{Version, buildVersion()} {
+func kitVersion() string { return kitVersionOf(Version, buildVersion()) }
+
+// kitVersionOf is kitVersion for a stamped version and the module's
+// build version, the first that is a release.
+func kitVersionOf(versions ...string) string {
+	for _, v := range versions {
 		if releaseRE.MatchString(v) && !pseudoRE.MatchString(v) {
 			return v
 		}

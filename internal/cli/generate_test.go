@@ -365,8 +365,6 @@ func TestGenerateCleanClone(t *testing.T) {
 // Go pseudo-version (no tag a flake can name) floats.
 func TestKitVersion(t *testing.T) {
 	t.Parallel()
-	old := Version
-	t.Cleanup(func() { Version = old })
 	for _, tc := range []struct{ version, want string }{
 		{"v1.2.3", "v1.2.3"},
 		{"v1.2.3-rc.1", "v1.2.3-rc.1"},
@@ -374,8 +372,7 @@ func TestKitVersion(t *testing.T) {
 		{"dev", "latest"},
 		{"v1.2", "latest"},
 	} {
-		Version = tc.version
-		if got := kitVersion(); got != tc.want {
+		if got := kitVersionOf(tc.version, ""); got != tc.want {
 			t.Errorf("kitVersion() with Version %q = %q, want %q", tc.version, got, tc.want)
 		}
 	}
