@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -214,28 +213,10 @@ func bootBinary(t *testing.T, dir string) (boot string, pid int) {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	b, _ := json.Marshal(map[string]any{"type": "prompt", "id": "p1", "text": "echo in-the-box", "inputs": map[string]any{}})
-	if err := c.WriteText(b); err != nil {
-		t.Fatal(err)
+	if got := prompt(t, c, "p1", "echo in-the-box"); got != "in-the-box\n" {
+		t.Fatalf("prompt: complete %q, want %q", got, "in-the-box\n")
 	}
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		b, err := c.ReadMessage()
-		if err != nil {
-			t.Fatalf("prompt: read: %v", err)
-		}
-		var m map[string]any
-		json.Unmarshal(b, &m)
-		if m["type"] == "error" {
-			t.Fatalf("prompt: %v", m)
-		}
-		if m["type"] == "complete" {
-			if m["message"] != "in-the-box\n" {
-				t.Fatalf("prompt: %v", m)
-			}
-			return r.boot, cmd.Process.Pid
-		}
-	}
+	return r.boot, cmd.Process.Pid
 }
 
 // TestBootPicksSupervisor runs the real glovebox-kit binary installed as
