@@ -88,12 +88,13 @@ type sessionSup struct {
 	// no command was started since it last said so (with a command's
 	// exit), or since it started. killAll has nothing to do then.
 	empty bool
-	// seen holds the cgroup's counters as read after the exit that left
-	// the namespace empty: while it stays empty they cannot move, and
-	// the next command starts from them without reading them again.
-	seen      [2]int64
-	seenValid bool
-	sent      uint64 // start and killall requests written, for tests
+	// seen holds the cgroup's counters as read when the namespace was
+	// last found empty (at the start, or after the exit that emptied it):
+	// while it stays empty they cannot move, and the next command starts
+	// from them without reading them again. Set whenever empty is, with
+	// a cgroup.
+	seen [2]int64
+	sent uint64 // start and killall requests written, for tests
 }
 
 type ctlReply struct {
@@ -144,7 +145,7 @@ func startSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (
 		// Read now, while nothing but the supervisor runs in the
 		// namespace: the first command's starting point, read ahead.
 		oom, pids := cg.events()
-		s.seen, s.seenValid = [2]int64{oom, pids}, true
+		s.seen = [2]int64{oom, pids}
 	}
 	go s.read()
 	go func() {
@@ -184,7 +185,7 @@ func (s *sessionSup) read() {
 				oom, pids := p.noteLimit()
 				if m.Emptied && len(s.procs) == 0 {
 					s.empty = true
-					s.seen, s.seenValid = [2]int64{oom, pids}, true
+					s.seen = [2]int64{oom, pids}
 				}
 				close(p.done)
 			}
@@ -228,7 +229,7 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	if s.cg != nil {
 		p.cg = s.cg
 		s.mu.Lock()
-		cached := s.empty && s.seenValid && len(s.procs) == 0
+		cached := s.empty && len(s.procs) == 0
 		p.oom0, p.pids0 = s.seen[0], s.seen[1]
 		s.mu.Unlock()
 		if !cached {
