@@ -407,10 +407,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(errShutdown)
 	s.memory.stop()
-	s.mu.Lock()
-	partials := s.resume
-	s.mu.Unlock()
-	partials.close()
+	s.madePartials().close()
 
 	var wg sync.WaitGroup
 	wg.Go(s.warm.close)

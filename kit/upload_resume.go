@@ -76,6 +76,14 @@ func (s *Server) partials() *resumables {
 	return s.resume
 }
 
+// madePartials is the partial uploads if the first has been made, else
+// nil (whose methods do nothing): for readers that must not make them.
+func (s *Server) madePartials() *resumables {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resume
+}
+
 // armLocked makes sure an idle upload is dropped even when no new upload
 // comes to sweep it: a timer looks every rs.every while any is under way.
 // The caller holds rs.mu.

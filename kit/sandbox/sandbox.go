@@ -31,8 +31,8 @@
 // trusted, else the program's own binary re-executed, both under the name
 // [InitName]. It sets up the namespaces it was cloned into, joins nothing
 // the kit did not prepare and drops its privileges. [New] chooses once,
-// and the kit and the supervisor check each other's [Version]. One supervisor serves a whole session, with namespaces or
-// without: started with its first command (or ahead of it, by
+// and the kit and the supervisor check each other's [Version]. One
+// supervisor serves a whole session, with namespaces or without: started with its first command (or ahead of it, by
 // [Session.Warm]), it holds the session's namespaces, mounts, network,
 // rlimits and privileges, and forks and executes each command on request,
 // so that a command costs a fork/exec. The session's commands share its

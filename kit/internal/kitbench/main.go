@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -609,7 +610,7 @@ func supervisorMemory(pid int) (row, error) {
 	exe := ""
 	for _, kid := range kids {
 		cmdline, _ := os.ReadFile("/proc/" + kid + "/cmdline")
-		if !strings.HasPrefix(string(cmdline), "glovebox-sandbox-init\x00") {
+		if !strings.HasPrefix(string(cmdline), sandbox.InitName+"\x00") {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + kid + "/smaps_rollup")
