@@ -99,14 +99,7 @@ func checkSupervisors(t *testing.T, pid int, want string) {
 // siblingOfTestBinary is the glovebox-sandbox TestMain built.
 func siblingOfTestBinary(t *testing.T) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exe, err = filepath.EvalSymlinks(exe); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(filepath.Dir(exe), sandbox.SupervisorName)
+	return filepath.Join(filepath.Dir(testkit.Executable(t)), sandbox.SupervisorName)
 }
 
 // builtDir is builtKit's directory, removed after the tests.

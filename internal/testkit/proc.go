@@ -6,7 +6,9 @@ package testkit
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
+	"testing"
 )
 
 // WithCmdline lists the processes whose command line contains marker.
@@ -40,4 +42,19 @@ func find(file string, match func([]byte) bool) []int {
 		}
 	}
 	return out
+}
+
+// Executable is the running test binary's path, symbolic links resolved:
+// what /proc/PID/exe shows of a process it starts as itself, and the
+// directory beside which it may install other binaries.
+func Executable(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }

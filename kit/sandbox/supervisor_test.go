@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 )
 
 // buildSupervisor builds cmd/glovebox-sandbox into dir, linked with tag as
@@ -100,18 +102,6 @@ func supervisorExe(t *testing.T, b *box) string {
 	return exe
 }
 
-func selfExe(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exe, err = filepath.EvalSymlinks(exe); err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
-
 // TestSiblingSupervisor: a trusted glovebox-sandbox beside the program
 // runs every supervisor, with every layer and with the sandbox off.
 func TestSiblingSupervisor(t *testing.T) {
@@ -180,7 +170,7 @@ func TestSiblingRefused(t *testing.T) {
 			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "refused "+SupervisorName) || !strings.Contains(logs.String(), why) {
 				t.Errorf("the boot log does not warn that the sibling was refused because it %s:\n%s", why, logs)
 			}
-			if got, want := supervisorExe(t, b), selfExe(t); got != want {
+			if got, want := supervisorExe(t, b), testkit.Executable(t); got != want {
 				t.Errorf("the session's supervisor runs %s, want the program itself (%s)", got, want)
 			}
 		})
@@ -197,7 +187,7 @@ func TestNoSibling(t *testing.T) {
 	if !strings.Contains(logs.String(), "the kit's own binary (no "+SupervisorName+" in ") || strings.Contains(logs.String(), "WARN") {
 		t.Errorf("the boot log does not say, without a warning, that the program itself serves:\n%s", logs)
 	}
-	if got, want := supervisorExe(t, b), selfExe(t); got != want {
+	if got, want := supervisorExe(t, b), testkit.Executable(t); got != want {
 		t.Errorf("the session's supervisor runs %s, want %s", got, want)
 	}
 }
@@ -237,7 +227,7 @@ func TestStaleSibling(t *testing.T) {
 			if !cfg.Off && !cfg.NoMount && !b.sb.Report().Has(LayerMount) {
 				t.Errorf("after the fallback, the mount layer is not in force: %v", b.sb.Report())
 			}
-			if got, want := supervisorExe(t, b), selfExe(t); got != want {
+			if got, want := supervisorExe(t, b), testkit.Executable(t); got != want {
 				t.Errorf("the session's supervisor runs %s, want the program itself (%s)", got, want)
 			}
 		})
@@ -307,7 +297,7 @@ func TestSandboxOffChecksTheSiblingLater(t *testing.T) {
 	if strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "checked by the first session's supervisor") {
 		t.Fatalf("the boot, with the sandbox off, checked the sibling or did not say it would later:\n%s", logs)
 	}
-	if got, want := supervisorExe(t, b), selfExe(t); got != want {
+	if got, want := supervisorExe(t, b), testkit.Executable(t); got != want {
 		t.Errorf("the session's supervisor runs %s, want the program itself (%s)", got, want)
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "failed its check") {
