@@ -84,7 +84,7 @@ func (s *Server) isolation() *protocol.Isolation {
 	}
 	r := s.sb.Report()
 	return &protocol.Isolation{
-		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup,
+		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup, Landlock: r.Landlock,
 		Limits: protocol.IsolationLimits(r.Limits),
 	}
 }

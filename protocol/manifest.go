@@ -83,6 +83,10 @@ type SandboxSpec struct {
 	// Require names layers the box must have: the kit refuses to start
 	// where one of them is not in force.
 	Require []string `json:"require,omitempty"`
+	// AllowDegraded lets the kit serve where its layers cannot keep
+	// sessions apart or cannot enforce the box's [network] policy. Off by
+	// default: such a kit refuses to start and says which setting lets it.
+	AllowDegraded bool `json:"allow_degraded,omitempty"`
 	// UIDBase and UIDCount are the uids sessions run under (default
 	// 200000 and 10000).
 	UIDBase  int `json:"uid_base,omitempty"`
@@ -94,7 +98,7 @@ type SandboxSpec struct {
 }
 
 // Sandbox layers, as SandboxSpec.Require and Isolation name them.
-var SandboxLayers = []string{"users", "userns", "privileges", "mount", "pid", "network", "cgroup"}
+var SandboxLayers = []string{"users", "userns", "privileges", "mount", "pid", "network", "cgroup", "landlock", "seccomp"}
 
 // Isolation reports the isolation in force for a box's sessions: in
 // /environment whole, in /health its active layers.
@@ -107,6 +111,9 @@ type Isolation struct {
 	UIDs string `json:"uids,omitempty"`
 	// Cgroup is "v2" or "v1" with the cgroup layer.
 	Cgroup string `json:"cgroup,omitempty"`
+	// Landlock is the Landlock ABI version in force with the landlock
+	// layer.
+	Landlock int `json:"landlock,omitempty"`
 	// Limits are the per-session limits in force.
 	Limits IsolationLimits `json:"limits"`
 }

@@ -320,7 +320,7 @@ func TestManifestCheck(t *testing.T) {
 		{"sandbox", func(m *protocol.Manifest) {
 			m.Sandbox = &protocol.SandboxSpec{Require: []string{"mount", "vm"}, UIDBase: 10}
 		}, []string{
-			`manifest: sandbox.require: "vm" is not a layer (one of users, userns, privileges, mount, pid, network, cgroup)`,
+			`manifest: sandbox.require: "vm" is not a layer (one of users, userns, privileges, mount, pid, network, cgroup, landlock, seccomp)`,
 			"manifest: sandbox.uid_base 10 would share uids with the image's own users; use 1000 or more (default 200000)",
 		}},
 		{"bad outputs bound", func(m *protocol.Manifest) {

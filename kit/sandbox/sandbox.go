@@ -125,6 +125,19 @@ const (
 	LayerPID        = "pid"
 	LayerNetwork    = "network"
 	LayerCgroup     = "cgroup"
+	// LayerLandlock: the session's processes are in a Landlock domain of
+	// their own: they reach only their own directories, a read-only image
+	// and the devices programs need; they cannot ptrace or read the
+	// memory and environment of any process outside the domain (the kit,
+	// other sessions); from ABI 4 TCP connects go only to the session's
+	// egress port, from ABI 6 signals and abstract unix sockets stay in
+	// the domain. Needs no privilege.
+	LayerLandlock = "landlock"
+	// LayerSeccomp: a seccomp filter refuses what no agent needs and
+	// attackers use: new namespaces, mount, ptrace, keyctl, bpf,
+	// perf_event_open, io_uring, TIOCSTI, raw and packet sockets, and UDP
+	// where egress goes through the proxy. Needs no privilege.
+	LayerSeccomp = "seccomp"
 )
 
 // Report says which layers are in force, and why the others are not, in
@@ -136,7 +149,33 @@ type Report struct {
 	Inactive map[string]string `json:"inactive,omitempty"`
 	UIDs     string            `json:"uids,omitempty"`
 	Cgroup   string            `json:"cgroup,omitempty"`
-	Limits   ReportLimits      `json:"limits"`
+	// Landlock is the Landlock ABI version in force with the landlock
+	// layer, 0 without it.
+	Landlock int          `json:"landlock,omitempty"`
+	Limits   ReportLimits `json:"limits"`
+}
+
+// Separation says why the layers in force do not keep sessions apart
+// (one session reading, writing or planting another's files, reading its
+// processes' memory or environment), or "" when they do: each session
+// has a uid of its own; or a user namespace with a mount and a pid
+// namespace of its own; or a Landlock domain of its own.
+func (r Report) Separation() string {
+	switch {
+	case r.Has(LayerUsers), r.Has(LayerLandlock):
+		return ""
+	case r.Has(LayerUserNS) && r.Has(LayerMount) && r.Has(LayerPID):
+		return ""
+	}
+	return "every session runs as the kit's own uid with no namespace or Landlock domain of its own: a prompt can read and write other sessions' files and the kit's state"
+}
+
+// ConfinesEgress reports whether the layers in force make the egress
+// proxy a session's only way out: a network namespace of its own, or
+// Landlock's TCP rules (ABI 4 and later) with the seccomp filter that
+// refuses UDP, raw and packet sockets.
+func (r Report) ConfinesEgress() bool {
+	return r.Has(LayerNetwork) || (r.Landlock >= 4 && r.Has(LayerSeccomp))
 }
 
 // ReportLimits are the limits in force; zero is none.

@@ -43,6 +43,8 @@ func (sb *Sandbox) Open(string, []string) (*Session, error) { return Plain(), ni
 type Session struct {
 	OnListener func(net.Listener)
 	ProxyAddr  string
+	ConfineNet bool
+	EgressPort int
 	mu         sync.Mutex
 	procs      map[*Process]struct{}
 }

@@ -31,6 +31,16 @@ type Session struct {
 	// ProxyAddr is where that listener listens inside the namespace.
 	// Default DefaultProxyAddr.
 	ProxyAddr string
+	// ConfineNet, set before the first Start, asks that where no network
+	// namespace confines the session its processes reach the network only
+	// through EgressPort: TCP connects restricted by Landlock (ABI 4 and
+	// later) and UDP, raw and packet sockets refused by seccomp. The kit
+	// sets it when the box has an egress proxy.
+	ConfineNet bool
+	// EgressPort is the loopback TCP port of the session's egress proxy
+	// where no network namespace holds one (the only port ConfineNet
+	// lets a process connect to); 0 is none.
+	EgressPort int
 
 	mu     sync.Mutex
 	closed bool
