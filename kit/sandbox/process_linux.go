@@ -162,11 +162,17 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 // noteLimit names the limit the session hit while the command ran. It
 // returns the counters it read (zero without a cgroup).
 func (p *Process) noteLimit() (oom, pids int64) {
+	// SIGXFSZ is RLIMIT_FSIZE, which the sandbox sets only from
+	// limits.disk: a file grew past it, whatever else the cgroup saw.
+	if p.status.Signal == syscall.SIGXFSZ {
+		p.status.Limit = "disk"
+	}
 	if p.cg == nil {
 		return 0, 0
 	}
 	oom, pids = p.cg.events()
 	switch {
+	case p.status.Limit != "":
 	case oom > p.oom0:
 		p.status.Limit = "memory"
 	case pids > p.pids0:

@@ -116,6 +116,26 @@ type Limits struct {
 	Disk   int64   // bytes in the session's directories and its /tmp (RLIMIT_FSIZE per file; checked by the kit per prompt)
 }
 
+// DefaultTmpSize bounds a session's private /tmp and /dev/shm where no
+// limit is smaller.
+const DefaultTmpSize = 1 << 30
+
+// tmpSize is the size of each of a session's private /tmp and /dev/shm
+// (tmpfs, in memory): the disk limit, the memory limit, or
+// DefaultTmpSize, whichever is smallest. Their pages count against the
+// session's memory cgroup, and their use against limits.disk (the kit
+// adds it to the session's directories), so a full /tmp answers ENOSPC
+// before the memory limit's OOM killer would.
+func (l Limits) tmpSize() int64 {
+	size := int64(DefaultTmpSize)
+	for _, lim := range []int64{l.Disk, l.Memory} {
+		if lim > 0 && lim < size {
+			size = lim
+		}
+	}
+	return size
+}
+
 // Layer names, as reported.
 const (
 	LayerUsers      = "users"
@@ -227,7 +247,7 @@ type ExitStatus struct {
 	Code   int            // the exit code, or 128+signal
 	Signal syscall.Signal // the signal that ended it, or 0
 	// Limit names the sandbox limit the session hit while the command
-	// ran ("memory", "pids"), if any.
+	// ran ("memory", "pids", "disk"), if any.
 	Limit string
 }
 
@@ -250,6 +270,8 @@ func LimitMessage(limit string) string {
 		return "the session reached its memory limit (limits.memory)"
 	case "pids":
 		return "the session reached its process limit (sandbox.pids)"
+	case "disk":
+		return "a file reached the session's disk limit (limits.disk)"
 	}
 	return "the session reached its " + limit + " limit"
 }

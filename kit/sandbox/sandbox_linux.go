@@ -157,7 +157,13 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.cg != nil {
 		active = append(active, LayerCgroup)
 	}
-	sb.report = Report{Active: active, Limits: ReportLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	// A limit is reported only where something enforces it: the pids cap
+	// by the cgroup or by RLIMIT_NPROC on a uid of the session's own (the
+	// kit's own uid would count the kit's processes with the sessions').
+	sb.report = Report{Active: active, Limits: ReportLimits{Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	if sb.cg != nil || sb.users {
+		sb.report.Limits.Pids = cfg.Limits.Pids
+	}
 	if len(inactive) > 0 {
 		sb.report.Inactive = inactive
 	}
@@ -305,7 +311,7 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
 func (sb *Sandbox) probe(flags uintptr, userns bool) error {
 	spec := initSpec{UID: -1, GID: -1, Probe: true, DropCaps: true}
 	if flags&syscall.CLONE_NEWNS != 0 {
-		spec.Mount = &mountSpec{ReadOnly: true, Tmp: []tmpMount{{Path: "/tmp", Size: 1 << 20}}}
+		spec.Mount = &mountSpec{ReadOnly: true, Dev: true, Tmp: []tmpMount{{Path: "/tmp", Size: 1 << 20}, {Path: "/dev/shm", Size: 1 << 20}}}
 		if flags&syscall.CLONE_NEWPID != 0 {
 			spec.Mount.Proc = true
 		}

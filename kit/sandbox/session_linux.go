@@ -193,10 +193,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 	}
 	flags := sb.cloneMask
 	if flags&syscall.CLONE_NEWNS != 0 {
-		tmp := sb.cfg.Limits.Disk
-		if tmp <= 0 {
-			tmp = 1 << 30
-		}
+		tmp := sb.cfg.Limits.tmpSize()
 		is.Mount = &mountSpec{
 			Hide:     sb.cfg.Hide,
 			Bind:     ss.dirs,
@@ -204,6 +201,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			Tmp:      []tmpMount{{Path: "/tmp", Size: tmp}, {Path: "/dev/shm", Size: tmp}},
 			ReadOnly: true,
 			Proc:     flags&syscall.CLONE_NEWPID != 0,
+			Dev:      true,
 		}
 		if ss.uid >= 0 {
 			is.Mount.User = &userEntry{UID: ss.uid, Home: home}

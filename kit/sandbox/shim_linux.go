@@ -65,6 +65,10 @@ type mountSpec struct {
 	Tmp      []tmpMount `json:"tmp,omitempty"`    // private tmpfs
 	ReadOnly bool       `json:"read_only,omitempty"`
 	Proc     bool       `json:"proc,omitempty"` // a /proc of the new pid namespace
+	// Dev replaces /dev with a private one that holds only what programs
+	// need (devNodes, a devpts of the namespace's own, the standard
+	// links), read-only but for the devices themselves.
+	Dev bool `json:"dev,omitempty"`
 	// User, when set, gets an entry in the namespace's /etc/passwd and
 	// /etc/group, so that getpwuid (id -un, ssh, getpass) knows the
 	// session's uid.
@@ -240,7 +244,17 @@ func setupMounts(m *mountSpec) error {
 		}
 	}
 	writable := map[string]bool{}
+	if m.Dev {
+		if err := setupDev(); err != nil {
+			return err
+		}
+	}
 	for _, t := range m.Tmp {
+		if m.Dev && t.Path == "/dev/shm" {
+			if err := os.Mkdir(t.Path, 0o755); err != nil {
+				return fmt.Errorf("make %s: %w", t.Path, err)
+			}
+		}
 		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
 			continue
 		}
@@ -296,9 +310,77 @@ func setupMounts(m *mountSpec) error {
 			return err
 		}
 	}
+	if m.Dev {
+		// Nothing more is made in /dev: the devices, /dev/pts and
+		// /dev/shm are mounts of their own and keep their flags.
+		if err := unix.Mount("", "/dev", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("make /dev read-only: %w", err)
+		}
+	}
 	if m.Proc {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mount /proc: %w", err)
+		}
+	}
+	return nil
+}
+
+// devNodes are the devices a sandbox's /dev holds, bound from the
+// image's: what programs open by name. Everything else (disks, the
+// kernel's message buffer, /dev/mem, the host's ttys, fuse, kvm) is not
+// there.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// setupDev covers /dev with a small tmpfs holding devNodes (bound from
+// the devices the image's /dev has), a devpts instance of the namespace's
+// own for pseudo-terminals, and the standard links. Devices the image
+// lacks are left out; a kernel that refuses a private devpts leaves the
+// sandbox without pseudo-terminals rather than with the host's.
+func setupDev() error {
+	// Hold the devices before the tmpfs covers them.
+	nodes := map[string]int{}
+	for _, n := range devNodes {
+		fd, err := unix.Open("/dev/"+n, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			unix.Close(fd)
+			continue
+		}
+		nodes[n] = fd
+	}
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+		return fmt.Errorf("mount a private /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		fd, ok := nodes[n]
+		if !ok {
+			continue
+		}
+		dst := "/dev/" + n
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return fmt.Errorf("make %s: %w", dst, err)
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dst, err)
+		}
+		unix.Close(fd)
+	}
+	if err := os.Mkdir("/dev/pts", 0o755); err != nil {
+		return fmt.Errorf("make /dev/pts: %w", err)
+	}
+	if unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") == nil {
+		if err := os.Symlink("pts/ptmx", "/dev/ptmx"); err != nil {
+			return fmt.Errorf("link /dev/ptmx: %w", err)
+		}
+	}
+	for name, target := range map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, "/dev/"+name); err != nil {
+			return fmt.Errorf("link /dev/%s: %w", name, err)
 		}
 	}
 	return nil
