@@ -281,6 +281,35 @@ func TestParseAllowDegraded(t *testing.T) {
 	}
 }
 
+// TestScaffoldAllowDegraded: gbx init's commented [sandbox] block,
+// uncommented, is the setting.
+func TestScaffoldAllowDegraded(t *testing.T) {
+	t.Parallel()
+	files, err := Scaffold("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toml string
+	for _, f := range files {
+		if f.Name == ConfigFile {
+			toml = string(f.Data)
+		}
+	}
+	for _, l := range []string{"# [sandbox]\n", "# allow_degraded = true\n"} {
+		if !strings.Contains(toml, l) {
+			t.Fatalf("the scaffold has no line %q", l)
+		}
+		toml = strings.Replace(toml, l, l[2:], 1)
+	}
+	c, err := Parse(ConfigFile, []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox == nil || !c.Sandbox.AllowDegraded {
+		t.Errorf("uncommented, the scaffold's sandbox = %+v", c.Sandbox)
+	}
+}
+
 func TestParseInputs(t *testing.T) {
 	t.Parallel()
 	c, err := Parse("glovebox.toml", []byte("[inputs]\nallow_private_urls = true\n"))
