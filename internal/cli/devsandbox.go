@@ -114,7 +114,7 @@ func unreachable(dir string, r sandbox.Report) string {
 		if r.Has(sandbox.LayerMount) {
 			for _, tmp := range []string{"/tmp", "/dev/shm"} {
 				if p == tmp || strings.HasPrefix(p, tmp+"/") {
-					return fmt.Sprintf("it is under %s, of which each session has a private, empty one", tmp)
+					return fmt.Sprintf("it is under %s, of which each session has a private one", tmp)
 				}
 			}
 		}
