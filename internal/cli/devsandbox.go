@@ -47,6 +47,7 @@ func boxEnvironment(ctx context.Context, url, key string) (*protocol.Environment
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
+	req.Close = true // one request: no idle connection left to the box
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("read the box's /environment: %w", err)
