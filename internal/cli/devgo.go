@@ -46,7 +46,7 @@ func startGoAgent(ctx context.Context, stdio IO, dir, main, state, addr, key str
 		return nil, err
 	}
 	manifest := filepath.Join(state, "glovebox.json")
-	if err := os.WriteFile(manifest, data, 0o644); err != nil {
+	if err := os.WriteFile(manifest, data, 0o600); err != nil {
 		return nil, fmt.Errorf("write manifest: %w", err)
 	}
 	host, port, err := net.SplitHostPort(addr)
