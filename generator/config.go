@@ -173,7 +173,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
-		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
+		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}, Kubernetes: Kubernetes{PodSecurity: PodBaseline}},
 	}
 	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http")
 	for _, k := range sortedKeys(root) {
@@ -475,10 +475,11 @@ func (d *doc) http(path string, v any, c *Config) {
 	c.HTTP = h
 }
 
-// sandbox decodes [sandbox]: layers to turn off, layers to require, the
-// session uid range and the per-session process and file caps.
+// sandbox decodes [sandbox]: layers to turn off, layers to require,
+// whether the box may serve degraded, the session uid range and the
+// per-session process and file caps.
 func (d *doc) sandbox(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "enabled", "users", "mount", "pid", "network", "cgroup", "require", "uid_base", "uid_count", "pids", "files")
+	m, ok := d.table(path, v, "enabled", "users", "mount", "pid", "network", "cgroup", "require", "allow_degraded", "uid_base", "uid_count", "pids", "files")
 	if !ok {
 		return
 	}
@@ -502,6 +503,9 @@ func (d *doc) sandbox(path string, v any, c *Config) {
 			}
 			s.Require = l
 		}
+	}
+	if x, ok := m["allow_degraded"]; ok {
+		s.AllowDegraded, _ = d.boolean(path+".allow_degraded", x)
 	}
 	for _, f := range []struct {
 		k   string

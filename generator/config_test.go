@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestParseDefaults(t *testing.T) {
 		Storage: protocol.StoragePolicy{Inputs: protocol.DefaultInputsPolicy(), Outputs: protocol.DefaultOutputsPolicy()},
 		FS:      protocol.DefaultFS(),
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
-		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}},
+		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}, Kubernetes: Kubernetes{PodSecurity: PodBaseline}},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("Parse(empty) mismatch (-want +got):\n%s", diff)
@@ -135,6 +136,16 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:3: sandbox.require: "vm" is not a sandbox layer: use users, userns, privileges, mount, pid, network, cgroup`,
 			`glovebox.toml:4: sandbox.uid_base: 10 is too small: use 1000 or more`,
 			`glovebox.toml:5: sandbox.pid: want true or false, got the string "no"`}},
+		{"sandbox allow_degraded type", "[sandbox]\nusers = true\nallow_degraded = \"yes\"\n", []string{
+			`glovebox.toml:3: sandbox.allow_degraded: want true or false, got the string "yes"`}},
+		{"sandbox allow_degraded typo", "[sandbox]\nallow_degradded = true\n", []string{
+			`glovebox.toml:2: sandbox.allow_degradded: unknown key "allow_degradded" (did you mean "allow_degraded"?)`}},
+		{"kubernetes pod_security", "[deploy.kubernetes]\npod_security = \"restrcted\"\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.pod_security: "restrcted" is not a Pod Security level (did you mean "restricted"?): use "baseline"`}},
+		{"kubernetes pod_security type", "[deploy.kubernetes]\n\npod_security = true\n", []string{
+			`glovebox.toml:3: deploy.kubernetes.pod_security: want a string, got the boolean true`}},
+		{"kubernetes unknown key", "[deploy.kubernetes]\nimage = \"x\"\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.image: unknown key "image"; allowed here: pod_security`}},
 		{"limits disk", "[limits]\ndisk = \"lots\"\n", []string{`glovebox.toml:2: limits.disk: size "lots"`}},
 		{"inputs", "[inputs]\nallow_private_url = true\nallow_loopback_urls = 1\n", []string{
 			`glovebox.toml:2: inputs.allow_private_url: unknown key "allow_private_url" (did you mean "allow_private_urls"?)`,
@@ -234,11 +245,68 @@ func TestParseSandbox(t *testing.T) {
 	if sb := m.Sandbox; sb == nil || sb.Network == nil || *sb.Network || sb.Mount != nil || sb.Pids != 128 || len(sb.Require) != 2 {
 		t.Errorf("Manifest().Sandbox = %+v", m.Sandbox)
 	}
+	if m.Sandbox.AllowDegraded {
+		t.Errorf("Manifest().Sandbox.AllowDegraded = true without allow_degraded")
+	}
 	if m.Limits.Disk != "2Gi" {
 		t.Errorf("Manifest().Limits.Disk = %q", m.Limits.Disk)
 	}
 	if err := m.Check(); err != nil {
 		t.Errorf("the manifest does not check: %v", err)
+	}
+}
+
+// TestParseAllowDegraded: [sandbox] allow_degraded reaches the manifest
+// as sandbox.allow_degraded, which the kit reads.
+func TestParseAllowDegraded(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("glovebox.toml", []byte("name = \"s\"\n[sandbox]\nallow_degraded = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Manifest("fp")
+	if err := m.Check(); err != nil {
+		t.Fatalf("the manifest does not check: %v", err)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := protocol.ParseManifest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Sandbox == nil || !back.Sandbox.AllowDegraded || !strings.Contains(string(data), `"sandbox":{"allow_degraded":true}`) {
+		t.Errorf("manifest %s: sandbox = %+v, want allow_degraded true", data, back.Sandbox)
+	}
+}
+
+// TestScaffoldAllowDegraded: gbx init's commented [sandbox] block,
+// uncommented, is the setting.
+func TestScaffoldAllowDegraded(t *testing.T) {
+	t.Parallel()
+	files, err := Scaffold("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toml string
+	for _, f := range files {
+		if f.Name == ConfigFile {
+			toml = string(f.Data)
+		}
+	}
+	for _, l := range []string{"# [sandbox]\n", "# allow_degraded = true\n"} {
+		if !strings.Contains(toml, l) {
+			t.Fatalf("the scaffold has no line %q", l)
+		}
+		toml = strings.Replace(toml, l, l[2:], 1)
+	}
+	c, err := Parse(ConfigFile, []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox == nil || !c.Sandbox.AllowDegraded {
+		t.Errorf("uncommented, the scaffold's sandbox = %+v", c.Sandbox)
 	}
 }
 

@@ -26,9 +26,50 @@ const (
 
 // Deploy is glovebox.toml's [deploy] table: per-platform settings.
 type Deploy struct {
-	Fly     Fly
-	Railway Railway
+	Fly        Fly
+	Railway    Railway
+	Kubernetes Kubernetes
 }
+
+// Pod Security levels [deploy.kubernetes] pod_security may name: the
+// Kubernetes Pod Security Standards a namespace enforces
+// (pod-security.kubernetes.io/enforce), and what kubernetes.json's pod
+// then meets.
+const (
+	// PodBaseline: the kit starts as root, as the images do, with only
+	// the capabilities it uses (KubeCapabilities), so that every session
+	// gets a uid of its own.
+	PodBaseline = "baseline"
+	// PodRestricted: the kit runs as the glovebox user (uid 10001) with
+	// no capability; sessions share that uid and are kept apart by
+	// Landlock and seccomp.
+	PodRestricted = "restricted"
+)
+
+// PodSecurityLevels are the values of [deploy.kubernetes] pod_security.
+var PodSecurityLevels = []string{PodBaseline, PodRestricted}
+
+// Kubernetes is [deploy.kubernetes].
+type Kubernetes struct {
+	// PodSecurity is PodBaseline (the default) or PodRestricted.
+	PodSecurity string
+}
+
+// KubeCapabilities are the capabilities kubernetes.json gives the kit
+// under PodBaseline, after dropping ALL: what a root kit uses to run
+// sessions under their own uids. CHOWN gives a session its directories
+// and inputs; DAC_OVERRIDE and FOWNER let the kit read, collect, chmod and
+// remove what sessions own (mode 0700); SETUID and SETGID start a
+// session's commands under its uid with no supplementary groups; KILL
+// ends a session's processes; SETPCAP empties the sandbox supervisor's
+// capability bounding set (PR_CAPBSET_DROP). Every one is in the set the
+// Baseline level allows. Not SYS_ADMIN: without it (and under the
+// runtime's default seccomp profile) the kit has no mount, pid or network
+// namespaces, and Landlock and seccomp take their place.
+var KubeCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETPCAP", "SETUID"}
+
+// glovebox user of the images, which owns their writable directories.
+const imageUID = 10001
 
 // Railway is [deploy.railway].
 type Railway struct {
@@ -84,9 +125,12 @@ var flyRegions = []string{
 var flyAppRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 func (d *doc) deploy(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "fly", "railway")
+	m, ok := d.table(path, v, "fly", "railway", "kubernetes")
 	if !ok {
 		return
+	}
+	if x, ok := m["kubernetes"]; ok {
+		d.kubernetes(path+".kubernetes", x, c)
 	}
 	if x, ok := m["railway"]; ok {
 		p := path + ".railway"
@@ -105,6 +149,24 @@ func (d *doc) deploy(path string, v any, c *Config) {
 	}
 	if x, ok := m["fly"]; ok {
 		d.fly(path+".fly", x, c)
+	}
+}
+
+// kubernetes decodes [deploy.kubernetes]: the Pod Security level the
+// pod is made for.
+func (d *doc) kubernetes(p string, v any, c *Config) {
+	t, ok := d.table(p, v, "pod_security")
+	if !ok {
+		return
+	}
+	if x, ok := t["pod_security"]; ok {
+		if s, ok := d.str(p+".pod_security", x); ok {
+			if slices.Contains(PodSecurityLevels, s) {
+				c.Deploy.Kubernetes.PodSecurity = s
+			} else {
+				d.errorf(p+".pod_security", "%q is not a Pod Security level%s: use \"baseline\" (the kit as root, a uid per session) or \"restricted\" (the kit as uid 10001, sessions kept apart by Landlock and seccomp)", s, didYouMean(s, PodSecurityLevels))
+			}
+		}
 	}
 }
 
@@ -311,10 +373,11 @@ func kubernetes(c *Config) map[string]any {
 			"name":      "GLOVEBOX_KEY",
 			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": c.Name, "key": "GLOVEBOX_KEY"}},
 		}},
-		"envFrom":        []any{map[string]any{"secretRef": map[string]any{"name": c.Name, "optional": true}}},
-		"readinessProbe": probe("/health", 10, 3),
-		"livenessProbe":  probe("/health/live", 30, 3),
-		"startupProbe":   probe("/health", 2, 30),
+		"envFrom":         []any{map[string]any{"secretRef": map[string]any{"name": c.Name, "optional": true}}},
+		"readinessProbe":  probe("/health", 10, 3),
+		"livenessProbe":   probe("/health/live", 30, 3),
+		"startupProbe":    probe("/health", 2, 30),
+		"securityContext": kubeContainerSecurity(c),
 	}
 	if limits := kubeLimits(c); len(limits) > 0 {
 		container["resources"] = map[string]any{"limits": limits, "requests": limits}
@@ -329,7 +392,12 @@ func kubernetes(c *Config) map[string]any {
 			"template": map[string]any{
 				"metadata": map[string]any{"labels": labels},
 				"spec": map[string]any{
-					"containers":                    []any{container},
+					"containers":      []any{container},
+					"securityContext": kubePodSecurity(c),
+					// The kit never calls the Kubernetes API, and a
+					// mounted token would be one more secret in reach of
+					// a session.
+					"automountServiceAccountToken":  false,
 					"terminationGracePeriodSeconds": KillTimeout(c),
 				},
 			},
@@ -347,6 +415,43 @@ func kubernetes(c *Config) map[string]any {
 		},
 	}
 	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{deployment, service}}
+}
+
+// kubePodSecurity is the pod's securityContext for the box's Pod Security
+// level: the runtime's default seccomp profile always; under baseline the
+// kit as the image starts it, as root (runAsNonRoot false says so); under
+// restricted the glovebox user of the images, which owns their writable
+// directories (fsGroup gives it the pod's volumes too).
+func kubePodSecurity(c *Config) map[string]any {
+	sc := map[string]any{"seccompProfile": map[string]any{"type": "RuntimeDefault"}}
+	if c.Deploy.Kubernetes.PodSecurity == PodRestricted {
+		sc["runAsNonRoot"] = true
+		sc["runAsUser"] = imageUID
+		sc["runAsGroup"] = imageUID
+		sc["fsGroup"] = imageUID
+	} else {
+		sc["runAsNonRoot"] = false
+	}
+	return sc
+}
+
+// kubeContainerSecurity is the box container's securityContext: no
+// privilege escalation, not privileged, every capability dropped and,
+// under baseline, KubeCapabilities added back.
+func kubeContainerSecurity(c *Config) map[string]any {
+	caps := map[string]any{"drop": []any{"ALL"}}
+	if c.Deploy.Kubernetes.PodSecurity != PodRestricted {
+		add := make([]any, len(KubeCapabilities))
+		for i, k := range KubeCapabilities {
+			add[i] = k
+		}
+		caps["add"] = add
+	}
+	return map[string]any{
+		"allowPrivilegeEscalation": false,
+		"privileged":               false,
+		"capabilities":             caps,
+	}
 }
 
 // kubeLimits are [limits] as Kubernetes resource quantities.

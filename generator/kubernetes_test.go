@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,5 +210,311 @@ func TestKubernetesValidatorRejects(t *testing.T) {
 		if !strings.Contains(errs, tc.want) {
 			t.Errorf("validate(%s) = %q, want %q", tc.doc, errs, tc.want)
 		}
+	}
+}
+
+// The Pod Security Standards, as rule checks over a pod spec, transcribed
+// from https://kubernetes.io/docs/concepts/security/pod-security-standards/
+// (the page for Kubernetes v1.32, as read on 2026-11-26): every control of
+// the Baseline level, and the controls the Restricted level adds. Each
+// violation names the field, as the Pod Security admission controller
+// does. The optional AppArmor annotations and Windows-only fields are
+// checked as written there.
+var (
+	// baselineCaps are the capabilities Baseline allows containers to add.
+	baselineCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+	// safeSysctls are the sysctls Baseline allows.
+	safeSysctls = []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
+	// selinuxTypes are the SELinux types Baseline allows.
+	selinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+	// restrictedVolumes are the volume sources Restricted allows.
+	restrictedVolumes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+)
+
+// podSecurityViolations checks a pod spec against level ("baseline" or
+// "restricted", which includes baseline) and returns every violation.
+func podSecurityViolations(level string, spec map[string]any) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	obj := func(m map[string]any, k string) map[string]any { v, _ := m[k].(map[string]any); return v }
+	list := func(m map[string]any, k string) []any { v, _ := m[k].([]any); return v }
+	psc := obj(spec, "securityContext")
+	type ctr struct {
+		path string
+		sc   map[string]any
+		c    map[string]any
+	}
+	var ctrs []ctr
+	for _, kind := range []string{"containers", "initContainers", "ephemeralContainers"} {
+		for i, c := range list(spec, kind) {
+			cm, _ := c.(map[string]any)
+			ctrs = append(ctrs, ctr{fmt.Sprintf("spec.%s[%d]", kind, i), obj(cm, "securityContext"), cm})
+		}
+	}
+	// Baseline. HostProcess.
+	if obj(psc, "windowsOptions")["hostProcess"] == true {
+		bad("spec.securityContext.windowsOptions.hostProcess must be false")
+	}
+	// Host namespaces.
+	for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
+		if spec[k] == true {
+			bad("spec.%s must be false", k)
+		}
+	}
+	// HostPath volumes.
+	for i, v := range list(spec, "volumes") {
+		if vm, _ := v.(map[string]any); vm["hostPath"] != nil {
+			bad("spec.volumes[%d].hostPath is forbidden", i)
+		}
+	}
+	// AppArmor, SELinux, seccomp, sysctls at the pod level.
+	checkAppArmor := func(path string, sc map[string]any) {
+		if t, ok := obj(sc, "appArmorProfile")["type"]; ok && t != "RuntimeDefault" && t != "Localhost" {
+			bad("%s.appArmorProfile.type %v is not RuntimeDefault or Localhost", path, t)
+		}
+	}
+	checkSELinux := func(path string, sc map[string]any) {
+		se := obj(sc, "seLinuxOptions")
+		if t, ok := se["type"].(string); ok && !slices.Contains(selinuxTypes, t) {
+			bad("%s.seLinuxOptions.type %q is not allowed", path, t)
+		}
+		for _, k := range []string{"user", "role"} {
+			if v, ok := se[k]; ok && v != "" {
+				bad("%s.seLinuxOptions.%s must be unset", path, k)
+			}
+		}
+	}
+	seccomp := func(sc map[string]any) (string, bool) {
+		t, ok := obj(sc, "seccompProfile")["type"].(string)
+		return t, ok
+	}
+	checkAppArmor("spec.securityContext", psc)
+	checkSELinux("spec.securityContext", psc)
+	if t, ok := seccomp(psc); ok && t == "Unconfined" {
+		bad("spec.securityContext.seccompProfile.type must not be Unconfined")
+	}
+	for i, s := range list(psc, "sysctls") {
+		if sm, _ := s.(map[string]any); !slices.Contains(safeSysctls, fmt.Sprint(sm["name"])) {
+			bad("spec.securityContext.sysctls[%d] %v is not a safe sysctl", i, sm["name"])
+		}
+	}
+	for _, c := range ctrs {
+		p := c.path + ".securityContext"
+		if obj(c.sc, "windowsOptions")["hostProcess"] == true {
+			bad("%s.windowsOptions.hostProcess must be false", p)
+		}
+		if c.sc["privileged"] == true {
+			bad("%s.privileged must be false", p)
+		}
+		for _, a := range list(obj(c.sc, "capabilities"), "add") {
+			if !slices.Contains(baselineCaps, fmt.Sprint(a)) {
+				bad("%s.capabilities.add %v is beyond Baseline", p, a)
+			}
+		}
+		for j, port := range list(c.c, "ports") {
+			if pm, _ := port.(map[string]any); pm["hostPort"] != nil && pm["hostPort"] != float64(0) {
+				bad("%s.ports[%d].hostPort must be unset or 0", c.path, j)
+			}
+		}
+		checkAppArmor(p, c.sc)
+		checkSELinux(p, c.sc)
+		if pm, ok := c.sc["procMount"]; ok && pm != "Default" {
+			bad("%s.procMount must be Default", p)
+		}
+		if t, ok := seccomp(c.sc); ok && t == "Unconfined" {
+			bad("%s.seccompProfile.type must not be Unconfined", p)
+		}
+	}
+	if level == "baseline" {
+		return out
+	}
+	// Restricted. Volume types.
+	for i, v := range list(spec, "volumes") {
+		vm, _ := v.(map[string]any)
+		for k := range vm {
+			if k != "name" && !slices.Contains(restrictedVolumes, k) {
+				bad("spec.volumes[%d].%s is not a Restricted volume type", i, k)
+			}
+		}
+	}
+	podNonRoot := psc["runAsNonRoot"] == true
+	podSeccomp, _ := seccomp(psc)
+	if u, ok := psc["runAsUser"]; ok && u == float64(0) {
+		bad("spec.securityContext.runAsUser must not be 0")
+	}
+	for _, c := range ctrs {
+		p := c.path + ".securityContext"
+		if c.sc["allowPrivilegeEscalation"] != false {
+			bad("%s.allowPrivilegeEscalation must be false", p)
+		}
+		if nr, ok := c.sc["runAsNonRoot"]; ok && nr != true || !ok && !podNonRoot {
+			bad("%s.runAsNonRoot must be true (or the pod's)", p)
+		}
+		if u, ok := c.sc["runAsUser"]; ok && u == float64(0) {
+			bad("%s.runAsUser must not be 0", p)
+		}
+		t, ok := seccomp(c.sc)
+		if !ok {
+			t = podSeccomp
+		}
+		if t != "RuntimeDefault" && t != "Localhost" {
+			bad("%s.seccompProfile.type must be RuntimeDefault or Localhost (or the pod's)", p)
+		}
+		caps := obj(c.sc, "capabilities")
+		if !slices.Contains(list(caps, "drop"), any("ALL")) {
+			bad("%s.capabilities.drop must include ALL", p)
+		}
+		for _, a := range list(caps, "add") {
+			if a != "NET_BIND_SERVICE" {
+				bad("%s.capabilities.add %v is beyond Restricted (NET_BIND_SERVICE only)", p, a)
+			}
+		}
+	}
+	return out
+}
+
+// podSpec is the pod template spec of kubernetes.json's Deployment.
+func podSpec(t *testing.T, data []byte) map[string]any {
+	t.Helper()
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range list.Items {
+		if it["kind"] == "Deployment" {
+			spec, _ := it["spec"].(map[string]any)
+			tmpl, _ := spec["template"].(map[string]any)
+			ps, _ := tmpl["spec"].(map[string]any)
+			return ps
+		}
+	}
+	t.Fatal("kubernetes.json has no Deployment")
+	return nil
+}
+
+// TestKubernetesPodSecurity: every box's pod meets the Pod Security level
+// it is made for, and no other: [deploy.kubernetes] pod_security =
+// "restricted" meets Restricted; the default meets Baseline (the kit as
+// root with the capabilities it uses), and not Restricted, by design.
+func TestKubernetesPodSecurity(t *testing.T) {
+	t.Parallel()
+	restricted := 0
+	for _, name := range cases(t) {
+		t.Run(name, func(t *testing.T) {
+			c, err := Load(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := podSpec(t, fileData(t, generateCase(t, filepath.Join("testdata", name), Options{}), KubernetesFile))
+			if v := podSecurityViolations("baseline", spec); len(v) > 0 {
+				t.Errorf("the pod does not meet Baseline:\n%s", strings.Join(v, "\n"))
+			}
+			v := podSecurityViolations("restricted", spec)
+			switch c.Deploy.Kubernetes.PodSecurity {
+			case PodRestricted:
+				restricted++
+				if len(v) > 0 {
+					t.Errorf("pod_security = restricted, but the pod does not meet Restricted:\n%s", strings.Join(v, "\n"))
+				}
+			case PodBaseline:
+				if len(v) == 0 {
+					t.Errorf("a baseline pod meets Restricted: it no longer runs the kit as root")
+				}
+			default:
+				t.Errorf("pod_security = %q", c.Deploy.Kubernetes.PodSecurity)
+			}
+		})
+	}
+	if restricted == 0 {
+		t.Error("no golden box has pod_security = \"restricted\"")
+	}
+}
+
+// TestKubernetesSecurityContext pins what each level's pod asks for.
+func TestKubernetesSecurityContext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		toml, pod, container string
+	}{
+		{"", `{"runAsNonRoot":false,"seccompProfile":{"type":"RuntimeDefault"}}`,
+			`{"allowPrivilegeEscalation":false,"capabilities":{"add":["CHOWN","DAC_OVERRIDE","FOWNER","KILL","SETGID","SETPCAP","SETUID"],"drop":["ALL"]},"privileged":false}`},
+		{"[deploy.kubernetes]\npod_security = \"baseline\"\n", `{"runAsNonRoot":false,"seccompProfile":{"type":"RuntimeDefault"}}`,
+			`{"allowPrivilegeEscalation":false,"capabilities":{"add":["CHOWN","DAC_OVERRIDE","FOWNER","KILL","SETGID","SETPCAP","SETUID"],"drop":["ALL"]},"privileged":false}`},
+		{"[deploy.kubernetes]\npod_security = \"restricted\"\n", `{"fsGroup":10001,"runAsGroup":10001,"runAsNonRoot":true,"runAsUser":10001,"seccompProfile":{"type":"RuntimeDefault"}}`,
+			`{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"privileged":false}`},
+	} {
+		c, err := Parse("glovebox.toml", []byte("name = \"k\"\n"+tc.toml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Generate(c, Options{Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := podSpec(t, fileData(t, res, KubernetesFile))
+		pod, _ := json.Marshal(spec["securityContext"])
+		ctr, _ := json.Marshal(spec["containers"].([]any)[0].(map[string]any)["securityContext"])
+		if string(pod) != tc.pod || string(ctr) != tc.container {
+			t.Errorf("%q: pod securityContext = %s, container's = %s; want %s and %s", tc.toml, pod, ctr, tc.pod, tc.container)
+		}
+		if spec["automountServiceAccountToken"] != false {
+			t.Errorf("%q: automountServiceAccountToken = %v, want false", tc.toml, spec["automountServiceAccountToken"])
+		}
+	}
+}
+
+// TestPodSecurityRulesReject shows the rule checks above are not a rubber
+// stamp: each pod breaks one rule, and the check names it.
+func TestPodSecurityRulesReject(t *testing.T) {
+	t.Parallel()
+	// hardened meets Restricted; each case changes one thing.
+	hardened := `{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},
+		"containers":[{"name":"box","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}`
+	for _, tc := range []struct {
+		level, patch, want string
+	}{
+		{"restricted", ``, ``},
+		{"baseline", `{"hostNetwork":true}`, `spec.hostNetwork must be false`},
+		{"baseline", `{"hostPID":true}`, `spec.hostPID must be false`},
+		{"baseline", `{"volumes":[{"name":"h","hostPath":{"path":"/"}}]}`, `spec.volumes[0].hostPath is forbidden`},
+		{"baseline", `{"containers":[{"name":"box","securityContext":{"privileged":true}}]}`, `spec.containers[0].securityContext.privileged must be false`},
+		{"baseline", `{"containers":[{"name":"box","securityContext":{"capabilities":{"add":["SYS_ADMIN"]}}}]}`, `capabilities.add SYS_ADMIN is beyond Baseline`},
+		{"baseline", `{"containers":[{"name":"box","ports":[{"containerPort":8080,"hostPort":8080}]}]}`, `spec.containers[0].ports[0].hostPort`},
+		{"baseline", `{"securityContext":{"seccompProfile":{"type":"Unconfined"}}}`, `spec.securityContext.seccompProfile.type must not be Unconfined`},
+		{"baseline", `{"securityContext":{"sysctls":[{"name":"kernel.msgmax","value":"1"}]}}`, `kernel.msgmax is not a safe sysctl`},
+		{"restricted", `{"containers":[{"name":"box","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"],"add":["CHOWN"]}}}]}`, `capabilities.add CHOWN is beyond Restricted`},
+		{"restricted", `{"containers":[{"name":"box","securityContext":{"capabilities":{"drop":["ALL"]}}}]}`, `allowPrivilegeEscalation must be false`},
+		{"restricted", `{"containers":[{"name":"box","securityContext":{"allowPrivilegeEscalation":false}}]}`, `capabilities.drop must include ALL`},
+		{"restricted", `{"securityContext":{"runAsNonRoot":false,"seccompProfile":{"type":"RuntimeDefault"}}}`, `runAsNonRoot must be true`},
+		{"restricted", `{"securityContext":{"runAsNonRoot":true}}`, `seccompProfile.type must be RuntimeDefault or Localhost`},
+		{"restricted", `{"securityContext":{"runAsNonRoot":true,"runAsUser":0,"seccompProfile":{"type":"RuntimeDefault"}}}`, `spec.securityContext.runAsUser must not be 0`},
+		{"restricted", `{"volumes":[{"name":"n","nfs":{"server":"x","path":"/"}}]}`, `spec.volumes[0].nfs is not a Restricted volume type`},
+		// kubernetes.json as it was, with no securityContext: Baseline
+		// admits it, Restricted refuses it four ways.
+		{"restricted", `{"securityContext":null,"containers":[{"name":"box"}]}`, `allowPrivilegeEscalation must be false`},
+	} {
+		var spec, patch map[string]any
+		if err := json.Unmarshal([]byte(hardened), &spec); err != nil {
+			t.Fatal(err)
+		}
+		if tc.patch != "" {
+			if err := json.Unmarshal([]byte(tc.patch), &patch); err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(spec, patch)
+		}
+		got := strings.Join(podSecurityViolations(tc.level, spec), "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s: violations %q, want %q", tc.level, tc.patch, got, tc.want)
+		}
+	}
+	old := map[string]any{"containers": []any{map[string]any{"name": "box"}}}
+	if v := podSecurityViolations("baseline", old); len(v) > 0 {
+		t.Errorf("a pod with no securityContext breaks Baseline: %q", v)
+	}
+	if v := podSecurityViolations("restricted", old); len(v) != 4 {
+		t.Errorf("a pod with no securityContext breaks Restricted %d ways, want 4: %q", len(v), v)
 	}
 }

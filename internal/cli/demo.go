@@ -64,6 +64,12 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 		return fmt.Errorf("demo directory: %w", err)
 	}
 	defer os.RemoveAll(root)
+	// The sessions' uids must be able to enter the box's root where no
+	// mount namespace gives them their directories: the kit itself makes
+	// what is private in it so.
+	if err := os.Chmod(root, 0o711); err != nil {
+		return fmt.Errorf("demo directory: %w", err)
+	}
 	m, err := protocol.ParseManifest([]byte(demoManifest))
 	if err != nil {
 		return err
@@ -73,7 +79,7 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 	boxCtx, stopBox := context.WithCancel(ctx)
 	defer stopBox()
 	box, err := startLocalBox(boxCtx, localBoxOptions{Manifest: m, Key: key, Root: root, Addr: "127.0.0.1:0",
-		Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Getenv: func(string) string { return "" }, AllowDegraded: true, Logger: slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}

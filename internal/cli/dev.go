@@ -25,7 +25,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	var addr, state string
 	var verbose, hostEnv, noNix bool
 	cleanEnv := true
-	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR] [--host-env] [--no-nix]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. A Go agent (agent.main) is\nbuilt with go build and run as the image runs it. Ctrl-C stops it.\n\nWith nix on PATH, the box's packages (its base image's and [packages]) are\nbuilt from the pinned nixpkgs and put first on the agents' PATH; without it,\nprompts run with this machine's tools and one warning names the packages\nmissing from PATH. Agents get a clean environment (PATH, locale, CA\nvariables and the box's [env]) unless --host-env. The inspector is on at\n/inspect; the banner prints its link and an export line for the other gbx\ncommands.")
+	fs := newFlags(stdio, "dev", "dev [DIR] [--addr HOST:PORT] [--state DIR] [--host-env] [--no-nix]\n\nRuns the box described by DIR/glovebox.toml (or a DIR/glovebox.json manifest) on\nthis machine: the kit in process, the box's directories under the state\ndirectory, its files in a local SQLite store. The key is $GLOVEBOX_KEY, or one\ngenerated once and kept in the state directory. A Go agent (agent.main) is\nbuilt with go build and run as the image runs it. Ctrl-C stops it.\n\nWith nix on PATH, the box's packages (its base image's and [packages]) are\nbuilt from the pinned nixpkgs and put first on the agents' PATH; without it,\nprompts run with this machine's tools and one warning names the packages\nmissing from PATH. Agents get a clean environment (PATH, locale, CA\nvariables and the box's [env]) unless --host-env. The inspector is on at\n/inspect; the banner prints its link and an export line for the other gbx\ncommands.\n\nPrompts run in the box's sandbox with the layers this machine allows (as\nroot: a uid per session, a private /tmp, namespaces; as another user: your\nuid). gbx dev serves even where they cannot keep sessions apart; the banner\nsays what is in force, what is not and what prompts cannot see, and a\nwarning names each PATH entry the sessions cannot reach.")
 	fs.StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:$GLOVEBOX_PORT, else 127.0.0.1:8080)")
 	fs.StringVar(&state, "state", "", "state directory (default DIR/.glovebox)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "log every session and prompt")
@@ -87,13 +87,30 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if tools.warning != "" {
 		fmt.Fprintln(stdio.Stderr, tools.warning)
 	}
-	box, err := startLocalBox(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
-		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log,
-		Environ: devEnviron(tools.path), HostEnv: !cleanEnv, Inspect: true})
+	if err := enterableState(state); err != nil {
+		return err
+	}
+	inner, err := localAgent(m, log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdio.Stdout, devBanner(m, source, box.URL, key, state, tools, cleanEnv))
+	ag := &devAgent{Agent: inner, notify: func(line string) { fmt.Fprintln(stdio.Stderr, line) }}
+	box, err := startLocalBoxWith(ctx, localBoxOptions{Manifest: m, Key: key, Root: filepath.Join(state, "root"),
+		Addr: addr, PublicURL: strings.TrimSuffix(stdio.Getenv("GLOVEBOX_PUBLIC_URL"), "/"), Getenv: stdio.Getenv, Logger: log,
+		Environ: devEnviron(tools.path), HostEnv: !cleanEnv, Inspect: true, AllowDegraded: true}, ag)
+	if err != nil {
+		return err
+	}
+	sb, err := devSandboxOf(ctx, box.URL, key, tools.path)
+	if err != nil {
+		box.Close()
+		return err
+	}
+	ag.sb.Store(sb)
+	for _, w := range sb.warnings() {
+		fmt.Fprintln(stdio.Stderr, w)
+	}
+	fmt.Fprint(stdio.Stdout, devBanner(m, source, box.URL, key, state, tools, cleanEnv, sb, stdio.Getenv("HOME")))
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -139,20 +156,32 @@ func loadManifest(dir string) (*protocol.Manifest, string, string, error) {
 // runGoAgentDev serves a Go agent's box: its own kit, built and run as a
 // process, until ctx ends.
 func runGoAgentDev(ctx context.Context, stdio IO, dir, main, state, addr, key, source string, m *protocol.Manifest) error {
-	box, err := startGoAgent(ctx, stdio, dir, main, state, addr, key, m)
+	if err := enterableState(state); err != nil {
+		return err
+	}
+	box, err := startGoAgent(ctx, stdio, dir, main, state, addr, key, allowDegraded(m))
 	if err != nil {
 		return err
+	}
+	// The agent's kit takes its PATH from this process.
+	sb, err := devSandboxOf(ctx, box.URL, key, os.Getenv("PATH"))
+	if err != nil {
+		box.Close()
+		return err
+	}
+	for _, w := range sb.warnings() {
+		fmt.Fprintln(stdio.Stderr, w)
 	}
 	fmt.Fprintf(stdio.Stdout, `box %s %s (Go agent %s, from %s) is running on this machine
   url    %s
   key    %s
   state  %s
-
+%s
 For the other gbx commands in this shell:
   export GLOVEBOX_URL=%s GLOVEBOX_KEY=%s
 
 Ctrl-C stops it.
-`, m.Name, m.Version, main, source, box.URL, key, state, shellQuote(box.URL), shellQuote(key))
+`, m.Name, m.Version, main, source, box.URL, key, state, sb.bannerLines(stdio.Getenv("HOME")), shellQuote(box.URL), shellQuote(key))
 	var exitErr error
 	select {
 	case <-ctx.Done():
@@ -165,6 +194,34 @@ Ctrl-C stops it.
 		return fmt.Errorf("the Go agent exited: %w", exitErr)
 	}
 	return err
+}
+
+// devSandboxOf reads the sandbox the box at url got, and checks the
+// agents' PATH against it.
+func devSandboxOf(ctx context.Context, url, key, path string) (*devSandbox, error) {
+	env, err := boxEnvironment(ctx, url, key)
+	if err != nil {
+		return nil, err
+	}
+	return newDevSandbox(env, path), nil
+}
+
+// enterableState lets the sessions' uids enter the state directory (mode
+// 0711: not list it) when gbx dev runs as root, so that where no mount
+// namespace gives them their directories they can still reach them under
+// it. The key in it stays 0600; the kit makes its own state and the
+// sessions' directories private.
+func enterableState(state string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.MkdirAll(state, 0o711); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	if err := os.Chmod(state, 0o711); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
 }
 
 // devKey returns the key kept at path, creating it (mode 0600) on first

@@ -205,7 +205,7 @@ func shellQuote(s string) string {
 }
 
 // devBanner is what gbx dev prints once the box serves.
-func devBanner(m *protocol.Manifest, source, url, key, state string, t devTools, cleanEnv bool) string {
+func devBanner(m *protocol.Manifest, source, url, key, state string, t devTools, cleanEnv bool, sb *devSandbox, home string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "box %s %s (%s agent, from %s) is running on this machine\n", m.Name, m.Version, m.AgentType(), source)
 	fmt.Fprintf(&b, "  url    %s\n  key    %s\n  state  %s\n", url, key, state)
@@ -217,11 +217,15 @@ func devBanner(m *protocol.Manifest, source, url, key, state string, t devTools,
 	default:
 		fmt.Fprintf(&b, "  tools  this machine's PATH\n")
 	}
+	if n := len(sb.unreachable); n > 0 {
+		fmt.Fprintf(&b, "         but %d of its entries the sessions cannot reach (see the warnings)\n", n)
+	}
 	if cleanEnv {
 		fmt.Fprintf(&b, "  env    clean: PATH, locale, CA variables and the box's [env] (--host-env passes yours)\n")
 	} else {
 		fmt.Fprintf(&b, "  env    this shell's (--host-env)\n")
 	}
+	b.WriteString(sb.bannerLines(home))
 	if tok, err := protocol.MintToken(key, protocol.TokenClaims{Scopes: []string{protocol.ScopeInspect}, Expires: time.Now().Add(12 * time.Hour)}); err == nil {
 		fmt.Fprintf(&b, "  inspect %s\n", strings.Replace(strings.Replace(url, "ws://", "http://", 1), "wss://", "https://", 1)+"inspect/#token="+tok)
 	}

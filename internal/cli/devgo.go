@@ -46,7 +46,7 @@ func startGoAgent(ctx context.Context, stdio IO, dir, main, state, addr, key str
 		return nil, err
 	}
 	manifest := filepath.Join(state, "glovebox.json")
-	if err := os.WriteFile(manifest, data, 0o644); err != nil {
+	if err := os.WriteFile(manifest, data, 0o600); err != nil {
 		return nil, fmt.Errorf("write manifest: %w", err)
 	}
 	host, port, err := net.SplitHostPort(addr)
@@ -68,7 +68,10 @@ func startGoAgent(ctx context.Context, stdio IO, dir, main, state, addr, key str
 	cmd.Stdout, cmd.Stderr = stdio.Stderr, stdio.Stderr
 	cmd.Env = append(os.Environ(),
 		"GLOVEBOX_MANIFEST="+manifest, "GLOVEBOX_KEY="+key, "GLOVEBOX_ROOT="+root,
-		"GLOVEBOX_PORT="+port, "GLOVEBOX_INIT=off")
+		"GLOVEBOX_PORT="+port, "GLOVEBOX_INIT=off",
+		// As the manifest says (sandbox.allow_degraded): on the
+		// developer's machine the box serves with the layers it allows.
+		"GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1")
 	if pub := stdio.Getenv("GLOVEBOX_PUBLIC_URL"); pub != "" {
 		cmd.Env = append(cmd.Env, "GLOVEBOX_PUBLIC_URL="+pub)
 	} else {

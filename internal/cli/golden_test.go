@@ -221,7 +221,13 @@ func TestGoldenDev(t *testing.T) {
 	n.add(url, "<URL>")
 	n.add(key, "<KEY>")
 	// Which of the box's packages this machine's PATH lacks varies.
-	n.extra = []rule{{regexp.MustCompile(`(?m)^  tools  .*$`), "  tools  <TOOLS>"}}
+	// So do the sandbox's layers, and which PATH entries its sessions
+	// reach.
+	n.extra = []rule{
+		{regexp.MustCompile(`(?m)^  tools  .*$`), "  tools  <TOOLS>"},
+		{regexp.MustCompile(`(?m)^         but .*\n`), ""},
+		{regexp.MustCompile(`(?m)^  sandbox  .*\n(  (lacks|hidden|DEGRADED) .*\n)*`), "  sandbox  <SANDBOX>\n"},
+	}
 	stdout, err := stop()
 	status := 0
 	if err != nil {

@@ -43,6 +43,9 @@ type localBoxOptions struct {
 	Environ []string
 	HostEnv bool
 	Inspect bool
+	// AllowDegraded serves where the sandbox cannot keep sessions apart
+	// (sandbox.allow_degraded): for a box on the developer's own machine.
+	AllowDegraded bool
 }
 
 // startLocalBox boots a box with the agent its manifest names and serves
@@ -76,9 +79,13 @@ func startLocalBoxWith(ctx context.Context, o localBoxOptions, ag agent.Agent) (
 		ln.Close()
 		return nil, fmt.Errorf("boot the box:\n%w", err)
 	}
+	m := o.Manifest
+	if o.AllowDegraded {
+		m = allowDegraded(m)
+	}
 	srv, err := kit.New(kit.Options{
 		Adapters:  adapters,
-		Manifest:  o.Manifest,
+		Manifest:  m,
 		Key:       o.Key,
 		Root:      o.Root,
 		PublicURL: public,
