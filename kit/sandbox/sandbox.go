@@ -104,6 +104,11 @@ type Config struct {
 	// Grace is how long a process that should stop has between SIGTERM and
 	// SIGKILL. Default 2s.
 	Grace time.Duration
+	// TmpRoot, where sessions have no mount namespace (so no private
+	// /tmp), holds a private temporary directory per session,
+	// TmpRoot/<session id>: owned by the session's uid, mode 0700,
+	// removed with the session, and its commands' TMPDIR. Empty: none.
+	TmpRoot string
 }
 
 // Limits are a session's resource limits. Zero means the default where
@@ -151,8 +156,12 @@ type Report struct {
 	Cgroup   string            `json:"cgroup,omitempty"`
 	// Landlock is the Landlock ABI version in force with the landlock
 	// layer, 0 without it.
-	Landlock int          `json:"landlock,omitempty"`
-	Limits   ReportLimits `json:"limits"`
+	Landlock int `json:"landlock,omitempty"`
+	// Privileges says what the privileges layer holds where it is not
+	// all of it (the capability bounding set cannot be emptied), "" when
+	// it is.
+	Privileges string       `json:"privileges,omitempty"`
+	Limits     ReportLimits `json:"limits"`
 }
 
 // Separation says why the layers in force do not keep sessions apart

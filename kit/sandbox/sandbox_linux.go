@@ -19,11 +19,13 @@ type Sandbox struct {
 	report Report
 
 	plain     bool    // Plain: no layer at all, not even no_new_privs
-	root      bool    // the kit runs as root: users layer possible
+	root      bool    // the kit runs as root with what the users layer needs
 	users     bool    // a uid per session
 	userns    bool    // a user namespace maps the kit's uid to root inside
 	cloneMask uintptr // the namespaces each process is cloned into
 	cg        *cgroups
+	landlock  int  // the Landlock ABI sessions' domains use; 0: none
+	seccomp   bool // sessions' supervisors install the seccomp filter
 	sup       *supervisor // what supervisors run: glovebox-sandbox or the kit
 	// supLater: no boot probe proved the sibling (the sandbox is off),
 	// so the first supervisor a session needs checks it (program).
@@ -72,7 +74,11 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
-	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0}
+	caps := effectiveCaps()
+	// Root in a container that dropped what a uid per session needs is
+	// treated as any other user.
+	rootCaps := hasCaps(caps, capSetuid, capSetgid, capChown, capFowner)
+	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0 && rootCaps}
 	inactive := map[string]string{}
 	off := func(layer, why string) { inactive[layer] = why }
 	sup, why, warn := chooseSupervisor(dir)
@@ -106,6 +112,8 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		switch {
 		case cfg.NoUsers:
 			off(LayerUsers, "turned off in the manifest")
+		case os.Geteuid() == 0 && !rootCaps:
+			off(LayerUsers, "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER (the container dropped them): every session runs as the kit's uid")
 		case sb.root:
 			sb.users = true
 		case sb.userns:
@@ -127,6 +135,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 			}
 		}
 	}
+	sb.probeEnforce(off)
 	// Without a mount namespace, hidden directories are hidden by their
 	// modes (root owns them); agents under the kit's own uid would still
 	// reach them, which the report says.
@@ -145,7 +154,12 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.userns {
 		active = append(active, LayerUserNS)
 	}
-	active = append(active, LayerPrivileges)
+	privileges := sb.privileges(caps)
+	if privileges.why == "" {
+		active = append(active, LayerPrivileges)
+	} else {
+		off(LayerPrivileges, privileges.why)
+	}
 	for _, l := range []struct {
 		name string
 		flag uintptr
@@ -157,7 +171,13 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.cg != nil {
 		active = append(active, LayerCgroup)
 	}
-	sb.report = Report{Active: active, Limits: ReportLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	if sb.landlock > 0 {
+		active = append(active, LayerLandlock)
+	}
+	if sb.seccomp {
+		active = append(active, LayerSeccomp)
+	}
+	sb.report = Report{Active: active, Landlock: sb.landlock, Privileges: privileges.holds, Limits: ReportLimits{Pids: cfg.Limits.Pids, Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
 	if len(inactive) > 0 {
 		sb.report.Inactive = inactive
 	}
@@ -175,6 +195,76 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		sb.report.Limits.CPU = cfg.Limits.CPU
 	}
 	return sb, nil
+}
+
+// privilegesHold is what the privileges layer holds: holds says what,
+// where it is not the whole layer; why says why the layer is not in
+// force.
+type privilegesHold struct{ holds, why string }
+
+// privileges says what the privileges layer holds given the kit's
+// effective capabilities: an empty bounding set needs CAP_SETPCAP (or a
+// user namespace, where the supervisor is root); without it the
+// supervisor keeps the set where that is harmless and refuses to run a
+// command as root (dropCapabilities).
+func (sb *Sandbox) privileges(caps uint64) privilegesHold {
+	switch {
+	case sb.userns || (os.Geteuid() == 0 && hasCaps(caps, capSetpcap)):
+		return privilegesHold{}
+	case os.Geteuid() == 0 && !sb.users:
+		return privilegesHold{why: "the kit runs as root without CAP_SETPCAP, so the capability bounding set cannot be emptied, and sessions would run as root: no command can start; give the kit CAP_SETPCAP, or CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER for a uid per session"}
+	}
+	return privilegesHold{holds: "no_new_privs, rlimits, and no capability in any set of a session's processes, which run under a uid other than root; the capability bounding set is not emptied (the kit lacks CAP_SETPCAP)"}
+}
+
+// probeEnforce finds whether sessions' supervisors can put themselves in
+// a Landlock domain and install the seccomp filter: a supervisor does
+// both and exits. Landlock is in force only when that worked. With the
+// sandbox off, no process starts: the seccomp filter (as the privileges
+// layer, always on) is used where the kernel takes filters, and Landlock
+// is off.
+func (sb *Sandbox) probeEnforce(off func(layer, why string)) {
+	abi, llErr := landlockABI()
+	scErr := seccompAvailable()
+	if sb.cfg.Off {
+		off(LayerLandlock, "[sandbox] is turned off in the manifest")
+		if scErr != nil {
+			off(LayerSeccomp, scErr.Error())
+		}
+		sb.seccomp = scErr == nil
+		return
+	}
+	spec := func(landlock, seccomp bool) *initSpec {
+		is := &initSpec{UID: -1, GID: -1, Probe: true}
+		if landlock {
+			is.Landlock = &landlockSpec{ABI: abi, Hide: sb.cfg.Hide, Net: true}
+		}
+		if seccomp {
+			is.Seccomp = &seccompOptions{NoUDP: true}
+		}
+		return is
+	}
+	if llErr == nil && scErr == nil && sb.runProbe(spec(true, true), 0) == nil {
+		sb.landlock, sb.seccomp = abi, true
+		return
+	}
+	// Something failed: find what, each alone.
+	if llErr == nil {
+		llErr = sb.runProbe(spec(true, false), 0)
+	}
+	if scErr == nil {
+		scErr = sb.runProbe(spec(false, true), 0)
+	}
+	if llErr != nil {
+		off(LayerLandlock, llErr.Error())
+	} else {
+		sb.landlock = abi
+	}
+	if scErr != nil {
+		off(LayerSeccomp, scErr.Error())
+	} else {
+		sb.seccomp = true
+	}
 }
 
 // dropSibling goes back to the program itself as supervisor, since the
