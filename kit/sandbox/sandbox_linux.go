@@ -24,8 +24,8 @@ type Sandbox struct {
 	userns    bool    // a user namespace maps the kit's uid to root inside
 	cloneMask uintptr // the namespaces each process is cloned into
 	cg        *cgroups
-	landlock  int  // the Landlock ABI sessions' domains use; 0: none
-	seccomp   bool // sessions' supervisors install the seccomp filter
+	landlock  int         // the Landlock ABI sessions' domains use; 0: none
+	seccomp   bool        // sessions' supervisors install the seccomp filter
 	sup       *supervisor // what supervisors run: glovebox-sandbox or the kit
 	// supLater: no boot probe proved the sibling (the sandbox is off),
 	// so the first supervisor a session needs checks it (program).
