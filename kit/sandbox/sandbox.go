@@ -12,7 +12,12 @@
 //     kit to run as root. Without root, a user namespace maps the kit's uid
 //     to root inside the sandbox, with no capabilities.
 //   - privileges: no_new_privs, an empty capability bounding set, and
-//     rlimits on processes, open files and file size. Always on.
+//     rlimits on processes, open files and file size. Always on. Where
+//     the kit may not empty the bounding set (no CAP_SETPCAP, as in
+//     hardened pods), it stays only while that is harmless: sessions'
+//     processes run under a uid other than root with no capability in
+//     any set, and Report.Privileges says so; a command that would run as
+//     root is refused.
 //   - mount: a mount namespace in which the image is read-only, the kit's
 //     state and every other session's directories do not exist, and /tmp
 //     and /dev/shm are private.
@@ -25,6 +30,25 @@
 //   - cgroup: a cgroup per session (v2, or the v1 memory, pids and cpu
 //     controllers) carrying limits.memory, limits.cpu and a pids cap, and
 //     used to kill every process of the session when it ends.
+//   - landlock: a Landlock domain per session, applied by its supervisor
+//     after its setup, in every mode where the kernel has Landlock (with
+//     namespaces too, as defense in depth; not with the sandbox off). The
+//     session reads and executes the image but the hidden paths, writes
+//     its own directories (and /tmp, /dev/shm where they are its private
+//     tmpfs, else a TMPDIR of its own under Config.TmpRoot), reads /proc
+//     and /sys, and uses /dev/null, zero, full, random, urandom, tty, ptmx
+//     and /dev/pts. Landlock cannot refuse below a path it allows, so the
+//     ancestors of hidden paths are not allowed themselves: their other
+//     entries, as listed when the session's supervisor starts, are (an
+//     ancestor such as / cannot be listed). From ABI 4, a session with
+//     ConfineNet and no network namespace connects over TCP to its
+//     EgressPort only (on any address: Landlock knows ports, not hosts)
+//     and binds no TCP port: without a network namespace a listening
+//     port would be the box's, reachable around the proxy. From ABI 6,
+//     signals and abstract unix sockets stay within the domain.
+//   - seccomp: a filter, installed by the supervisor last, in every mode
+//     (with the sandbox off too; not in a Plain session), refusing what
+//     LayerSeccomp lists.
 //
 // Processes start through a small supervisor: cmd/glovebox-sandbox
 // ([SupervisorName]) where it is installed beside the running program and

@@ -79,6 +79,10 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	// treated as any other user.
 	rootCaps := hasCaps(caps, capSetuid, capSetgid, capChown, capFowner)
 	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0 && rootCaps}
+	notRoot := "the kit does not run as root"
+	if os.Geteuid() == 0 {
+		notRoot = "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER"
+	}
 	inactive := map[string]string{}
 	off := func(layer, why string) { inactive[layer] = why }
 	sup, why, warn := chooseSupervisor(dir)
@@ -97,7 +101,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 			why += ", checked by the first session's supervisor"
 		}
 	default:
-		ran := sb.probeNamespaces(off)
+		ran := sb.probeNamespaces(off, notRoot)
 		if sup != self && !ran {
 			// No probe got as far as the supervisor's code: see that
 			// the sibling runs at all, and if it does not, probe again
@@ -106,7 +110,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 				why, warn = sb.dropSibling(err), true
 				inactive = map[string]string{}
 				sb.cloneMask, sb.userns = 0, false
-				sb.probeNamespaces(off)
+				sb.probeNamespaces(off, notRoot)
 			}
 		}
 		switch {
@@ -119,7 +123,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		case sb.userns:
 			off(LayerUsers, "the kit does not run as root: every session runs as the kit's uid, mapped to root without capabilities in a user namespace")
 		default:
-			off(LayerUsers, "the kit does not run as root and user namespaces are not allowed: agents run as the kit's uid")
+			off(LayerUsers, notRoot+" and user namespaces are not allowed: agents run as the kit's uid")
 		}
 		switch {
 		case cfg.NoCgroup:
@@ -307,7 +311,7 @@ func (sb *Sandbox) Supervisor() string {
 // probeNamespaces starts a supervisor in each namespace the config asks
 // for and keeps those that work. It reports whether any probe ran to the
 // end, which proves the supervisor's binary good.
-func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
+func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) (ran bool) {
 	want := []struct {
 		name string
 		flag uintptr
@@ -320,7 +324,7 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
 	if !sb.root {
 		if err := sb.probe(syscall.CLONE_NEWUSER, true); err != nil {
 			for _, w := range want {
-				off(w.name, "the kit does not run as root and user namespaces are not allowed ("+err.Error()+")")
+				off(w.name, notRoot+" and user namespaces are not allowed ("+err.Error()+")")
 			}
 			return false
 		}

@@ -517,9 +517,15 @@ func (ss *Session) track(p *Process) {
 // Plain returns a session with no layer at all: processes run as the kit
 // would run them itself, in a process group of their own. Agents use it when the kit gives them no
 // sandbox (Go programs that embed an agent without a kit, tests).
+//
+// Not even the seccomp filter: a plain session has no supervisor to
+// install it, no no_new_privs (which a filter needs without
+// CAP_SYS_ADMIN), and a program that embeds an agent without a kit may
+// run tools that need what the filter refuses (a container runtime, a
+// debugger).
 func Plain() *Session {
 	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
-	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
+	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session", LayerSeccomp: "a plain session", LayerLandlock: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }
 
