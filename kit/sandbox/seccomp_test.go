@@ -74,9 +74,9 @@ func TestSeccompFilterProgram(t *testing.T) {
 	arch := seccompNative.audit
 	refused := append(refusedSyscalls, seccompArchRefused...)
 	type call struct {
-		name string
-		data []byte
-		want uint32 // with UDP allowed
+		name  string
+		data  []byte
+		want  uint32 // with UDP allowed
 		noUDP uint32 // with NoUDP; 0: as want
 	}
 	const sockFlags = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
