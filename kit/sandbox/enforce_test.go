@@ -184,8 +184,11 @@ func TestEnforceFullSandbox(t *testing.T) {
 		t.Fatalf("landlock and seccomp not in force as root: %s", r)
 	}
 	ss, dir := b.session(t, "s")
-	out, _ := run(t, ss, dir, `unshare -U true 2>/dev/null && echo USERNS; ls / >/dev/null 2>&1 || echo root-unlisted; echo x > /tmp/x && cat /tmp/x; echo y > /dev/shm/y && cat /dev/shm/y; echo z > /dev/null && echo null-ok; ls /usr/bin >/dev/null && echo usr-ok; head -c1 /proc/self/status >/dev/null && echo proc-ok; grep Seccomp: /proc/self/status`)
-	for _, want := range []string{"x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2"} {
+	script := fmt.Sprintf(`unshare -U true 2>/dev/null && echo USERNS; echo x > /tmp/x && cat /tmp/x; echo y > /dev/shm/y && cat /dev/shm/y; echo z > /dev/null && echo null-ok; ls /usr/bin >/dev/null && echo usr-ok; head -c1 /proc/self/status >/dev/null && echo proc-ok; grep Seccomp: /proc/self/status
+perl -e 'syscall(%d, 0, 0); print "clone3 errno ", $!+0, "\n"'
+seq 200000 | sort -r --parallel=4 -S 1M | tail -1`, unix.SYS_CLONE3)
+	out, _ := run(t, ss, dir, script)
+	for _, want := range []string{"x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2", fmt.Sprintf("clone3 errno %d\n", syscall.ENOSYS), "\n1\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -172,37 +172,42 @@ func seccompFilter(arch seccompArch, refused []refusal, opt seccompOptions) ([]u
 }
 
 // socketBlock checks socket(2) and socketpair(2): unix sockets of every
-// type; TCP (and, unless opt.NoUDP, UDP) over IPv4 and IPv6, never raw or
-// packet sockets; netlink for routing information only (the C library's
-// getaddrinfo asks it which addresses the machine has); no other family.
+// type; TCP (and, unless opt.NoUDP, datagrams: UDP, ICMP echo) over IPv4
+// and IPv6, never raw or packet sockets, nor stream protocols but TCP
+// (SCTP, MPTCP: Landlock's TCP rules would not see them); netlink for
+// routing information only (the C library's getaddrinfo asks it which
+// addresses the machine has); no other family.
 func socketBlock(opt seccompOptions) bpf {
 	const (
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		typ  = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
-		deny = 0
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		typ = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
 	)
+	dgram := uint32(unix.SOCK_DGRAM)
+	if opt.NoUDP {
+		dgram = 0xffffffff // no type: the jump is never taken
+	}
 	var b bpf
-	b.loadArg(0)
-	// 0: family
-	b.jump(jeq, unix.AF_UNIX, 0, 1) // -> allow
+	b.loadArg(0) // the family
+	b.jump(jeq, unix.AF_UNIX, 0, 1)
 	b.ret(secRetAllow)
 	b.jump(jeq, unix.AF_NETLINK, 0, 4)
-	b.loadArg(2)
+	b.loadArg(2) // the protocol
 	b.jump(jeq, unix.NETLINK_ROUTE, 0, 1)
 	b.ret(secRetAllow)
 	b.ret(errnoRet(syscall.EPROTONOSUPPORT))
 	b.jump(jeq, unix.AF_INET, 1, 0)
-	b.jump(jeq, unix.AF_INET6, 0, 6)
-	b.loadArg(1)
+	b.jump(jeq, unix.AF_INET6, 0, 11) // -> EAFNOSUPPORT
+	b.loadArg(1)                      // the type
 	b.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, typ)
-	b.jump(jeq, unix.SOCK_STREAM, 2, 0)
-	if opt.NoUDP {
-		b.jump(jeq, 0xffffffff, 1, 0) // never: keeps the block's shape
-	} else {
-		b.jump(jeq, unix.SOCK_DGRAM, 1, 0)
-	}
-	b.ret(errnoRet(syscall.EPERM))
+	b.jump(jeq, unix.SOCK_STREAM, 0, 5)
+	b.loadArg(2) // a stream's protocol
+	b.jump(jeq, 0, 2, 0)
+	b.jump(jeq, unix.IPPROTO_TCP, 1, 0)
+	b.ret(errnoRet(syscall.EPROTONOSUPPORT))
 	b.ret(secRetAllow)
+	b.jump(jeq, dgram, 0, 1)
+	b.ret(secRetAllow)
+	b.ret(errnoRet(syscall.EPERM))
 	b.ret(errnoRet(syscall.EAFNOSUPPORT))
 	return b
 }
