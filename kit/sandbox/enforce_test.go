@@ -106,6 +106,7 @@ perl -MSocket -e 'socket(my $s, AF_INET, SOCK_RAW, 1) ? exit 0 : exit 1' && echo
 perl -MSocket -e 'socket(my $s, 17, SOCK_RAW, 0) ? exit 0 : exit 1' && echo PACKET-SOCKET
 kill -0 %[4]d 2>/dev/null && echo SIGNALLED-KIT
 kill -CONT %[4]d 2>/dev/null && echo SIGNALLED-KIT
+echo via-stdout > /dev/stdout
 echo mine > mine.txt && cat mine.txt
 echo t > "${TMPDIR:-/tmp}/t" && cat "${TMPDIR:-/tmp}/t"
 echo attack-done`, b.parent, victimDir, b.state, os.Getpid(), victimPid, unix.SYS_PTRACE, unix.SYS_UNSHARE)
@@ -142,7 +143,7 @@ func checkAttack(t *testing.T, b *box) {
 	if _, err := os.Stat(filepath.Join(vdir, "planted.txt")); err == nil {
 		t.Errorf("the attacker planted a file in the victim's directory")
 	}
-	if !strings.Contains(out, "mine\nt\n") {
+	if !strings.Contains(out, "via-stdout\nmine\nt\n") {
 		t.Errorf("the session cannot use its own directory and TMPDIR:\n%s", out)
 	}
 }
@@ -175,8 +176,24 @@ func TestEnforceDockerLike(t *testing.T) {
 	})
 }
 
+// TestEnforceReportOff: with the sandbox off, the seccomp filter is in
+// force (as no_new_privs is) and Landlock is not, and says why.
+func TestEnforceReportOff(t *testing.T) {
+	b := newBox(t, Config{Off: true})
+	r := b.sb.Report()
+	if !r.Has(LayerSeccomp) || r.Has(LayerLandlock) || r.Inactive[LayerLandlock] == "" || r.Landlock != 0 || r.ConfinesEgress() {
+		t.Errorf("Off: %s (Landlock %d)", r, r.Landlock)
+	}
+	ss, dir := b.session(t, "off")
+	if out, _ := run(t, ss, dir, `grep Seccomp: /proc/self/status; unshare -U true 2>/dev/null && echo USERNS`); out != "Seccomp:\t2\n" {
+		t.Errorf("a command with the sandbox off: %q, want the filter in force", out)
+	}
+}
+
 // TestEnforceFullSandbox: Landlock and seccomp hold in the full sandbox
-// too, as defense in depth.
+// too, as defense in depth, and what programs need still works: /tmp,
+// /dev/shm, devices, threads (xz -T2 starts them with clone3, refused
+// with ENOSYS, then with clone).
 func TestEnforceFullSandbox(t *testing.T) {
 	b := newBox(t, Config{})
 	r := b.sb.Report()
@@ -186,9 +203,9 @@ func TestEnforceFullSandbox(t *testing.T) {
 	ss, dir := b.session(t, "s")
 	script := fmt.Sprintf(`unshare -U true 2>/dev/null && echo USERNS; echo x > /tmp/x && cat /tmp/x; echo y > /dev/shm/y && cat /dev/shm/y; echo z > /dev/null && echo null-ok; ls /usr/bin >/dev/null && echo usr-ok; head -c1 /proc/self/status >/dev/null && echo proc-ok; grep Seccomp: /proc/self/status
 perl -e 'syscall(%d, 0, 0); print "clone3 errno ", $!+0, "\n"'
-seq 200000 | sort -r --parallel=4 -S 1M | tail -1`, unix.SYS_CLONE3)
+head -c 3000000 /dev/zero | xz -T2 -0 -c | xz -dc | wc -c`, unix.SYS_CLONE3)
 	out, _ := run(t, ss, dir, script)
-	for _, want := range []string{"x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2", fmt.Sprintf("clone3 errno %d\n", syscall.ENOSYS), "\n1\n"} {
+	for _, want := range []string{"x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2", fmt.Sprintf("clone3 errno %d\n", syscall.ENOSYS), "\n3000000\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
