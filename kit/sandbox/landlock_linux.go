@@ -97,10 +97,12 @@ type landlockSpec struct {
 	EgressPort int  `json:"egress_port,omitempty"`
 }
 
-// llRule is one rule: the access allowed beneath path.
+// llRule is one rule: the access allowed beneath path. A rule the walk
+// made (nofollow) is left out if path has become a symbolic link since.
 type llRule struct {
-	path   string
-	access uint64
+	path     string
+	access   uint64
+	nofollow bool
 }
 
 // landlockRules are spec's rules. The image is readable and executable,
@@ -151,25 +153,25 @@ func landlockRules(spec *landlockSpec) []llRule {
 				// Reached through its target, which has a rule of its own
 				// where it may be reached at all.
 			case p == "/proc" || p == "/sys":
-				rules = append(rules, llRule{p, readOnly})
+				rules = append(rules, llRule{p, readOnly, true})
 			default:
-				rules = append(rules, llRule{p, readExec})
+				rules = append(rules, llRule{p, readExec, true})
 			}
 		}
 	}
 	walk("/", 0)
 	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty", "ptmx"} {
-		rules = append(rules, llRule{"/dev/" + d, device})
+		rules = append(rules, llRule{path: "/dev/" + d, access: device})
 	}
-	rules = append(rules, llRule{"/dev/pts", device | llReadDir})
+	rules = append(rules, llRule{path: "/dev/pts", access: device | llReadDir})
 	if spec.PrivateTmp {
-		rules = append(rules, llRule{"/tmp", rw}, llRule{"/dev/shm", rw})
+		rules = append(rules, llRule{path: "/tmp", access: rw}, llRule{path: "/dev/shm", access: rw})
 	}
 	for _, p := range spec.RO {
-		rules = append(rules, llRule{p, readOnly})
+		rules = append(rules, llRule{path: p, access: readOnly})
 	}
 	for _, p := range spec.RW {
-		rules = append(rules, llRule{p, rw})
+		rules = append(rules, llRule{path: p, access: rw})
 	}
 	return rules
 }
@@ -241,7 +243,11 @@ func landlockRestrict(spec *landlockSpec) error {
 // landlockAddPath adds r to the ruleset fd. A path that does not exist (a
 // device or directory this image lacks) is left out.
 func landlockAddPath(fd int, r llRule, handled uint64) error {
-	pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if r.nofollow {
+		flags |= unix.O_NOFOLLOW
+	}
+	pfd, err := unix.Open(r.path, flags, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ELOOP) {
 			return nil
@@ -254,7 +260,11 @@ func landlockAddPath(fd int, r llRule, handled uint64) error {
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return fmt.Errorf("landlock: stat %s: %w", r.path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		return nil
+	default:
 		access &= llFileRights
 	}
 	if access == 0 {

@@ -242,6 +242,9 @@ func (r Report) String() string {
 			fmt.Fprintf(&b, "%s (%s)", k, r.Inactive[k])
 		}
 	}
+	if r.Privileges != "" {
+		b.WriteString("; privileges: " + r.Privileges)
+	}
 	return b.String()
 }
 
