@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 	"unsafe"
 
@@ -71,7 +69,7 @@ func landlockABI() (int, error) {
 	case e == syscall.ENOSYS:
 		return 0, errors.New("the kernel has no Landlock (Linux 5.13 and later with CONFIG_SECURITY_LANDLOCK), or the container's seccomp profile refuses its system calls")
 	case e == syscall.EOPNOTSUPP:
-		return 0, errors.New("Landlock is disabled in this kernel (add landlock to the lsm= boot parameter)")
+		return 0, errors.New("this kernel has Landlock disabled (add landlock to the lsm= boot parameter)")
 	case e != 0:
 		return 0, fmt.Errorf("landlock_create_ruleset refused (%w): the container's seccomp profile may refuse Landlock's system calls", e)
 	}
@@ -279,14 +277,4 @@ func landlockAddPath(fd int, r llRule, handled uint64) error {
 		return fmt.Errorf("landlock: allow %s: %w", r.path, e)
 	}
 	return nil
-}
-
-// landlockDescribe says what a session's domain allows, for the docs and
-// the tests' messages.
-func landlockDescribe(rules []llRule) string {
-	var b strings.Builder
-	for _, r := range slices.SortedFunc(slices.Values(rules), func(a, b llRule) int { return strings.Compare(a.path, b.path) }) {
-		fmt.Fprintf(&b, "%s %#x\n", r.path, r.access)
-	}
-	return b.String()
 }
