@@ -118,11 +118,15 @@ func SupervisorMain() int {
 		// Cloned into a user namespace the kit maps once this process
 		// runs (see mapUserNS): executed again once mapped, it is root in
 		// the namespace, with the capabilities its setup needs.
-		if _, err := os.NewFile(fdSpec, "spec").Read(make([]byte, 1)); err != nil {
+		specFile := os.NewFile(fdSpec, "spec")
+		if _, err := specFile.Read(make([]byte, 1)); err != nil {
 			fmt.Fprintf(status, "error 0 wait for the user namespace's mapping: %s\n", err)
 			return 125
 		}
 		err := syscall.Exec("/proc/self/exe", []string{InitName}, os.Environ())
+		// Reached only on failure: until then, the files' finalizers must
+		// not close the descriptors the next program gets.
+		runtime.KeepAlive(specFile)
 		fmt.Fprintf(status, "error 0 execute the supervisor again in its user namespace: %s\n", err)
 		return 125
 	}
