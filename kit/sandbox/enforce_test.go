@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -463,4 +464,38 @@ func TestRootWithoutCapabilities(t *testing.T) {
 		return
 	}
 	reexec(t, "TestRootWithoutCapabilities", "nocaps", []string{"setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"}, nil)
+}
+
+// TestLandlockRefusedByTheContainer: where the container's seccomp
+// profile refuses Landlock's system calls (EPERM, as Docker's default
+// profile answers calls it does not know), the report says landlock is
+// not in force, and why, and that sessions are not kept apart.
+func TestLandlockRefusedByTheContainer(t *testing.T) {
+	if os.Getenv(childEnv) == "nolandlock" {
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		refuse := []refusal{{nr: unix.SYS_LANDLOCK_CREATE_RULESET}, {nr: unix.SYS_LANDLOCK_ADD_RULE}, {nr: unix.SYS_LANDLOCK_RESTRICT_SELF}}
+		prog, err := seccompFilter(seccompNative, refuse, seccompOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+			t.Fatal(e)
+		}
+		runtime.UnlockOSThread()
+		b := newBoxIn(t, os.Getenv("SANDBOX_TEST_DIR"), dockerLike)
+		r := b.sb.Report()
+		t.Log(r)
+		if r.Has(LayerLandlock) || r.Landlock != 0 || !strings.Contains(r.Inactive[LayerLandlock], "seccomp") {
+			t.Errorf("landlock refused by the container, yet: %s", r)
+		}
+		if !r.Has(LayerSeccomp) || r.Separation() == "" || r.ConfinesEgress() {
+			t.Errorf("report: %s; Separation() = %q", r, r.Separation())
+		}
+		return
+	}
+	reexec(t, "TestLandlockRefusedByTheContainer", "nolandlock", nil, nil)
 }
