@@ -132,13 +132,14 @@ func goBuildTB(tb testing.TB, args ...string) error {
 // is the same sandbox with both off: the difference is what they add to a
 // session's first command (later commands inherit them, at no cost). Run
 // with the Docker-like configuration (no namespace, no uid) and with
-// every layer.
+// every layer. child-cpu-ms/op is the CPU time the supervisors and
+// commands used (see BenchmarkProbe).
 func BenchmarkFirstCommand(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		cfg  Config
 	}{{"docker-like", dockerLike}, {"every layer", Config{}}} {
-		for _, enforce := range []bool{true, false} {
+		for _, enforce := range []bool{false, true} {
 			name := c.name + "/landlock+seccomp"
 			if !enforce {
 				name = c.name + "/none"
@@ -151,6 +152,7 @@ func BenchmarkFirstCommand(b *testing.B) {
 					b.Skip("landlock and seccomp not in force: ", bx.sb.Report())
 				}
 				i := 0
+				cpu0 := childCPU()
 				for b.Loop() {
 					i++
 					id := fmt.Sprintf("first-%d-%d", os.Getpid(), i)
@@ -172,6 +174,7 @@ func BenchmarkFirstCommand(b *testing.B) {
 					ss.Close()
 					os.RemoveAll(dir)
 				}
+				b.ReportMetric(float64(childCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "child-cpu-ms/op")
 			})
 		}
 	}
@@ -179,7 +182,8 @@ func BenchmarkFirstCommand(b *testing.B) {
 
 // BenchmarkEnforceSetup is what a supervisor computes for its Landlock
 // ruleset (the walk of the hidden paths' ancestors) and its seccomp
-// filter, without applying them.
+// filter, without applying them, and the probe New makes at boot for
+// both (a supervisor that applies them and exits).
 func BenchmarkEnforceSetup(b *testing.B) {
 	bx := newBox(b, dockerLike)
 	spec := &landlockSpec{ABI: landlockMaxABI, Hide: bx.sb.cfg.Hide, RW: []string{bx.parent + "/s"}}
@@ -188,6 +192,11 @@ func BenchmarkEnforceSetup(b *testing.B) {
 			landlockRules(spec)
 		}
 		b.ReportMetric(float64(len(landlockRules(spec))), "rules")
+	})
+	b.Run("boot probe", func(b *testing.B) {
+		for b.Loop() {
+			bx.sb.probeEnforce(func(layer, why string) { b.Fatalf("%s: %s", layer, why) })
+		}
 	})
 	b.Run("seccomp filter", func(b *testing.B) {
 		for b.Loop() {
