@@ -99,6 +99,7 @@ cat %[3]s/secret 2>/dev/null
 tr '\0' '\n' < /proc/%[4]d/environ 2>/dev/null | grep -q . && echo READ-KIT-ENVIRON
 tr '\0' '\n' < /proc/%[5]d/environ 2>/dev/null
 (exec 3</proc/%[5]d/mem) 2>/dev/null && echo OPENED-VICTIM-MEM
+(exec 3<>/proc/$PPID/mem) 2>/dev/null && echo OPENED-SUPERVISOR-MEM
 perl -e 'exit(syscall(%[6]d, 16, %[5]d, 0, 0) == 0 ? 0 : 1)' && echo PTRACED
 unshare -U true 2>/dev/null && echo USERNS
 unshare -U -r true 2>/dev/null && echo USERNS-ROOT
@@ -113,7 +114,7 @@ echo attack-done`, b.parent, victimDir, b.state, os.Getpid(), victimPid, unix.SY
 }
 
 var attackLeaks = []string{"LISTED-SESSIONS", "LISTED-VICTIM", "victim data", "PLANTED", "LISTED-STATE", "box key",
-	"READ-KIT-ENVIRON", "victim-token", "OPENED-VICTIM-MEM", "PTRACED", "USERNS", "UNSHARED", "RAW-SOCKET", "PACKET-SOCKET", "SIGNALLED-KIT"}
+	"READ-KIT-ENVIRON", "victim-token", "OPENED-VICTIM-MEM", "OPENED-SUPERVISOR-MEM", "PTRACED", "USERNS", "UNSHARED", "RAW-SOCKET", "PACKET-SOCKET", "SIGNALLED-KIT"}
 
 // checkAttack runs the attack in a new session of b and fails the test on
 // every leak.
@@ -408,6 +409,14 @@ func TestNonRootDockerLike(t *testing.T) {
 		}
 		if strings.Contains(out, "SHARED-TMP") {
 			t.Errorf("the session wrote to the shared /tmp:\n%s", out)
+		}
+		// Without Landlock, a command under the supervisor's uid still
+		// cannot write the supervisor's memory (whose other threads are
+		// in no Landlock domain): the supervisor is not dumpable.
+		b.sb.landlock = 0
+		ss, dir = b.session(t, "no-landlock")
+		if out, _ := run(t, ss, dir, `(exec 3<>/proc/$PPID/mem) 2>/dev/null && echo OPENED-SUPERVISOR-MEM; echo done`); out != "done\n" {
+			t.Errorf("without Landlock: %q", out)
 		}
 		return
 	}

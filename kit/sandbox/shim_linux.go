@@ -200,6 +200,13 @@ func SupervisorMain() int {
 			return fail("%v", err)
 		}
 	}
+	// Out of the commands' reach through /proc (mem, environ) even where
+	// they run under its uid: only this thread is in the session's
+	// Landlock domain, the runtime's others are not. Its commands are
+	// dumpable again once they execute.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("make the supervisor non-dumpable: %v", err)
+	}
 	// Landlock and seccomp come last: the setup above needs what they
 	// refuse. Both apply to what this thread forks from now on.
 	if spec.Landlock != nil {
