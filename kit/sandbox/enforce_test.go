@@ -261,6 +261,16 @@ echo done`
 			t.Errorf("the confined session got %s:\n%s", leak, out)
 		}
 	}
+	// Confinement set after the supervisor started is refused, not
+	// silently missing.
+	late, ldir := b.session(t, "late")
+	if err := late.Warm(); err != nil {
+		t.Fatal(err)
+	}
+	late.ConfineNet, late.EgressPort = true, proxy.port()
+	if _, err := late.Start(Spec{Path: "/bin/true", Dir: ldir}); err == nil || !strings.Contains(err.Error(), "ConfineNet") {
+		t.Errorf("Start after ConfineNet was set on a warm session: %v, want an error", err)
+	}
 	// Unconfined, the same script reaches the other listener and UDP.
 	free, fdir := b.session(t, "free")
 	out, _ = run(t, free, fdir, script)

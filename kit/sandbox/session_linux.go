@@ -50,6 +50,7 @@ type Session struct {
 	closed bool
 	procs  map[*Process]struct{}
 	sup    *sessionSup // the session's supervisor, once started
+	supNet [2]int      // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Open makes the sandbox of session id, whose writable directories are
@@ -218,6 +219,13 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // withEnv is env with name set to value, in place of any earlier value.
 func withEnv(env []string, name, value string) []string {
 	out := make([]string, 0, len(env)+1)
@@ -348,6 +356,11 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		select {
 		case <-ss.sup.done:
 		default:
+			if ss.supNet != [2]int{boolInt(ss.ConfineNet), ss.EgressPort} {
+				// Its Landlock domain and filter were made without them:
+				// refused rather than run unconfined.
+				return nil, errors.New("sandbox: ConfineNet or EgressPort changed after the session's supervisor started: set them before Warm and the first Start")
+			}
 			return ss.sup, nil
 		}
 	}
@@ -376,6 +389,7 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		}
 	}
 	ss.sup = sp
+	ss.supNet = [2]int{boolInt(ss.ConfineNet), ss.EgressPort}
 	return sp, nil
 }
 
