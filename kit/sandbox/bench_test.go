@@ -200,7 +200,7 @@ func BenchmarkEnforceSetup(b *testing.B) {
 	})
 	b.Run("seccomp filter", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := seccompFilter(seccompNative, refusedSyscalls, seccompOptions{NoUDP: true}); err != nil {
+			if _, err := seccompFilter(seccompNative, refusedSyscalls, seccompOptions{Confined: true}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -224,7 +224,8 @@ head -c 3000000 /dev/zero | xz -T2 -0 -c | xz -dc | wc -c`, unix.SYS_CLONE3)
 
 // TestEnforceEgress: a session confined to its egress port (ConfineNet,
 // no network namespace) connects to that port only, over TCP: another
-// loopback listener and UDP are refused.
+// loopback listener, UDP and TCP Fast Open (which connects without
+// connect(2)) are refused.
 func TestEnforceEgress(t *testing.T) {
 	b := newBox(t, Config{})
 	b = newBoxIn(t, filepath.Join(b.root, "egress"), dockerLike)
@@ -243,10 +244,11 @@ func TestEnforceEgress(t *testing.T) {
 	defer udp.Close()
 	script := `
 try() { bash -c "echo hi > /dev/$1/127.0.0.1/$2" 2>/dev/null && echo "$3"; }
-try tcp %d PROXY-OK
-try tcp %d OTHER-TCP
-try udp %d UDP-SENT
+try tcp %[1]d PROXY-OK
+try tcp %[2]d OTHER-TCP
+try udp %[3]d UDP-SENT
 perl -MSocket -e 'socket(my $s, AF_INET, SOCK_DGRAM, 0) ? exit 0 : exit 1' && echo UDP-SOCKET
+perl -MSocket -e 'socket(my $s, AF_INET, SOCK_STREAM, 0) or exit 1; defined(send($s, "hi\n", 0x20000000, pack_sockaddr_in(%[2]d, inet_aton("127.0.0.1")))) ? exit 0 : exit 1' && echo TFO-SENT
 echo done`
 	script = fmt.Sprintf(script, proxy.port(), other.port(), udp.LocalAddr().(*net.UDPAddr).Port)
 
@@ -256,7 +258,7 @@ echo done`
 	if !strings.Contains(out, "PROXY-OK") || !strings.Contains(out, "done") {
 		t.Errorf("the confined session cannot reach its egress port:\n%s", out)
 	}
-	for _, leak := range []string{"OTHER-TCP", "UDP-SENT", "UDP-SOCKET"} {
+	for _, leak := range []string{"OTHER-TCP", "UDP-SENT", "UDP-SOCKET", "TFO-SENT"} {
 		if strings.Contains(out, leak) {
 			t.Errorf("the confined session got %s:\n%s", leak, out)
 		}
@@ -274,7 +276,7 @@ echo done`
 	// Unconfined, the same script reaches the other listener and UDP.
 	free, fdir := b.session(t, "free")
 	out, _ = run(t, free, fdir, script)
-	for _, want := range []string{"PROXY-OK", "OTHER-TCP", "UDP-SENT"} {
+	for _, want := range []string{"PROXY-OK", "OTHER-TCP", "UDP-SENT", "TFO-SENT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("an unconfined session lacks %s; the test proves nothing:\n%s", want, out)
 		}

@@ -164,8 +164,9 @@ const (
 	LayerLandlock = "landlock"
 	// LayerSeccomp: a seccomp filter refuses what no agent needs and
 	// attackers use: new namespaces, mount, ptrace, keyctl, bpf,
-	// perf_event_open, io_uring, TIOCSTI, raw and packet sockets, and UDP
-	// where egress goes through the proxy. Needs no privilege.
+	// perf_event_open, io_uring, TIOCSTI, raw and packet sockets, stream
+	// protocols but TCP, and UDP and TCP Fast Open where egress goes
+	// through the proxy. Needs no privilege.
 	LayerSeccomp = "seccomp"
 )
 

@@ -244,7 +244,7 @@ func (sb *Sandbox) probeEnforce(off func(layer, why string)) {
 			is.Landlock = &landlockSpec{ABI: abi, Hide: sb.cfg.Hide, Net: true}
 		}
 		if seccomp {
-			is.Seccomp = &seccompOptions{NoUDP: true}
+			is.Seccomp = &seccompOptions{Confined: true}
 		}
 		return is
 	}

@@ -77,9 +77,12 @@ type seccompArch struct {
 
 // seccompOptions is what a session's filter depends on.
 type seccompOptions struct {
-	// NoUDP refuses UDP (and every datagram socket) on AF_INET and
-	// AF_INET6: the session's network is confined to its egress proxy.
-	NoUDP bool `json:"no_udp,omitempty"`
+	// Confined is for a session whose network is confined to its egress
+	// proxy: it refuses UDP (every datagram socket) on AF_INET and
+	// AF_INET6, and TCP Fast Open (a sendto or sendmsg with
+	// MSG_FASTOPEN connects without connect(2), which Landlock's TCP
+	// rules do not see).
+	Confined bool `json:"confined,omitempty"`
 }
 
 // bpf is a classic BPF program under construction.
@@ -157,6 +160,19 @@ func seccompFilter(arch seccompArch, refused []refusal, opt seccompOptions) ([]u
 	for _, nr := range []uintptr{unix.SYS_SOCKET, unix.SYS_SOCKETPAIR} {
 		blocks = append(blocks, block{nr, socketBlock(opt)})
 	}
+	if opt.Confined {
+		for _, c := range []struct {
+			nr    uintptr
+			flags uint32 // the argument that holds the flags
+		}{{unix.SYS_SENDTO, 3}, {unix.SYS_SENDMSG, 2}, {unix.SYS_SENDMMSG, 3}} {
+			var b bpf
+			b.loadArg(c.flags)
+			b.jump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, unix.MSG_FASTOPEN, 0, 1)
+			b.ret(errnoRet(syscall.EOPNOTSUPP))
+			b.ret(secRetAllow)
+			blocks = append(blocks, block{c.nr, b})
+		}
+	}
 	for _, b := range blocks {
 		if len(b.body) > 255 {
 			return nil, fmt.Errorf("seccomp: the check of system call %d is %d instructions long, past a jump's reach", b.nr, len(b.body))
@@ -172,7 +188,7 @@ func seccompFilter(arch seccompArch, refused []refusal, opt seccompOptions) ([]u
 }
 
 // socketBlock checks socket(2) and socketpair(2): unix sockets of every
-// type; TCP (and, unless opt.NoUDP, datagrams: UDP, ICMP echo) over IPv4
+// type; TCP (and, unless opt.Confined, datagrams: UDP, ICMP echo) over IPv4
 // and IPv6, never raw or packet sockets, nor stream protocols but TCP
 // (SCTP, MPTCP: Landlock's TCP rules would not see them); netlink for
 // routing information only (the C library's getaddrinfo asks it which
@@ -183,7 +199,7 @@ func socketBlock(opt seccompOptions) bpf {
 		typ = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
 	)
 	dgram := uint32(unix.SOCK_DGRAM)
-	if opt.NoUDP {
+	if opt.Confined {
 		dgram = 0xffffffff // no type: the jump is never taken
 	}
 	var b bpf

@@ -74,10 +74,10 @@ func TestSeccompFilterProgram(t *testing.T) {
 	arch := seccompNative.audit
 	refused := append(refusedSyscalls, seccompArchRefused...)
 	type call struct {
-		name  string
-		data  []byte
-		want  uint32 // with UDP allowed
-		noUDP uint32 // with NoUDP; 0: as want
+		name     string
+		data     []byte
+		want     uint32 // unconfined
+		confined uint32 // confined; 0: as want
 	}
 	const sockFlags = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
 	calls := []call{
@@ -106,6 +106,11 @@ func TestSeccompFilterProgram(t *testing.T) {
 		{"socket mptcp", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_STREAM|sockFlags, unix.IPPROTO_MPTCP), errnoOf(syscall.EPROTONOSUPPORT), 0},
 		{"socket sctp seqpacket", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_SEQPACKET, unix.IPPROTO_SCTP), errnoOf(syscall.EPERM), 0},
 		{"socket icmp echo", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP), secRetAllow, errnoOf(syscall.EPERM)},
+		{"sendto", seccompData(arch, unix.SYS_SENDTO, 3, 0, 2, unix.MSG_NOSIGNAL), secRetAllow, 0},
+		{"sendto, TCP Fast Open", seccompData(arch, unix.SYS_SENDTO, 3, 0, 2, unix.MSG_FASTOPEN|unix.MSG_NOSIGNAL), secRetAllow, errnoOf(syscall.EOPNOTSUPP)},
+		{"sendmsg, TCP Fast Open", seccompData(arch, unix.SYS_SENDMSG, 3, 0, unix.MSG_FASTOPEN), secRetAllow, errnoOf(syscall.EOPNOTSUPP)},
+		{"sendmmsg, TCP Fast Open", seccompData(arch, unix.SYS_SENDMMSG, 3, 0, 1, unix.MSG_FASTOPEN), secRetAllow, errnoOf(syscall.EOPNOTSUPP)},
+		{"sendmsg", seccompData(arch, unix.SYS_SENDMSG, 3, 0, unix.MSG_DONTWAIT), secRetAllow, 0},
 		{"socket udp", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|sockFlags), secRetAllow, errnoOf(syscall.EPERM)},
 		{"socket udp6", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM), secRetAllow, errnoOf(syscall.EPERM)},
 		{"socket raw", seccompData(arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), errnoOf(syscall.EPERM), 0},
@@ -127,18 +132,18 @@ func TestSeccompFilterProgram(t *testing.T) {
 		}
 		calls = append(calls, call{fmt.Sprintf("refused %d", r.nr), seccompData(arch, uint32(r.nr)), want, 0})
 	}
-	for _, noUDP := range []bool{false, true} {
-		prog, err := seccompFilter(seccompNative, refused, seccompOptions{NoUDP: noUDP})
+	for _, confined := range []bool{false, true} {
+		prog, err := seccompFilter(seccompNative, refused, seccompOptions{Confined: confined})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range calls {
 			want := c.want
-			if noUDP && c.noUDP != 0 {
-				want = c.noUDP
+			if confined && c.confined != 0 {
+				want = c.confined
 			}
 			if got := runBPF(t, prog, c.data); got != want {
-				t.Errorf("filter(NoUDP=%v) on %s = %#x, want %#x", noUDP, c.name, got, want)
+				t.Errorf("filter(Confined=%v) on %s = %#x, want %#x", confined, c.name, got, want)
 			}
 		}
 	}

@@ -298,7 +298,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 	netns := flags&syscall.CLONE_NEWNET != 0
 	confined := ss.ConfineNet || (netns && ss.OnListener != nil)
 	if sb.seccomp {
-		is.Seccomp = &seccompOptions{NoUDP: confined}
+		is.Seccomp = &seccompOptions{Confined: confined}
 	}
 	if sb.landlock > 0 {
 		rw := slices.Clone(ss.dirs)
