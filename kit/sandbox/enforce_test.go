@@ -228,7 +228,13 @@ head -c 3000000 /dev/zero | xz -T2 -0 -c | xz -dc | wc -c`, unix.SYS_CLONE3)
 // connect(2)) are refused.
 func TestEnforceEgress(t *testing.T) {
 	b := newBox(t, Config{})
-	b = newBoxIn(t, filepath.Join(b.root, "egress"), dockerLike)
+	checkEgress(t, newBoxIn(t, filepath.Join(b.root, "egress"), dockerLike))
+}
+
+// checkEgress runs TestEnforceEgress's checks in b, a sandbox with no
+// network namespace.
+func checkEgress(t *testing.T, b *box) {
+	t.Helper()
 	r := b.sb.Report()
 	if r.Landlock < 4 {
 		t.Skip("Landlock's TCP rules need ABI 4: ", r)
@@ -412,6 +418,7 @@ func TestNonRootDockerLike(t *testing.T) {
 			t.Errorf("the report claims an emptied bounding set a non-root kit cannot empty: %s", r)
 		}
 		checkAttack(t, b)
+		checkEgress(t, b)
 		ss, dir := b.session(t, "caps")
 		out, _ := run(t, ss, dir, `grep -E '^(CapEff|CapPrm|CapInh|CapAmb|NoNewPrivs):' /proc/self/status; echo t > /tmp/glovebox-shared-$$ 2>/dev/null && echo SHARED-TMP`)
 		for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"} {
