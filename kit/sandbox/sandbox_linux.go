@@ -213,7 +213,7 @@ type privilegesHold struct{ holds, why string }
 // command as root (dropCapabilities).
 func (sb *Sandbox) privileges(caps uint64) privilegesHold {
 	switch {
-	case sb.userns || (os.Geteuid() == 0 && hasCaps(caps, capSetpcap)):
+	case sb.userns || hasCaps(caps, capSetpcap):
 		return privilegesHold{}
 	case os.Geteuid() == 0 && !sb.users:
 		return privilegesHold{why: "the kit runs as root without CAP_SETPCAP, so the capability bounding set cannot be emptied, and sessions would run as root: no command can start; give the kit CAP_SETPCAP, or CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER for a uid per session"}
