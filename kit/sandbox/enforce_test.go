@@ -90,11 +90,11 @@ func startVictim(t *testing.T, b *box) (int, string) {
 // that succeeds prints a word in capitals.
 func attackScript(b *box, victimDir string, victimPid int) string {
 	return fmt.Sprintf(`
-ls %[1]s >/dev/null 2>&1 && echo LISTED-SESSIONS
+ls %[1]s 2>/dev/null | grep -q victim && echo LISTED-SESSIONS
 ls %[2]s >/dev/null 2>&1 && echo LISTED-VICTIM
 cat %[2]s/private.txt 2>/dev/null
 echo planted 2>/dev/null > %[2]s/planted.txt && echo PLANTED
-ls %[3]s >/dev/null 2>&1 && echo LISTED-STATE
+ls %[3]s 2>/dev/null | grep -q secret && echo LISTED-STATE
 cat %[3]s/secret 2>/dev/null
 tr '\0' '\n' < /proc/%[4]d/environ 2>/dev/null | grep -q . && echo READ-KIT-ENVIRON
 tr '\0' '\n' < /proc/%[5]d/environ 2>/dev/null
@@ -208,11 +208,11 @@ func TestEnforceFullSandbox(t *testing.T) {
 		t.Fatalf("landlock and seccomp not in force as root: %s", r)
 	}
 	ss, dir := b.session(t, "s")
-	script := fmt.Sprintf(`unshare -U true 2>/dev/null && echo USERNS; echo x > /tmp/x && cat /tmp/x; echo y > /dev/shm/y && cat /dev/shm/y; echo z > /dev/null && echo null-ok; ls /usr/bin >/dev/null && echo usr-ok; head -c1 /proc/self/status >/dev/null && echo proc-ok; grep Seccomp: /proc/self/status
+	script := fmt.Sprintf(`unshare -U true 2>/dev/null && echo USERNS; ls / >/dev/null && echo root-listed; echo x > /tmp/x && cat /tmp/x; echo y > /dev/shm/y && cat /dev/shm/y; echo z > /dev/null && echo null-ok; ls /usr/bin >/dev/null && echo usr-ok; head -c1 /proc/self/status >/dev/null && echo proc-ok; grep Seccomp: /proc/self/status
 perl -e 'syscall(%d, 0, 0); print "clone3 errno ", $!+0, "\n"'
 head -c 3000000 /dev/zero | xz -T2 -0 -c | xz -dc | wc -c`, unix.SYS_CLONE3)
 	out, _ := run(t, ss, dir, script)
-	for _, want := range []string{"x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2", fmt.Sprintf("clone3 errno %d\n", syscall.ENOSYS), "\n3000000\n"} {
+	for _, want := range []string{"root-listed", "x\n", "y\n", "null-ok", "usr-ok", "proc-ok", "Seccomp:\t2", fmt.Sprintf("clone3 errno %d\n", syscall.ENOSYS), "\n3000000\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -87,7 +87,8 @@ type landlockSpec struct {
 	RW   []string `json:"rw,omitempty"` // the session's own directories
 	RO   []string `json:"ro,omitempty"` // read-only under hidden ones
 	// PrivateTmp: /tmp and /dev/shm are the session's own (a tmpfs in
-	// its mount namespace).
+	// its mount namespace, where the hidden paths are empty: every
+	// directory may then be listed).
 	PrivateTmp bool `json:"private_tmp,omitempty"`
 	// Net confines TCP (ABI 4 and later): connect only to EgressPort (0:
 	// none), bind to none.
@@ -164,6 +165,9 @@ func landlockRules(spec *landlockSpec) []llRule {
 	rules = append(rules, llRule{path: "/dev/pts", access: device | llReadDir})
 	if spec.PrivateTmp {
 		rules = append(rules, llRule{path: "/tmp", access: rw}, llRule{path: "/dev/shm", access: rw})
+		// In the session's mount namespace the hidden paths are empty
+		// and /tmp is its own: every directory may be listed.
+		rules = append(rules, llRule{path: "/", access: llReadDir})
 	}
 	for _, p := range spec.RO {
 		rules = append(rules, llRule{path: p, access: readOnly})
