@@ -39,8 +39,10 @@
 //     and /sys, and uses /dev/null, zero, full, random, urandom, tty, ptmx
 //     and /dev/pts. Landlock cannot refuse below a path it allows, so the
 //     ancestors of hidden paths are not allowed themselves: their other
-//     entries, as listed when the session's supervisor starts, are (an
-//     ancestor such as / cannot be listed). From ABI 4, a session with
+//     entries, as listed when the session's supervisor starts, are
+//     (without a mount namespace an ancestor such as / cannot be listed;
+//     with one, whose hidden paths are empty, every directory can). From
+//     ABI 4, a session with
 //     ConfineNet and no network namespace connects over TCP to its
 //     EgressPort only (on any address: Landlock knows ports, not hosts)
 //     and binds no TCP port: without a network namespace a listening
