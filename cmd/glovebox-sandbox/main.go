@@ -1,6 +1,7 @@
 // Command glovebox-sandbox is the sandbox supervisor of glovebox-kit: the
 // process that sets up a session's namespaces, mounts, limits and
-// privileges and runs the session's commands. Installed beside the kit's
+// privileges, puts itself in the session's Landlock domain and seccomp
+// filter, and runs the session's commands, which inherit both. Installed beside the kit's
 // executable (owned by root or the kit's user, writable by no one else),
 // it spares every session and the boot probe a re-execution of the whole
 // kit. It links only the standard library, x/sys and kit/sandbox.

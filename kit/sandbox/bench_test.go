@@ -125,3 +125,84 @@ func goBuildTB(tb testing.TB, args ...string) error {
 	}
 	return nil
 }
+
+// BenchmarkFirstCommand is a session's first command, `sh -c true`:
+// open, start the session's supervisor, run, close. "landlock+seccomp"
+// has the supervisor build its ruleset and filter and apply them; "none"
+// is the same sandbox with both off: the difference is what they add to a
+// session's first command (later commands inherit them, at no cost). Run
+// with the Docker-like configuration (no namespace, no uid) and with
+// every layer. child-cpu-ms/op is the CPU time the supervisors and
+// commands used (see BenchmarkProbe).
+func BenchmarkFirstCommand(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"docker-like", dockerLike}, {"every layer", Config{}}} {
+		for _, enforce := range []bool{false, true} {
+			name := c.name + "/landlock+seccomp"
+			if !enforce {
+				name = c.name + "/none"
+			}
+			b.Run(name, func(b *testing.B) {
+				bx := newBox(b, c.cfg)
+				if !enforce {
+					bx.sb.landlock, bx.sb.seccomp = 0, false
+				} else if !bx.sb.Report().Has(LayerLandlock) || !bx.sb.Report().Has(LayerSeccomp) {
+					b.Skip("landlock and seccomp not in force: ", bx.sb.Report())
+				}
+				i := 0
+				cpu0 := childCPU()
+				for b.Loop() {
+					i++
+					id := fmt.Sprintf("first-%d-%d", os.Getpid(), i)
+					dir := filepath.Join(bx.parent, id)
+					if err := os.Mkdir(dir, 0o755); err != nil {
+						b.Fatal(err)
+					}
+					ss, err := bx.sb.Open(id, []string{dir})
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "true"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if st, _ := p.Wait(); st.Code != 0 {
+						b.Fatal(st)
+					}
+					ss.Close()
+					os.RemoveAll(dir)
+				}
+				b.ReportMetric(float64(childCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "child-cpu-ms/op")
+			})
+		}
+	}
+}
+
+// BenchmarkEnforceSetup is what a supervisor computes for its Landlock
+// ruleset (the walk of the hidden paths' ancestors) and its seccomp
+// filter, without applying them, and the probe New makes at boot for
+// both (a supervisor that applies them and exits).
+func BenchmarkEnforceSetup(b *testing.B) {
+	bx := newBox(b, dockerLike)
+	spec := &landlockSpec{ABI: landlockMaxABI, Hide: bx.sb.cfg.Hide, RW: []string{bx.parent + "/s"}}
+	b.Run("landlock rules", func(b *testing.B) {
+		for b.Loop() {
+			landlockRules(spec)
+		}
+		b.ReportMetric(float64(len(landlockRules(spec))), "rules")
+	})
+	b.Run("boot probe", func(b *testing.B) {
+		for b.Loop() {
+			bx.sb.probeEnforce(func(layer, why string) { b.Fatalf("%s: %s", layer, why) })
+		}
+	})
+	b.Run("seccomp filter", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := seccompFilter(seccompNative, refusedSyscalls, seccompOptions{Confined: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -84,10 +84,10 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 			Setpgid:    true,
 		},
 	}
-	if flags&syscall.CLONE_NEWUSER != 0 {
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	userns := flags&syscall.CLONE_NEWUSER != 0
+	if userns {
+		// Mapped once it runs (mapUserNS), then executed again.
+		cmd.Args = append(cmd.Args, argUserNS)
 	}
 	err = startOnOwnThread(cmd)
 	runtime.KeepAlive(sup) // its descriptor is the path just executed
@@ -111,6 +111,16 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 	var oom0, pids0 int64
 	if cg != nil {
 		oom0, pids0 = cg.events()
+	}
+	if userns {
+		if err := mapUserNS(cmd.Process.Pid); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
+		}
+		// The byte the supervisor waits for before it executes itself
+		// again, mapped: white space to the spec's decoder.
+		if _, err := specW.Write([]byte{'\n'}); err != nil {
+			return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
+		}
 	}
 	// The spec pipe stays open while the process runs: a supervisor that
 	// sees it close knows the kit is gone and ends everything it runs.
@@ -157,6 +167,32 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 		p.noteLimit()
 	}()
 	return p, nil
+}
+
+// argUserNS, as a supervisor's first argument, says it was cloned into a
+// user namespace that the kit maps once it runs.
+const argUserNS = "userns"
+
+// mapUserNS maps root in the user namespace of the supervisor pid to the
+// kit's uid and gid, with setgroups denied. The kit writes the maps once
+// the supervisor runs, not before it executes (as os/exec's UidMappings
+// would): a kit that made itself non-dumpable (to keep its key out of
+// /proc) makes its children so until they execute, and their maps
+// writable by root only. The supervisor, which lost its capabilities in
+// the namespace when it executed unmapped, executes itself again once
+// mapped, as root there.
+func mapUserNS(pid int) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	for _, w := range []struct{ file, data string }{
+		{"setgroups", "deny"},
+		{"uid_map", fmt.Sprintf("0 %d 1", os.Geteuid())},
+		{"gid_map", fmt.Sprintf("0 %d 1", os.Getegid())},
+	} {
+		if err := os.WriteFile(dir+w.file, []byte(w.data), 0); err != nil {
+			return fmt.Errorf("map the supervisor's user namespace: %w", err)
+		}
+	}
+	return nil
 }
 
 // noteLimit names the limit the session hit while the command ran. It

@@ -12,7 +12,12 @@
 //     kit to run as root. Without root, a user namespace maps the kit's uid
 //     to root inside the sandbox, with no capabilities.
 //   - privileges: no_new_privs, an empty capability bounding set, and
-//     rlimits on processes, open files and file size. Always on.
+//     rlimits on processes, open files and file size. Always on. Where
+//     the kit may not empty the bounding set (no CAP_SETPCAP, as in
+//     hardened pods), it stays only while that is harmless: sessions'
+//     processes run under a uid other than root with no capability in
+//     any set, and Report.Privileges says so; a command that would run as
+//     root is refused.
 //   - mount: a mount namespace in which the image is read-only, the kit's
 //     state and every other session's directories do not exist, and /tmp
 //     and /dev/shm are private.
@@ -25,6 +30,27 @@
 //   - cgroup: a cgroup per session (v2, or the v1 memory, pids and cpu
 //     controllers) carrying limits.memory, limits.cpu and a pids cap, and
 //     used to kill every process of the session when it ends.
+//   - landlock: a Landlock domain per session, applied by its supervisor
+//     after its setup, in every mode where the kernel has Landlock (with
+//     namespaces too, as defense in depth; not with the sandbox off). The
+//     session reads and executes the image but the hidden paths, writes
+//     its own directories (and /tmp, /dev/shm where they are its private
+//     tmpfs, else a TMPDIR of its own under Config.TmpRoot), reads /proc
+//     and /sys, and uses /dev/null, zero, full, random, urandom, tty, ptmx
+//     and /dev/pts. Landlock cannot refuse below a path it allows, so the
+//     ancestors of hidden paths are not allowed themselves: their other
+//     entries, as listed when the session's supervisor starts, are
+//     (without a mount namespace an ancestor such as / cannot be listed;
+//     with one, whose hidden paths are empty, every directory can). From
+//     ABI 4, a session with
+//     ConfineNet and no network namespace connects over TCP to its
+//     EgressPort only (on any address: Landlock knows ports, not hosts)
+//     and binds no TCP port: without a network namespace a listening
+//     port would be the box's, reachable around the proxy. From ABI 6,
+//     signals and abstract unix sockets stay within the domain.
+//   - seccomp: a filter, installed by the supervisor last, in every mode
+//     (with the sandbox off too; not in a Plain session), refusing what
+//     LayerSeccomp lists.
 //
 // Processes start through a small supervisor: cmd/glovebox-sandbox
 // ([SupervisorName]) where it is installed beside the running program and
@@ -104,6 +130,11 @@ type Config struct {
 	// Grace is how long a process that should stop has between SIGTERM and
 	// SIGKILL. Default 2s.
 	Grace time.Duration
+	// TmpRoot, where sessions have no mount namespace (so no private
+	// /tmp), holds a private temporary directory per session,
+	// TmpRoot/<session id>: owned by the session's uid, mode 0700,
+	// removed with the session, and its commands' TMPDIR. Empty: none.
+	TmpRoot string
 }
 
 // Limits are a session's resource limits. Zero means the default where
@@ -155,8 +186,9 @@ const (
 	LayerLandlock = "landlock"
 	// LayerSeccomp: a seccomp filter refuses what no agent needs and
 	// attackers use: new namespaces, mount, ptrace, keyctl, bpf,
-	// perf_event_open, io_uring, TIOCSTI, raw and packet sockets, and UDP
-	// where egress goes through the proxy. Needs no privilege.
+	// perf_event_open, io_uring, TIOCSTI, raw and packet sockets, stream
+	// protocols but TCP, and UDP and TCP Fast Open where egress goes
+	// through the proxy. Needs no privilege.
 	LayerSeccomp = "seccomp"
 )
 
@@ -171,8 +203,12 @@ type Report struct {
 	Cgroup   string            `json:"cgroup,omitempty"`
 	// Landlock is the Landlock ABI version in force with the landlock
 	// layer, 0 without it.
-	Landlock int          `json:"landlock,omitempty"`
-	Limits   ReportLimits `json:"limits"`
+	Landlock int `json:"landlock,omitempty"`
+	// Privileges says what the privileges layer holds where it is not
+	// all of it (the capability bounding set cannot be emptied), "" when
+	// it is.
+	Privileges string       `json:"privileges,omitempty"`
+	Limits     ReportLimits `json:"limits"`
 }
 
 // Separation says why the layers in force do not keep sessions apart
@@ -228,6 +264,9 @@ func (r Report) String() string {
 			}
 			fmt.Fprintf(&b, "%s (%s)", k, r.Inactive[k])
 		}
+	}
+	if r.Privileges != "" {
+		b.WriteString("; privileges: " + r.Privileges)
 	}
 	return b.String()
 }

@@ -19,11 +19,13 @@ type Sandbox struct {
 	report Report
 
 	plain     bool    // Plain: no layer at all, not even no_new_privs
-	root      bool    // the kit runs as root: users layer possible
+	root      bool    // the kit runs as root with what the users layer needs
 	users     bool    // a uid per session
 	userns    bool    // a user namespace maps the kit's uid to root inside
 	cloneMask uintptr // the namespaces each process is cloned into
 	cg        *cgroups
+	landlock  int         // the Landlock ABI sessions' domains use; 0: none
+	seccomp   bool        // sessions' supervisors install the seccomp filter
 	sup       *supervisor // what supervisors run: glovebox-sandbox or the kit
 	// supLater: no boot probe proved the sibling (the sandbox is off),
 	// so the first supervisor a session needs checks it (program).
@@ -72,7 +74,15 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
-	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0}
+	caps := effectiveCaps()
+	// Root in a container that dropped what a uid per session needs is
+	// treated as any other user.
+	rootCaps := hasCaps(caps, capSetuid, capSetgid, capChown, capFowner)
+	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0 && rootCaps}
+	notRoot := "the kit does not run as root"
+	if os.Geteuid() == 0 {
+		notRoot = "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER"
+	}
 	inactive := map[string]string{}
 	off := func(layer, why string) { inactive[layer] = why }
 	sup, why, warn := chooseSupervisor(dir)
@@ -91,7 +101,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 			why += ", checked by the first session's supervisor"
 		}
 	default:
-		ran := sb.probeNamespaces(off)
+		ran := sb.probeNamespaces(off, notRoot)
 		if sup != self && !ran {
 			// No probe got as far as the supervisor's code: see that
 			// the sibling runs at all, and if it does not, probe again
@@ -100,18 +110,20 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 				why, warn = sb.dropSibling(err), true
 				inactive = map[string]string{}
 				sb.cloneMask, sb.userns = 0, false
-				sb.probeNamespaces(off)
+				sb.probeNamespaces(off, notRoot)
 			}
 		}
 		switch {
 		case cfg.NoUsers:
 			off(LayerUsers, "turned off in the manifest")
+		case os.Geteuid() == 0 && !rootCaps:
+			off(LayerUsers, "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER (the container dropped them): every session runs as the kit's uid")
 		case sb.root:
 			sb.users = true
 		case sb.userns:
 			off(LayerUsers, "the kit does not run as root: every session runs as the kit's uid, mapped to root without capabilities in a user namespace")
 		default:
-			off(LayerUsers, "the kit does not run as root and user namespaces are not allowed: agents run as the kit's uid")
+			off(LayerUsers, notRoot+" and user namespaces are not allowed: agents run as the kit's uid")
 		}
 		switch {
 		case cfg.NoCgroup:
@@ -127,6 +139,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 			}
 		}
 	}
+	sb.probeEnforce(off)
 	// Without a mount namespace, hidden directories are hidden by their
 	// modes (root owns them); agents under the kit's own uid would still
 	// reach them, which the report says.
@@ -145,7 +158,12 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.userns {
 		active = append(active, LayerUserNS)
 	}
-	active = append(active, LayerPrivileges)
+	privileges := sb.privileges(caps)
+	if privileges.why == "" {
+		active = append(active, LayerPrivileges)
+	} else {
+		off(LayerPrivileges, privileges.why)
+	}
 	for _, l := range []struct {
 		name string
 		flag uintptr
@@ -157,10 +175,16 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.cg != nil {
 		active = append(active, LayerCgroup)
 	}
+	if sb.landlock > 0 {
+		active = append(active, LayerLandlock)
+	}
+	if sb.seccomp {
+		active = append(active, LayerSeccomp)
+	}
 	// A limit is reported only where something enforces it: the pids cap
 	// by the cgroup or by RLIMIT_NPROC on a uid of the session's own (the
 	// kit's own uid would count the kit's processes with the sessions').
-	sb.report = Report{Active: active, Limits: ReportLimits{Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	sb.report = Report{Active: active, Landlock: sb.landlock, Privileges: privileges.holds, Limits: ReportLimits{Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
 	if sb.cg != nil || sb.users {
 		sb.report.Limits.Pids = cfg.Limits.Pids
 	}
@@ -181,6 +205,76 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		sb.report.Limits.CPU = cfg.Limits.CPU
 	}
 	return sb, nil
+}
+
+// privilegesHold is what the privileges layer holds: holds says what,
+// where it is not the whole layer; why says why the layer is not in
+// force.
+type privilegesHold struct{ holds, why string }
+
+// privileges says what the privileges layer holds given the kit's
+// effective capabilities: an empty bounding set needs CAP_SETPCAP (or a
+// user namespace, where the supervisor is root); without it the
+// supervisor keeps the set where that is harmless and refuses to run a
+// command as root (dropCapabilities).
+func (sb *Sandbox) privileges(caps uint64) privilegesHold {
+	switch {
+	case sb.userns || hasCaps(caps, capSetpcap):
+		return privilegesHold{}
+	case os.Geteuid() == 0 && !sb.users:
+		return privilegesHold{why: "the kit runs as root without CAP_SETPCAP, so the capability bounding set cannot be emptied, and sessions would run as root: no command can start; give the kit CAP_SETPCAP, or CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER for a uid per session"}
+	}
+	return privilegesHold{holds: "no_new_privs, rlimits, and no capability in any set of a session's processes, which run under a uid other than root; the capability bounding set is not emptied (the kit lacks CAP_SETPCAP)"}
+}
+
+// probeEnforce finds whether sessions' supervisors can put themselves in
+// a Landlock domain and install the seccomp filter: a supervisor does
+// both and exits. Landlock is in force only when that worked. With the
+// sandbox off, no process starts: the seccomp filter (as the privileges
+// layer, always on) is used where the kernel takes filters, and Landlock
+// is off.
+func (sb *Sandbox) probeEnforce(off func(layer, why string)) {
+	abi, llErr := landlockABI()
+	scErr := seccompAvailable()
+	if sb.cfg.Off {
+		off(LayerLandlock, "[sandbox] is turned off in the manifest")
+		if scErr != nil {
+			off(LayerSeccomp, scErr.Error())
+		}
+		sb.seccomp = scErr == nil
+		return
+	}
+	spec := func(landlock, seccomp bool) *initSpec {
+		is := &initSpec{UID: -1, GID: -1, Probe: true}
+		if landlock {
+			is.Landlock = &landlockSpec{ABI: abi, Hide: sb.cfg.Hide, Net: true}
+		}
+		if seccomp {
+			is.Seccomp = &seccompOptions{Confined: true}
+		}
+		return is
+	}
+	if llErr == nil && scErr == nil && sb.runProbe(spec(true, true), 0) == nil {
+		sb.landlock, sb.seccomp = abi, true
+		return
+	}
+	// Something failed: find what, each alone.
+	if llErr == nil {
+		llErr = sb.runProbe(spec(true, false), 0)
+	}
+	if scErr == nil {
+		scErr = sb.runProbe(spec(false, true), 0)
+	}
+	if llErr != nil {
+		off(LayerLandlock, llErr.Error())
+	} else {
+		sb.landlock = abi
+	}
+	if scErr != nil {
+		off(LayerSeccomp, scErr.Error())
+	} else {
+		sb.seccomp = true
+	}
 }
 
 // dropSibling goes back to the program itself as supervisor, since the
@@ -223,7 +317,7 @@ func (sb *Sandbox) Supervisor() string {
 // probeNamespaces starts a supervisor in each namespace the config asks
 // for and keeps those that work. It reports whether any probe ran to the
 // end, which proves the supervisor's binary good.
-func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
+func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) (ran bool) {
 	want := []struct {
 		name string
 		flag uintptr
@@ -236,7 +330,7 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string)) (ran bool) {
 	if !sb.root {
 		if err := sb.probe(syscall.CLONE_NEWUSER, true); err != nil {
 			for _, w := range want {
-				off(w.name, "the kit does not run as root and user namespaces are not allowed ("+err.Error()+")")
+				off(w.name, notRoot+" and user namespaces are not allowed ("+err.Error()+")")
 			}
 			return false
 		}

@@ -55,6 +55,9 @@ func (ss *Session) UID() int { return -1 }
 // Chown does nothing.
 func (ss *Session) Chown(string) error { return nil }
 
+// TmpDir is "": sessions have no temporary directory of their own.
+func (ss *Session) TmpDir() string { return "" }
+
 // Start runs spec in its own process group.
 func (ss *Session) Start(spec Spec) (*Process, error) {
 	if ss == nil {

@@ -6,7 +6,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,7 +23,8 @@ type Session struct {
 	sb   *Sandbox
 	id   string
 	dirs []string
-	uid  int // -1: the kit's
+	tmp  string // the session's private TMPDIR (Config.TmpRoot), or ""
+	uid  int    // -1: the kit's
 	slot int
 	cg   *cgroup
 
@@ -46,6 +50,7 @@ type Session struct {
 	closed bool
 	procs  map[*Process]struct{}
 	sup    *sessionSup // the session's supervisor, once started
+	supNet [2]int      // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Open makes the sandbox of session id, whose writable directories are
@@ -82,10 +87,57 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
+	if err := ss.makeTmp(); err != nil {
+		ss.Close()
+		return nil, err
+	}
 	// The cgroup is made with the first supervisor (supervisor): a
 	// session whose agent never starts a process (a Go agent in the kit's
 	// own process) costs no cgroup.
 	return ss, nil
+}
+
+// makeTmp makes the session's private temporary directory where it has
+// no mount namespace of its own (whose /tmp is private) and the box has
+// a TmpRoot.
+func (ss *Session) makeTmp() error {
+	root := ss.sb.cfg.TmpRoot
+	if root == "" || ss.sb.cloneMask&syscall.CLONE_NEWNS != 0 {
+		return nil
+	}
+	if ss.id == "" || strings.ContainsAny(ss.id, `/\`) || ss.id == "." || ss.id == ".." {
+		return fmt.Errorf("sandbox: session id %q cannot name a directory", ss.id)
+	}
+	// Traversable, not listable: sessions reach their own only.
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return fmt.Errorf("sandbox: make the sessions' temporary directories: %w", err)
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	dir := filepath.Join(root, ss.id)
+	// Left by a session of the same id that a killed kit never closed.
+	_ = os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("sandbox: make the session's temporary directory: %w", err)
+	}
+	ss.tmp = dir
+	if ss.uid >= 0 {
+		if err := os.Chown(dir, ss.uid, ss.uid); err != nil {
+			return fmt.Errorf("sandbox: give %s to the session: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// TmpDir is the session's private temporary directory (its commands'
+// TMPDIR), or "" when it has none of its own: with a mount namespace its
+// /tmp is private.
+func (ss *Session) TmpDir() string {
+	if ss == nil {
+		return ""
+	}
+	return ss.tmp
 }
 
 func (sb *Sandbox) takeSlot() (int, error) {
@@ -140,6 +192,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	if len(args) == 0 {
 		args = []string{spec.Path}
 	}
+	if ss.tmp != "" {
+		spec.Env = withEnv(spec.Env, "TMPDIR", ss.tmp)
+	}
 	sp, err := ss.supervisor()
 	if err != nil {
 		return nil, err
@@ -164,6 +219,24 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// withEnv is env with name set to value, in place of any earlier value.
+func withEnv(env []string, name, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != name {
+			out = append(out, kv)
+		}
+	}
+	return append(out, name+"="+value)
+}
+
 // initSpec is what a supervisor of the session sets up, and the flags it
 // is cloned with; home is the session user's home directory.
 func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)) {
@@ -171,7 +244,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 	is := &initSpec{
 		UID: ss.uid, GID: ss.uid,
 		Grace:    sb.cfg.Grace,
-		DropCaps: sb.root || sb.userns,
+		DropCaps: true,
 		Rlimits: []initRlimit{
 			{Resource: syscall.RLIMIT_NOFILE, Cur: uint64(sb.cfg.Limits.Files), Max: uint64(sb.cfg.Limits.Files)},
 			{Resource: unix.RLIMIT_CORE},
@@ -218,6 +291,25 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			onListener = ss.OnListener
 		}
 	}
+	// The network is confined to the egress proxy by a namespace that
+	// holds its listener, or (ConfineNet) by Landlock and seccomp.
+	netns := flags&syscall.CLONE_NEWNET != 0
+	confined := ss.ConfineNet || (netns && ss.OnListener != nil)
+	if sb.seccomp {
+		is.Seccomp = &seccompOptions{Confined: confined}
+	}
+	if sb.landlock > 0 {
+		rw := slices.Clone(ss.dirs)
+		if ss.tmp != "" {
+			rw = append(rw, ss.tmp)
+		}
+		is.Landlock = &landlockSpec{
+			ABI: sb.landlock, Hide: sb.cfg.Hide, RW: rw, RO: sb.cfg.Expose,
+			PrivateTmp: flags&syscall.CLONE_NEWNS != 0,
+			Net:        ss.ConfineNet && !netns && sb.landlock >= 4,
+			EgressPort: ss.EgressPort,
+		}
+	}
 	if sb.userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
@@ -262,6 +354,11 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		select {
 		case <-ss.sup.done:
 		default:
+			if ss.supNet != [2]int{boolInt(ss.ConfineNet), ss.EgressPort} {
+				// Its Landlock domain and filter were made without them:
+				// refused rather than run unconfined.
+				return nil, errors.New("sandbox: ConfineNet or EgressPort changed after the session's supervisor started: set them before Warm and the first Start")
+			}
 			return ss.sup, nil
 		}
 	}
@@ -290,6 +387,7 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		}
 	}
 	ss.sup = sp
+	ss.supNet = [2]int{boolInt(ss.ConfineNet), ss.EgressPort}
 	return sp, nil
 }
 
@@ -345,6 +443,11 @@ func (ss *Session) Close() error {
 	}
 	if cg != nil {
 		cg.remove()
+	}
+	if ss.tmp != "" {
+		if err := os.RemoveAll(ss.tmp); err != nil {
+			ss.sb.log.Warn("sandbox: remove the session's temporary directory", "dir", ss.tmp, "err", err)
+		}
 	}
 	if ss.slot >= 0 {
 		ss.sb.mu.Lock()
@@ -426,9 +529,15 @@ func (ss *Session) track(p *Process) {
 // Plain returns a session with no layer at all: processes run as the kit
 // would run them itself, in a process group of their own. Agents use it when the kit gives them no
 // sandbox (Go programs that embed an agent without a kit, tests).
+//
+// Not even the seccomp filter: a plain session has no supervisor to
+// install it, no no_new_privs (which a filter needs without
+// CAP_SYS_ADMIN), and a program that embeds an agent without a kit may
+// run tools that need what the filter refuses (a container runtime, a
+// debugger).
 func Plain() *Session {
 	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
-	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session"}}
+	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session", LayerSeccomp: "a plain session", LayerLandlock: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }
 

@@ -50,6 +50,12 @@ type initSpec struct {
 	// Session makes the supervisor the session's: it runs commands on
 	// request over fdControl (see sessionsup_linux.go).
 	Session bool `json:"session,omitempty"`
+	// Landlock, when set, puts the supervisor, after its setup, in a
+	// Landlock domain of these rules (landlock_linux.go).
+	Landlock *landlockSpec `json:"landlock,omitempty"`
+	// Seccomp, when set, installs the sandbox's seccomp filter last of
+	// all (seccomp_linux.go).
+	Seccomp *seccompOptions `json:"seccomp,omitempty"`
 }
 
 type initRlimit struct {
@@ -112,6 +118,22 @@ func SupervisorMain() int {
 	// them on the thread that forks or executes the command.
 	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
+	if len(os.Args) > 1 && os.Args[1] == argUserNS {
+		// Cloned into a user namespace the kit maps once this process
+		// runs (see mapUserNS): executed again once mapped, it is root in
+		// the namespace, with the capabilities its setup needs.
+		specFile := os.NewFile(fdSpec, "spec")
+		if _, err := specFile.Read(make([]byte, 1)); err != nil {
+			fmt.Fprintf(status, "error 0 wait for the user namespace's mapping: %s\n", err)
+			return 125
+		}
+		err := syscall.Exec("/proc/self/exe", []string{InitName}, os.Environ())
+		// Reached only on failure: until then, the files' finalizers must
+		// not close the descriptors the next program gets.
+		runtime.KeepAlive(specFile)
+		fmt.Fprintf(status, "error 0 execute the supervisor again in its user namespace: %s\n", err)
+		return 125
+	}
 	// An error line carries the errno of the last argument that is one,
 	// so that the kit can tell "not found" from "permission denied".
 	fail := func(format string, args ...any) int {
@@ -178,7 +200,26 @@ func SupervisorMain() int {
 		}
 	}
 	if spec.DropCaps {
-		if err := dropBoundingSet(); err != nil {
+		if err := dropCapabilities(spec.UID, !spec.KeepPrivs); err != nil {
+			return fail("%v", err)
+		}
+	}
+	// Out of the commands' reach through /proc (mem, environ) even where
+	// they run under its uid: only this thread is in the session's
+	// Landlock domain, the runtime's others are not. Its commands are
+	// dumpable again once they execute.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("make the supervisor non-dumpable: %v", err)
+	}
+	// Landlock and seccomp come last: the setup above needs what they
+	// refuse. Both apply to what this thread forks from now on.
+	if spec.Landlock != nil {
+		if err := landlockRestrict(spec.Landlock); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if spec.Seccomp != nil {
+		if err := seccompInstall(*spec.Seccomp); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -205,9 +246,15 @@ func closeOnExecAll() {
 	}
 }
 
-// dropBoundingSet empties the capability bounding set, so that nothing
-// the command executes can gain a capability.
-func dropBoundingSet() error {
+// dropCapabilities empties the capability bounding set, so that nothing
+// the command executes can gain a capability. Emptying it needs
+// CAP_SETPCAP, which hardened containers drop: without it the set stays
+// as it is where that cannot matter, the commands running under a uid
+// other than root (uid >= 0 is the uid they are given, -1 the
+// supervisor's own) with no_new_privs (nnp) and no capability in any of
+// their sets, which this makes sure of. A command running as root would
+// still own every file root owns: that fails.
+func dropCapabilities(uid int, nnp bool) error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -215,9 +262,21 @@ func dropBoundingSet() error {
 		}
 	}
 	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == nil || errors.Is(err, syscall.EINVAL) {
+			continue
+		}
+		if !errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
+		runsAs := uid
+		if runsAs < 0 {
+			runsAs = os.Geteuid()
+		}
+		if runsAs == 0 || !nnp {
+			return fmt.Errorf("drop capability %d from the bounding set: %w: the kit lacks CAP_SETPCAP and the session's commands would run as root; give the kit CAP_SETPCAP, or CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER for a uid per session", c, err)
+		}
+		return clearCapabilities(uid < 0)
 	}
 	return nil
 }
