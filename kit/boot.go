@@ -226,14 +226,15 @@ func (b *boot) run(opts Options) *Server {
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
+	s.healthBody, _ = json.Marshal(health)
 	env := m.Environment(s.caps)
 	if iso := s.isolation(); iso != nil {
-		health.Isolation = iso.Active
+		health.Isolation, health.Degraded, health.Gaps = iso.Active, iso.Degraded, iso.Gaps
 		env.Isolation = iso
 	}
-	s.healthBody, _ = json.Marshal(health)
+	s.healthAuth, _ = json.Marshal(health)
 	s.envBody, _ = json.Marshal(env)
-	s.drainBody = s.drainingHealth()
+	s.drainBody, s.drainAuth = drainingHealth(s.healthBody), drainingHealth(s.healthAuth)
 	b.phase("bodies")
 	log.Debug("boot phases", b.phases...)
 	return s

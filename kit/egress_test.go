@@ -120,10 +120,11 @@ func TestEgressAdmin(t *testing.T) {
 	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/environment = %d %s", resp.StatusCode, body)
 	}
-	// Where sessions get network namespaces the proxy is their only way
-	// out; elsewhere agents are only told to use it.
+	// Where sessions get network namespaces, or Landlock and seccomp
+	// confine them, the proxy is their only way out; elsewhere agents are
+	// only told to use it.
 	mode := EgressAdvisory
-	if b.srv.sb.Report().Has(sandbox.LayerNetwork) {
+	if b.srv.sb.Report().ConfinesEgress() {
 		mode = EgressEnforced
 	}
 	if n := env.Network; n == nil || n.Mode != mode || n.Default != "deny" || len(n.Allow) != 1 || len(n.Brokered) != 1 {

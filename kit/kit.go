@@ -227,6 +227,7 @@ type Server struct {
 	machine    string // FLY_MACHINE_ID, when on Fly (see fly.go)
 	baseEnv    []string
 	sb         *sandbox.Sandbox // starts every session's agent processes
+	degraded   bool             // the sandbox lacks a protection (isolation.go)
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}
@@ -254,9 +255,11 @@ type Server struct {
 	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
 	promptEnded chan struct{} // wakes Drain when a prompt ends
 	drainBody   []byte        // /health's body while draining
+	drainAuth   []byte        // the same for the key or a token
 	corsPolicy  *corsPolicy   // [http] cors_origins; nil: none (cors.go)
 
-	healthBody []byte
+	healthBody []byte // /health for anyone: nothing about the sandbox
+	healthAuth []byte // /health for the key or a token
 	envBody    []byte
 	caps       []string
 	egress     *kitEgress      // nil: no proxy
