@@ -362,37 +362,3 @@ var passedEnv = []string{
 	"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
 	"SSL_CERT_FILE", "SSL_CERT_DIR", "NIX_SSL_CERT_FILE", "FONTCONFIG_FILE", "LOCALE_ARCHIVE",
 }
-
-// diskUsage adds up the bytes of the regular files under dirs, not
-// following symbolic links.
-func diskUsage(dirs []string) int64 {
-	var total int64
-	for _, d := range dirs {
-		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if e.Type().IsRegular() {
-				if info, err := e.Info(); err == nil {
-					total += info.Size()
-				}
-			}
-			return nil
-		})
-	}
-	return total
-}
-
-// checkDisk fails when the session's directories hold more than
-// limits.disk.
-func (ss *session) checkDisk() error {
-	limit := ss.srv.diskLimit
-	if limit <= 0 || ss.workspace.info == nil {
-		return nil
-	}
-	used := diskUsage(dirSet(ss.workspace.info.Dirs).list())
-	if used <= limit {
-		return nil
-	}
-	return codeErr(protocol.CodeLimit, fmt.Errorf("the session's directories hold %s, over limits.disk (%s): delete files (or /clear-workspace) before the next prompt", protocol.FormatSize(used), protocol.FormatSize(limit)))
-}
