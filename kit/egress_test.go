@@ -27,6 +27,12 @@ const egressSecret = "sk-the-real-key-0123456789"
 // to a TEST-NET address that the dialer seam maps to a loopback server.
 func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 	t.Helper()
+	return egressBoxWith(t)
+}
+
+// egressBoxWith is egressBox with more options.
+func egressBoxWith(t *testing.T, opts ...boxOpt) (*box, *httptest.Server, *atomic.Value) {
+	t.Helper()
 	var seen atomic.Value // the last x-api-key the outside server got
 	seen.Store("")
 	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +41,7 @@ func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 	}))
 	t.Cleanup(outside.Close)
 	port := outside.Listener.Addr().(*net.TCPAddr).Port
-	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), func(m *protocol.Manifest, o *Options) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), append([]boxOpt{func(m *protocol.Manifest, o *Options) {
 		m.Network = &protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}}
 		m.Env["API_KEY"] = protocol.EnvSpec{Required: true, Secret: true, Inject: &protocol.InjectSpec{Hosts: []string{"api.outside.test"}, Header: "x-api-key"}}
 		o.Getenv = func(k string) string {
@@ -58,7 +64,7 @@ func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 				return d.DialContext(ctx, network, outside.Listener.Addr().String())
 			},
 		}
-	})
+	}}, opts...)...)
 	return b, outside, &seen
 }
 
