@@ -25,10 +25,10 @@ var degradedModes = []struct {
 }{
 	{"sessions not kept apart", func() *protocol.SandboxSpec {
 		return &protocol.SandboxSpec{Users: new(false), Mount: new(false)}
-	}, nil, []string{"sessions are not kept apart", "remove [sandbox] users = false", "run the kit as root", "user namespaces", "Landlock"}},
+	}, nil, []string{"sessions are not kept apart", "remove [sandbox] users = false", "remove [sandbox] mount = false"}},
 	{"egress policy not enforced", func() *protocol.SandboxSpec {
 		return &protocol.SandboxSpec{Network: new(false)}
-	}, &protocol.NetworkSpec{Default: "deny", Allow: []string{"example.test"}}, []string{"the box's egress policy", "advisory", "remove [sandbox] network = false", "Landlock ABI 4"}},
+	}, &protocol.NetworkSpec{Default: "deny", Allow: []string{"example.test"}}, []string{"the box's egress policy", "advisory", "remove [sandbox] network = false"}},
 }
 
 // checkDegradedPlatform fails the test when the sandbox would keep what
@@ -209,4 +209,60 @@ func checkReports(t *testing.T, b *box, degraded bool) {
 		t.Fatalf("/environment = %s", body)
 	}
 	check("/environment", env.Isolation.Degraded, env.Isolation.Gaps)
+}
+
+// TestShortfallFixes: what a refusal names as the fix follows why each
+// layer is not in force: the manifest's own switches, then the platform
+// changes that would give a missing layer.
+func TestShortfallFixes(t *testing.T) {
+	nonRoot := sandbox.Report{
+		Active: []string{sandbox.LayerPrivileges},
+		Inactive: map[string]string{
+			sandbox.LayerUsers:    "the kit does not run as root and user namespaces are not allowed: agents run as the kit's uid",
+			sandbox.LayerUserNS:   "user namespaces are not allowed",
+			sandbox.LayerMount:    "the kit does not run as root and user namespaces are not allowed",
+			sandbox.LayerNetwork:  "the kit does not run as root and user namespaces are not allowed",
+			sandbox.LayerLandlock: "the kernel has no Landlock",
+		},
+	}
+	manifestOff := sandbox.Report{
+		Active:   []string{sandbox.LayerUsers, sandbox.LayerPrivileges, sandbox.LayerPID},
+		Inactive: map[string]string{sandbox.LayerMount: "turned off in the manifest", sandbox.LayerNetwork: "turned off in the manifest"},
+	}
+	for _, tc := range []struct {
+		name    string
+		r       sandbox.Report
+		egress  bool
+		want    []string
+		notWant []string
+	}{
+		{"not root, no user namespaces", nonRoot, true,
+			[]string{"sessions are not kept apart", "run the kit as root", "allow user namespaces", "Landlock (Linux 5.13", "egress policy", "Landlock ABI 4"}, []string{"remove [sandbox]"}},
+		{"network off in the manifest", manifestOff, true,
+			[]string{"egress policy", "remove [sandbox] network = false"}, []string{"sessions are not kept apart", "run the kit as root"}},
+		{"no egress policy", manifestOff, false, nil, []string{"egress policy", "sessions are not kept apart"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testManifest(protocol.NewKey())
+			if tc.egress {
+				m.Network = &protocol.NetworkSpec{Default: "deny"}
+			}
+			s := &Server{man: m}
+			var all []string
+			for _, sf := range s.shortfalls(tc.r) {
+				all = append(all, sf.means+" / "+sf.why+" / "+sf.fix)
+			}
+			got := strings.Join(all, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("shortfalls do not say %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("shortfalls say %q:\n%s", w, got)
+				}
+			}
+		})
+	}
 }

@@ -106,19 +106,14 @@ func (s *Server) shortfalls(r sandbox.Report) []shortfall {
 		out = append(out, shortfall{
 			means: "sessions are not kept apart: " + sep,
 			why:   inactiveOf(r, sandbox.LayerUsers, sandbox.LayerUserNS, sandbox.LayerMount, sandbox.LayerPID, sandbox.LayerLandlock),
-			fix: fixes(r, []string{sandbox.LayerUsers, sandbox.LayerMount, sandbox.LayerPID},
-				"run the kit as root (the images do; not under a non-root USER or runAsUser) for a uid per session",
-				"allow user namespaces (Docker: a seccomp profile that permits them, e.g. --security-opt seccomp=unconfined; the host's user.max_user_namespaces above 0) for a namespace per session",
-				"run on a kernel with Landlock (Linux 5.13 or later, with landlock in its lsm= list) for a Landlock domain per session"),
+			fix:   fixes(r, []string{sandbox.LayerUsers, sandbox.LayerMount, sandbox.LayerPID}, hintRoot, hintUserNS, hintLandlock),
 		})
 	}
 	if declaresEgress(s.man) && !r.ConfinesEgress() {
 		out = append(out, shortfall{
 			means: "the box's egress policy ([network], brokered secrets) is advisory only: agents are told to use the egress proxy, and a process that ignores HTTP_PROXY reaches any address the box can",
 			why:   inactiveOf(r, sandbox.LayerNetwork, sandbox.LayerLandlock, sandbox.LayerSeccomp),
-			fix: fixes(r, []string{sandbox.LayerNetwork},
-				"run the kit as root, or allow user namespaces, for a network namespace per session whose only way out is the proxy",
-				"run on a kernel with Landlock ABI 4 or later (Linux 6.7) and seccomp, which confine a session's connections to the proxy"),
+			fix:   fixes(r, []string{sandbox.LayerNetwork}, hintRoot, hintUserNS, hintLandlockNet),
 		})
 	}
 	return out
@@ -153,16 +148,43 @@ func inactiveOf(r sandbox.Report, layers ...string) string {
 	return "not in force: " + strings.Join(parts, "; ")
 }
 
+// Platform changes that give layers: each applies where the layer it
+// names is not in force for a reason other than the manifest.
+var (
+	hintRoot   = hint{sandbox.LayerUsers, "run the kit as root (the images do; not under a non-root USER or runAsUser) for a uid per session"}
+	hintUserNS = hint{sandbox.LayerUserNS, "allow user namespaces (Docker: a seccomp profile that permits them, e.g. --security-opt seccomp=unconfined; " +
+		"the host's user.max_user_namespaces above 0) for namespaces per session"}
+	hintLandlock    = hint{sandbox.LayerLandlock, "run on a kernel with Landlock (Linux 5.13 or later, landlock in its lsm= list) for a Landlock domain per session"}
+	hintLandlockNet = hint{sandbox.LayerLandlock, "run on a kernel with Landlock ABI 4 or later (Linux 6.7) and seccomp, which confine a session's connections to the proxy"}
+)
+
+type hint struct{ layer, text string }
+
 // fixes lists what would give a missing protection: turning back on the
-// layers among manifest that the manifest turned off, then platform.
-func fixes(r sandbox.Report, manifest []string, platform ...string) string {
+// layers among manifest that the manifest turned off, and the platform
+// changes whose layer is not in force here for another reason. When
+// neither applies, every platform change is named.
+func fixes(r sandbox.Report, manifest []string, platform ...hint) string {
 	var out []string
 	for _, l := range manifest {
 		if strings.Contains(r.Inactive[l], "manifest") {
 			out = append(out, fmt.Sprintf("remove [sandbox] %s = false", l))
 		}
 	}
-	return strings.Join(append(out, platform...), ", or ")
+	var all []string
+	for _, h := range platform {
+		all = append(all, h.text)
+		if why, ok := r.Inactive[h.layer]; ok && !strings.Contains(why, "manifest") {
+			if h.layer == sandbox.LayerUserNS && r.Has(sandbox.LayerUsers) {
+				continue
+			}
+			out = append(out, h.text)
+		}
+	}
+	if len(out) == 0 {
+		out = all
+	}
+	return strings.Join(out, ", or ")
 }
 
 // checkDegraded refuses to serve a box whose sandbox lacks a protection
