@@ -90,9 +90,9 @@ func TestDegradedBoot(t *testing.T) {
 
 // TestBootWithoutCapabilities: a kit run as root with every capability
 // dropped (a Kubernetes pod's capabilities.drop: [ALL]) cannot give
-// sessions their directories. It says so at boot, naming the
-// capabilities, instead of serving sessions that all fail (it once
-// crashed on the first one).
+// sessions their directories, nor write in a directory root does not own.
+// It says so at boot, naming the capability, instead of serving sessions
+// that all fail (it once crashed on the first one).
 func TestBootWithoutCapabilities(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -101,30 +101,43 @@ func TestBootWithoutCapabilities(t *testing.T) {
 	if err != nil {
 		t.Skip("no setpriv to drop capabilities with")
 	}
-	key := protocol.NewKey()
-	root := t.TempDir()
-	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+writeSandboxManifest(t, key, nil), "GLOVEBOX_ROOT="+root)
-	cmd.Args = append([]string{setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"}, cmd.Path)
-	cmd.Path = setpriv
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-			t.Fatalf("exit: %v, want status 1; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("the kit without capabilities served; stderr:\n%s", stderr.String())
-	}
-	t.Logf("stderr:\n%s", stderr.String())
-	if !strings.Contains(stderr.String(), "CAP_CHOWN") || strings.Contains(stderr.String(), "panic") {
-		t.Errorf("stderr does not name the missing capability:\n%s", stderr.String())
+	for _, tc := range []struct {
+		name, want string
+		prepare    func(root string)
+	}{
+		{"session directories", "CAP_CHOWN", func(string) {}},
+		{"a work directory root does not own", "CAP_DAC_OVERRIDE", func(root string) {
+			os.Mkdir(filepath.Join(root, "work"), 0o755)
+			os.Chown(filepath.Join(root, "work"), 12345, 12345)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := protocol.NewKey()
+			root := t.TempDir()
+			tc.prepare(root)
+			cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+writeSandboxManifest(t, key, nil), "GLOVEBOX_ROOT="+root)
+			cmd.Args = append([]string{setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"}, cmd.Path)
+			cmd.Path = setpriv
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+					t.Fatalf("exit: %v, want status 1; stderr:\n%s", err, stderr.String())
+				}
+			case <-time.After(time.Minute):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("the kit without capabilities served; stderr:\n%s", stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) || strings.Contains(stderr.String(), "panic") {
+				t.Errorf("stderr does not name %s:\n%s", tc.want, stderr.String())
+			}
+		})
 	}
 }
