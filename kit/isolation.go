@@ -299,7 +299,12 @@ func gaps(r sandbox.Report) map[string]string {
 			}
 			m = "sessions have no user namespace: without root, no mount, pid or network namespace of their own either"
 		case sandbox.LayerMount:
-			m = "sessions see the box's filesystem as their uid may, share the box's /tmp and /dev/shm, and are not kept from the kit's files by a private view"
+			m = "sessions have no private view of the filesystem: they share the box's /tmp and /dev/shm, and see the rest of it as "
+			if r.Has(sandbox.LayerLandlock) {
+				m += "their Landlock rules let them"
+			} else {
+				m += "their uid may (the kit's own directories are closed to other uids by their modes)"
+			}
 		case sandbox.LayerPID:
 			m = "sessions see every process of the box with its command line, and can signal those of their own uid; processes a command leaves behind are ended by the kit, not by the kernel"
 		case sandbox.LayerNetwork:
@@ -309,7 +314,10 @@ func gaps(r sandbox.Report) map[string]string {
 				m = "sessions reach any address the box can reach, directly: an egress policy binds only agents that use the proxy"
 			}
 		case sandbox.LayerCgroup:
-			m = "limits.memory and limits.cpu are not enforced, and a process that leaves its process group can outlive its session"
+			m = "limits.memory and limits.cpu are not enforced"
+			if !r.Has(sandbox.LayerPID) {
+				m += ", and a process that leaves its process group and uid can outlive its session"
+			}
 		case sandbox.LayerLandlock:
 			m = "no Landlock domain restricts sessions' files and connections beyond what the other layers enforce"
 		case sandbox.LayerSeccomp:
