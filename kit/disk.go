@@ -103,15 +103,14 @@ func (ss *session) watchDisk(cancel context.CancelCauseFunc) *diskWatch {
 		return nil
 	}
 	w := &diskWatch{ss: ss, limit: limit, cancel: cancel, stop: make(chan struct{})}
-	start := time.Now()
 	used := ss.diskUsed()
 	w.limit = max(limit, used)
 	w.wg.Add(1)
-	go w.loop(used, time.Since(start))
+	go w.loop(used)
 	return w
 }
 
-func (w *diskWatch) loop(used int64, cost time.Duration) {
+func (w *diskWatch) loop(used int64) {
 	defer w.wg.Done()
 	t := time.NewTimer(diskPollMin)
 	defer t.Stop()
@@ -125,7 +124,7 @@ func (w *diskWatch) loop(used int64, cost time.Duration) {
 		start := time.Now()
 		used := w.ss.diskUsed()
 		now := time.Now()
-		cost = now.Sub(start)
+		cost := now.Sub(start)
 		if used > w.limit {
 			w.used = used
 			w.cancel(errDiskLimit)
