@@ -203,6 +203,10 @@ func checkReports(t *testing.T, b *box, degraded bool) {
 		}
 		check("/health", h.Degraded, h.Gaps)
 	}
+	_, metrics := b.get("/metrics", b.auth())
+	if want := map[bool]string{false: "\nglovebox_sandbox_degraded 0\n", true: "\nglovebox_sandbox_degraded 1\n"}[degraded]; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 	_, body := b.get("/environment", b.auth())
 	var env protocol.Environment
 	if err := json.Unmarshal(body, &env); err != nil || env.Isolation == nil {
