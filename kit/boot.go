@@ -300,13 +300,13 @@ func isSessionVar(k string) bool {
 // ensureWritableDir creates dir and checks that the kit may write in it.
 func ensureWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrPermission) && os.Geteuid() == 0 {
+		if errors.Is(err, syscall.EACCES) && os.Geteuid() == 0 {
 			return fmt.Errorf("cannot create %s: %w (the kit runs as root without CAP_DAC_OVERRIDE, its capabilities dropped: create it owned by root, or keep CAP_DAC_OVERRIDE)", dir, pathCause(err))
 		}
 		return fmt.Errorf("cannot create %s: %w", dir, pathCause(err))
 	}
 	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
-		if os.Geteuid() == 0 {
+		if errors.Is(err, syscall.EACCES) && os.Geteuid() == 0 {
 			return fmt.Errorf("%s is not writable: %w (the kit runs as root without CAP_DAC_OVERRIDE, its capabilities dropped: give the directory to root, or keep CAP_DAC_OVERRIDE)", dir, err)
 		}
 		return fmt.Errorf("%s is not writable: %w", dir, err)
