@@ -227,7 +227,7 @@ func (s *Server) checkDegraded(b *boot, r sandbox.Report, off bool) {
 
 // sandboxHint adds what to do to a sandbox error the platform caused.
 func sandboxHint(err error) error {
-	if errors.Is(err, fs.ErrPermission) {
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() == 0 {
 		return fmt.Errorf("%w (the kit runs as root without the capabilities to give sessions their directories: "+
 			"keep CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE and CAP_SETUID/CAP_SETGID when dropping capabilities, "+
 			"or run the kit as a non-root user)", err)
