@@ -75,8 +75,12 @@ func (s *Server) openSandbox(b *boot) {
 		}
 	}
 	s.checkDegraded(b, r, cfg.Off)
-	if len(b.problems) == 0 {
-		s.probeSandbox(b)
+	if len(b.problems) == 0 && r.Has(sandbox.LayerUsers) {
+		uid := cfg.UIDBase
+		if uid <= 0 {
+			uid = sandbox.DefaultUIDBase
+		}
+		s.probeSandbox(b, uid)
 	}
 }
 
@@ -236,26 +240,28 @@ func sandboxHint(err error) error {
 }
 
 // probeSandbox does, once at boot, what a session's setup does to its
-// directories (give one to a session's uid, mode 0700; then write, read
-// and remove a file in it as the kit), so that a box that cannot work at
-// all (root without CAP_CHOWN or CAP_DAC_OVERRIDE, as under a pod's
-// capabilities.drop: [ALL]) says so before it serves, not at every
-// session.
-func (s *Server) probeSandbox(b *boot) {
+// directories where sessions have uids of their own (give one to a
+// session uid, mode 0700; then write, read and remove a file in it as the
+// kit), so that a box that cannot work at all (root without CAP_CHOWN or
+// CAP_DAC_OVERRIDE, as under a pod's capabilities.drop: [ALL]) says so
+// before it serves, not at every session. It takes no session uid from
+// the sandbox, so it kills nothing and starts nothing.
+func (s *Server) probeSandbox(b *boot, uid int) {
 	dir, err := os.MkdirTemp(s.stateDir, ".probe-")
 	if err != nil {
 		b.add("state dir: %v", err)
 		return
 	}
 	defer os.RemoveAll(dir)
-	box, err := s.sb.Open("probe", []string{dir})
-	if err != nil {
-		b.add("sandbox: set up a session: %v", sandboxHint(err))
+	if err := os.Chown(dir, uid, uid); err != nil {
+		b.add("sandbox: give a session its directory: %v", sandboxHint(err))
 		return
 	}
-	defer box.Close()
 	p := filepath.Join(dir, "probe")
-	err = os.WriteFile(p, nil, 0o600)
+	err = os.Chmod(dir, 0o700)
+	if err == nil {
+		err = os.WriteFile(p, nil, 0o600)
+	}
 	if err == nil {
 		_, err = os.ReadFile(p)
 	}
