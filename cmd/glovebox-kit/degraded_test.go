@@ -27,18 +27,44 @@ func writeSandboxManifest(t *testing.T, key string, sb *protocol.SandboxSpec) st
 }
 
 // TestDegradedBoot: a kit whose sandbox cannot keep sessions apart (as
-// root, with the uid per session and the mount namespace turned off) does
-// not serve: it exits 1 with a line naming what is missing and the
-// settings that let it serve. With GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1 it
-// serves, and says so to the key only.
+// root, with the uid per session and the mount namespace turned off, on a
+// kernel without Landlock), or cannot enforce the box's egress policy (no
+// network namespace, no Landlock), does not serve: it exits 1 with a line
+// naming what is missing and the settings that let it serve. With
+// GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1 it serves, and says so to the key only.
 func TestDegradedBoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the degraded mode is made as root, by turning layers off")
+		t.Skip("the degraded modes are made as root, by turning layers off")
 	}
+	for _, tc := range []struct {
+		name string
+		sb   *protocol.SandboxSpec
+		net  bool
+		want []string
+		gap  string
+	}{
+		{"sessions not kept apart", &protocol.SandboxSpec{Users: new(false), Mount: new(false)}, false,
+			[]string{"glovebox-kit: sandbox: sessions are not kept apart", "remove [sandbox] users = false"}, "users"},
+		{"egress policy not enforced", &protocol.SandboxSpec{Network: new(false)}, true,
+			[]string{"glovebox-kit: sandbox: the box's egress policy", "remove [sandbox] network = false"}, "network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			degradedBoot(t, tc.sb, tc.net, tc.want, tc.gap)
+		})
+	}
+}
+
+func degradedBoot(t *testing.T, sb *protocol.SandboxSpec, network bool, want []string, gap string) {
 	key := protocol.NewKey()
-	man := writeSandboxManifest(t, key, &protocol.SandboxSpec{Users: new(false), Mount: new(false)})
+	man := writeSandboxManifest(t, key, sb)
+	if network {
+		m, _ := protocol.ParseManifest(must(os.ReadFile(man)))
+		m.Network = &protocol.NetworkSpec{Default: "deny", Allow: []string{"example.test"}}
+		b, _ := json.Marshal(m)
+		os.WriteFile(man, b, 0o644)
+	}
 	var stderr bytes.Buffer
-	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+man, "GLOVEBOX_ROOT="+t.TempDir())
+	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+man, "GLOVEBOX_ROOT="+t.TempDir(), noLandlockEnv+"=1")
 	cmd.Stderr = &stderr
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -54,14 +80,14 @@ func TestDegradedBoot(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("the degraded kit served; stderr:\n%s", stderr.String())
 	}
-	for _, w := range []string{"glovebox-kit: sandbox: sessions are not kept apart", "allow_degraded = true", "GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1", "remove [sandbox] users = false"} {
+	for _, w := range append(want, "allow_degraded = true", "GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1") {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
 		}
 	}
 
 	// Allowed by the operator's environment, it serves.
-	cmd = kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+man, "GLOVEBOX_ROOT="+t.TempDir(), "GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1")
+	cmd = kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+man, "GLOVEBOX_ROOT="+t.TempDir(), noLandlockEnv+"=1", "GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1")
 	port, stop := startKit(t, cmd)
 	defer stop()
 	get := func(auth bool) protocol.Health {
@@ -83,9 +109,16 @@ func TestDegradedBoot(t *testing.T) {
 	if h := get(false); h.Isolation != nil || h.Degraded != nil || h.Gaps != nil {
 		t.Errorf("/health without the key = %+v: it tells of the sandbox", h)
 	}
-	if h := get(true); h.Degraded == nil || !*h.Degraded || h.Gaps["users"] == "" {
-		t.Errorf("/health with the key = %+v, want degraded and a users gap", h)
+	if h := get(true); h.Degraded == nil || !*h.Degraded || h.Gaps[gap] == "" {
+		t.Errorf("/health with the key = %+v, want degraded and a %s gap", h, gap)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestBootWithoutCapabilities: a kit run as root with every capability
