@@ -31,9 +31,11 @@ var degradedModes = []struct {
 	}, &protocol.NetworkSpec{Default: "deny", Allow: []string{"example.test"}}, []string{"the box's egress policy", "advisory", "remove [sandbox] network = false"}},
 }
 
-// checkDegradedPlatform fails the test when the sandbox would keep what
-// the mode turns off some other way (Landlock standing in for the uids),
-// so that the refusal tested below is a real one.
+// checkDegradedPlatform skips the test when the sandbox keeps what the
+// mode turns off some other way (Landlock standing in for the uids): the
+// refusal tested below must be a real one. The kit binary's
+// TestDegradedBoot (cmd/glovebox-kit) makes both modes on an emulated
+// kernel without Landlock, where they always are.
 func checkDegradedPlatform(t *testing.T, sb *protocol.SandboxSpec, net *protocol.NetworkSpec) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -46,7 +48,7 @@ func checkDegradedPlatform(t *testing.T, sb *protocol.SandboxSpec, net *protocol
 	}
 	r := s.Report()
 	if r.Separation() == "" && (net == nil || r.ConfinesEgress()) {
-		t.Fatalf("this sandbox (%s) lacks nothing here: the test needs a mode that does", r)
+		t.Skipf("this sandbox (%s) lacks nothing here; cmd/glovebox-kit's TestDegradedBoot covers the mode", r)
 	}
 }
 
