@@ -14,6 +14,13 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
+// noLandlockEnv makes the kit the tests start run as on a kernel without
+// Landlock (nolandlock_linux_test.go): a seccomp filter, inherited by
+// everything it starts, answers the Landlock system calls with ENOSYS. The
+// degraded modes the tests make by turning layers off then stay degraded
+// where Landlock would stand in for them.
+const noLandlockEnv = "GLOVEBOX_TEST_NO_LANDLOCK"
+
 // writeSandboxManifest writes an exec box's manifest with sb as its
 // [sandbox].
 func writeSandboxManifest(t *testing.T, key string, sb *protocol.SandboxSpec) string {

@@ -8,13 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noLandlockEnv makes the kit the tests start run as on a kernel without
-// Landlock: a seccomp filter, inherited by everything it starts, answers
-// the Landlock system calls with ENOSYS. The degraded modes the tests
-// make by turning layers off then stay degraded where Landlock would
-// stand in for them.
-const noLandlockEnv = "GLOVEBOX_TEST_NO_LANDLOCK"
-
 // withoutLandlock installs that filter on every thread of the process.
 func withoutLandlock() error {
 	const enosys = uint32(unix.ENOSYS)
