@@ -226,14 +226,15 @@ func (b *boot) run(opts Options) *Server {
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
+	s.healthBody, _ = json.Marshal(health)
 	env := m.Environment(s.caps)
 	if iso := s.isolation(); iso != nil {
-		health.Isolation = iso.Active
+		health.Isolation, health.Degraded, health.Gaps = iso.Active, iso.Degraded, iso.Gaps
 		env.Isolation = iso
 	}
-	s.healthBody, _ = json.Marshal(health)
+	s.healthAuth, _ = json.Marshal(health)
 	s.envBody, _ = json.Marshal(env)
-	s.drainBody = s.drainingHealth()
+	s.drainBody, s.drainAuth = drainingHealth(s.healthBody), drainingHealth(s.healthAuth)
 	b.phase("bodies")
 	log.Debug("boot phases", b.phases...)
 	return s
@@ -299,9 +300,15 @@ func isSessionVar(k string) bool {
 // ensureWritableDir creates dir and checks that the kit may write in it.
 func ensureWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		if errors.Is(err, syscall.EACCES) && os.Geteuid() == 0 {
+			return fmt.Errorf("cannot create %s: %w (the kit runs as root without CAP_DAC_OVERRIDE, its capabilities dropped: create it owned by root, or keep CAP_DAC_OVERRIDE)", dir, pathCause(err))
+		}
 		return fmt.Errorf("cannot create %s: %w", dir, pathCause(err))
 	}
 	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		if errors.Is(err, syscall.EACCES) && os.Geteuid() == 0 {
+			return fmt.Errorf("%s is not writable: %w (the kit runs as root without CAP_DAC_OVERRIDE, its capabilities dropped: give the directory to root, or keep CAP_DAC_OVERRIDE)", dir, err)
+		}
 		return fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	return nil

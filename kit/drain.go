@@ -101,9 +101,9 @@ func refuseDraining(w http.ResponseWriter) {
 }
 
 // drainingHealth is /health's body while the box drains.
-func (s *Server) drainingHealth() []byte {
+func drainingHealth(body []byte) []byte {
 	var h protocol.Health
-	if err := json.Unmarshal(s.healthBody, &h); err != nil {
+	if err := json.Unmarshal(body, &h); err != nil {
 		return []byte(`{"ok":false,"draining":true}`)
 	}
 	h.OK = false

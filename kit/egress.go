@@ -26,8 +26,12 @@ import (
 // a listener on 127.0.0.1:3128 made inside it, which the proxy serves.
 // Elsewhere a box whose manifest has a network policy or a brokered secret
 // (env inject) runs one, and each session gets a loopback TCP port its
-// agents are told about through HTTP_PROXY and friends (advisory: nothing
-// stops a process that ignores them, and /environment says so).
+// agents are told about through HTTP_PROXY and friends. The session's
+// sandbox is asked to confine its processes to that port (ConfineNet):
+// where Landlock and seccomp do (Report.ConfinesEgress), the proxy is
+// again the only way out (enforced); elsewhere nothing stops a process
+// that ignores the variables (advisory), /environment says so, and the
+// kit serves such a box only when its operator allowed it (isolation.go).
 //
 // Brokered secrets never enter an agent's environment: it gets their
 // placeholders. Every decision is logged and sent to the session's client
@@ -52,12 +56,13 @@ type EgressOptions struct {
 type kitEgress struct {
 	proxy   *egress.Proxy
 	mode    string
+	netns   bool   // sessions have network namespaces: a listener inside each
 	bundle  string // the CA bundle agents trust
 	envBody atomic.Pointer[[]byte]
-	// listen opens a session's listener and names the host:port its
-	// agents reach it at. The default is a loopback TCP port (advisory
-	// mode); the sandbox puts in its place the unix socket a session's
-	// network namespace is bridged to, and sets mode to EgressEnforced.
+	// listen opens a session's listener, where sessions have no network
+	// namespace, and names the host:port its agents reach it at: a
+	// loopback TCP port, to which the session's sandbox confines them
+	// where it can.
 	listen func(sessionID string) (ln net.Listener, addr string, err error)
 }
 
@@ -112,8 +117,8 @@ func (s *Server) bootEgress(b *boot) {
 	// allows, by default everything but loopback, link-local and metadata
 	// addresses); elsewhere only a box with a policy or a brokered secret
 	// does, and agents are told to use it.
-	enforced := s.sb != nil && s.sb.Report().Has(sandbox.LayerNetwork)
-	if m.Network == nil && len(secrets) == 0 && !enforced {
+	netns := s.sb != nil && s.sb.Report().Has(sandbox.LayerNetwork)
+	if m.Network == nil && len(secrets) == 0 && !netns {
 		return
 	}
 	spec := protocol.NetworkSpec{}
@@ -135,8 +140,8 @@ func (s *Server) bootEgress(b *boot) {
 		b.add("egress proxy: %v", err)
 		return
 	}
-	e := &kitEgress{proxy: p, mode: EgressAdvisory, listen: listenLoopback}
-	if enforced {
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback}
+	if s.sb != nil && s.sb.Report().ConfinesEgress() {
 		e.mode = EgressEnforced
 	}
 	dir := filepath.Join(s.stateDir, "egress")
@@ -210,7 +215,7 @@ func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
 		return nil, nil
 	}
 	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent}
-	if e.mode == EgressEnforced {
+	if e.netns {
 		// The session's network namespace (one per supervisor of the
 		// session) has a listener of its own, made inside it; the proxy
 		// serves each for the session.
@@ -228,6 +233,11 @@ func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
 	ln, addr, err := e.listen(ss.id)
 	if err != nil {
 		return nil, codeErr(protocol.CodeError, fmt.Errorf("start the session's egress proxy: %w", err))
+	}
+	// The session's processes may connect to this port only, where the
+	// sandbox can see to it (Landlock's TCP rules and seccomp).
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		box.ConfineNet, box.EgressPort = true, a.Port
 	}
 	ss.srv.wg.Add(1)
 	go func() {

@@ -27,6 +27,12 @@ const egressSecret = "sk-the-real-key-0123456789"
 // to a TEST-NET address that the dialer seam maps to a loopback server.
 func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 	t.Helper()
+	return egressBoxWith(t)
+}
+
+// egressBoxWith is egressBox with more options.
+func egressBoxWith(t *testing.T, opts ...boxOpt) (*box, *httptest.Server, *atomic.Value) {
+	t.Helper()
 	var seen atomic.Value // the last x-api-key the outside server got
 	seen.Store("")
 	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +41,7 @@ func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 	}))
 	t.Cleanup(outside.Close)
 	port := outside.Listener.Addr().(*net.TCPAddr).Port
-	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), func(m *protocol.Manifest, o *Options) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), append([]boxOpt{func(m *protocol.Manifest, o *Options) {
 		m.Network = &protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}}
 		m.Env["API_KEY"] = protocol.EnvSpec{Required: true, Secret: true, Inject: &protocol.InjectSpec{Hosts: []string{"api.outside.test"}, Header: "x-api-key"}}
 		o.Getenv = func(k string) string {
@@ -58,7 +64,7 @@ func egressBox(t *testing.T) (*box, *httptest.Server, *atomic.Value) {
 				return d.DialContext(ctx, network, outside.Listener.Addr().String())
 			},
 		}
-	})
+	}}, opts...)...)
 	return b, outside, &seen
 }
 
@@ -120,10 +126,11 @@ func TestEgressAdmin(t *testing.T) {
 	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/environment = %d %s", resp.StatusCode, body)
 	}
-	// Where sessions get network namespaces the proxy is their only way
-	// out; elsewhere agents are only told to use it.
+	// Where sessions get network namespaces, or Landlock and seccomp
+	// confine them, the proxy is their only way out; elsewhere agents are
+	// only told to use it.
 	mode := EgressAdvisory
-	if b.srv.sb.Report().Has(sandbox.LayerNetwork) {
+	if b.srv.sb.Report().ConfinesEgress() {
 		mode = EgressEnforced
 	}
 	if n := env.Network; n == nil || n.Mode != mode || n.Default != "deny" || len(n.Allow) != 1 || len(n.Brokered) != 1 {

@@ -73,9 +73,21 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD")
 		return
 	}
+	// Anyone may ask whether the box is up; only the key or a token
+	// learns its sandbox's layers and gaps.
+	auth := false
+	if _, ok := bearerHeader(r); ok {
+		auth = s.allows(r, func(protocol.TokenClaims) bool { return true })
+	}
 	body, status := s.healthBody, http.StatusOK
+	if auth {
+		body = s.healthAuth
+	}
 	if s.draining.Load() {
 		body = s.drainBody // drain.go
+		if auth {
+			body = s.drainAuth
+		}
 		if r.URL.Path != livePath {
 			status = http.StatusServiceUnavailable
 		}

@@ -1,8 +1,10 @@
 package kit
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,9 +37,9 @@ func sandboxConfig(m *protocol.Manifest, hide []string, shared bool) sandbox.Con
 	return cfg
 }
 
-// openSandbox sets up the box's sandbox and reports it: one boot line,
-// a warning when agents would share the kit's uid, and a boot problem for
-// every layer the manifest requires that is not in force.
+// openSandbox sets up the box's sandbox and reports it: one boot line, a
+// boot problem for every layer the manifest requires that is not in
+// force, and one for every protection the box lacks (checkDegraded).
 func (s *Server) openSandbox(b *boot) {
 	var hide []string
 	hide = append(hide, s.stateDir)
@@ -55,15 +57,12 @@ func (s *Server) openSandbox(b *boot) {
 	cfg.Expose = []string{filepath.Join(s.stateDir, "egress")}
 	sb, err := sandbox.New(cfg, s.log)
 	if err != nil {
-		b.add("%v", err)
+		b.add("%v", sandboxHint(err))
 		return
 	}
 	s.sb = sb
 	r := sb.Report()
 	s.log.Info(r.String())
-	if !r.Has(sandbox.LayerUsers) && !r.Has(sandbox.LayerUserNS) {
-		s.log.Warn("sandbox: agents run as the kit's own user: a prompt can reach the kit's files and every session's; run the kit as root (the images do) for a uid per session")
-	}
 	if spec := s.man.Sandbox; spec != nil {
 		for _, l := range spec.Require {
 			if !r.Has(l) {
@@ -75,6 +74,203 @@ func (s *Server) openSandbox(b *boot) {
 			}
 		}
 	}
+	s.checkDegraded(b, r, cfg.Off)
+	if len(b.problems) == 0 && r.Has(sandbox.LayerUsers) {
+		uid := cfg.UIDBase
+		if uid <= 0 {
+			uid = sandbox.DefaultUIDBase
+		}
+		s.probeSandbox(b, uid)
+	}
+}
+
+// allowDegradedEnv lets an operator who cannot regenerate a box's
+// manifest serve it degraded, as sandbox.allow_degraded does.
+const allowDegradedEnv = "GLOVEBOX_SANDBOX_ALLOW_DEGRADED"
+
+// allowDegradedHow is how a degraded box is let to serve, for messages.
+const allowDegradedHow = "set [sandbox] allow_degraded = true in glovebox.toml (the manifest's sandbox.allow_degraded), " +
+	"or " + allowDegradedEnv + "=1 in the kit's environment"
+
+// shortfall is a protection a box lacks that its sessions' users rely on:
+// being kept apart from each other, or an egress policy that binds.
+type shortfall struct {
+	means string // what it means for the box's users
+	fix   string // what would give the protection: settings, platform changes
+	why   string // the layers not in force that matter, and why
+}
+
+// shortfalls lists what the sandbox in force lacks: the separation of
+// sessions always, the confinement of egress when the box declares an
+// egress policy (a [network] table or a brokered secret, for which it
+// runs an egress proxy).
+func (s *Server) shortfalls(r sandbox.Report) []shortfall {
+	var out []shortfall
+	if sep := r.Separation(); sep != "" {
+		out = append(out, shortfall{
+			means: "sessions are not kept apart: " + sep,
+			why:   inactiveOf(r, sandbox.LayerUsers, sandbox.LayerUserNS, sandbox.LayerMount, sandbox.LayerPID, sandbox.LayerLandlock),
+			fix:   fixes(r, []string{sandbox.LayerUsers, sandbox.LayerMount, sandbox.LayerPID}, hintRoot, hintUserNS, hintLandlock),
+		})
+	}
+	if declaresEgress(s.man) && !r.ConfinesEgress() {
+		out = append(out, shortfall{
+			means: "the box's egress policy ([network], brokered secrets) is advisory only: agents are told to use the egress proxy, and a process that ignores HTTP_PROXY reaches any address the box can",
+			why:   inactiveOf(r, sandbox.LayerNetwork, sandbox.LayerLandlock, sandbox.LayerSeccomp),
+			fix:   fixes(r, []string{sandbox.LayerNetwork}, hintRoot, hintUserNS, hintLandlockNet),
+		})
+	}
+	return out
+}
+
+// declaresEgress reports whether the manifest declares an egress policy
+// the kit enforces through its proxy: a [network] table or a brokered
+// secret.
+func declaresEgress(m *protocol.Manifest) bool {
+	if m.Network != nil {
+		return true
+	}
+	for _, e := range m.Env {
+		if e.Inject != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// inactiveOf lists layers not in force with their reasons, for messages.
+func inactiveOf(r sandbox.Report, layers ...string) string {
+	var parts []string
+	for _, l := range layers {
+		if why, ok := r.Inactive[l]; ok {
+			parts = append(parts, l+" ("+why+")")
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "not in force: " + strings.Join(parts, "; ")
+}
+
+// Platform changes that give layers: each applies where the layer it
+// names is not in force for a reason other than the manifest.
+var (
+	hintRoot   = hint{sandbox.LayerUsers, "run the kit as root (the images do; not under a non-root USER or runAsUser) for a uid per session"}
+	hintUserNS = hint{sandbox.LayerUserNS, "allow user namespaces (Docker: a seccomp profile that permits them, e.g. --security-opt seccomp=unconfined; " +
+		"the host's user.max_user_namespaces above 0) for namespaces per session"}
+	hintLandlock    = hint{sandbox.LayerLandlock, "run on a kernel with Landlock (Linux 5.13 or later, landlock in its lsm= list) for a Landlock domain per session"}
+	hintLandlockNet = hint{sandbox.LayerLandlock, "run on a kernel with Landlock ABI 4 or later (Linux 6.7) and seccomp, which confine a session's connections to the proxy"}
+)
+
+type hint struct{ layer, text string }
+
+// fixes lists what would give a missing protection: turning back on the
+// layers among manifest that the manifest turned off, and the platform
+// changes whose layer is not in force here for another reason. When
+// neither applies, every platform change is named.
+func fixes(r sandbox.Report, manifest []string, platform ...hint) string {
+	var out []string
+	for _, l := range manifest {
+		if strings.Contains(r.Inactive[l], "manifest") {
+			out = append(out, fmt.Sprintf("remove [sandbox] %s = false", l))
+		}
+	}
+	var all []string
+	for _, h := range platform {
+		all = append(all, h.text)
+		if why, ok := r.Inactive[h.layer]; ok && !strings.Contains(why, "manifest") {
+			if h.layer == sandbox.LayerUserNS && r.Has(sandbox.LayerUsers) {
+				continue
+			}
+			out = append(out, h.text)
+		}
+	}
+	if len(out) == 0 {
+		out = all
+	}
+	return strings.Join(out, ", or ")
+}
+
+// checkDegraded refuses to serve a box whose sandbox lacks a protection
+// its users rely on (shortfalls), one boot problem each, unless its
+// operator opted in (sandbox.allow_degraded or GLOVEBOX_SANDBOX_ALLOW_DEGRADED)
+// or turned the sandbox off ([sandbox] enabled = false, itself an explicit
+// choice). Such a box serves with a warning per shortfall and reports
+// itself degraded. A box whose sessions share their directories by design
+// (sessions.shared_dirs) shares them with no complaint: each session still
+// has its own namespaces, and the report says which are in force.
+func (s *Server) checkDegraded(b *boot, r sandbox.Report, off bool) {
+	short := s.shortfalls(r)
+	s.degraded = len(short) > 0
+	if !s.degraded {
+		return
+	}
+	allowed := s.man.Sandbox != nil && s.man.Sandbox.AllowDegraded
+	switch v := strings.TrimSpace(s.getenv(allowDegradedEnv)); strings.ToLower(v) {
+	case "1", "true", "yes":
+		allowed = true
+	case "", "0", "false", "no":
+	default:
+		b.add("%s=%q: set it to 1 to serve a degraded box, or unset it", allowDegradedEnv, v)
+	}
+	for _, sf := range short {
+		switch {
+		case off:
+			s.log.Warn("sandbox: turned off in the manifest ([sandbox] enabled = false): " + sf.means)
+		case allowed:
+			s.log.Warn("sandbox: serving degraded (allowed): " + sf.means + "; to fix: " + sf.fix)
+		default:
+			why := ""
+			if sf.why != "" {
+				why = " (" + sf.why + ")"
+			}
+			b.add("sandbox: %s%s. To fix: %s. To serve anyway: %s", sf.means, why, sf.fix, allowDegradedHow)
+		}
+	}
+}
+
+// sandboxHint adds what to do to a sandbox error the platform caused.
+func sandboxHint(err error) error {
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() == 0 {
+		return fmt.Errorf("%w (the kit runs as root without the capabilities to give sessions their directories: "+
+			"keep CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE and CAP_SETUID/CAP_SETGID when dropping capabilities, "+
+			"or run the kit as a non-root user)", err)
+	}
+	return err
+}
+
+// probeSandbox does, once at boot, what a session's setup does to its
+// directories where sessions have uids of their own (give one to a
+// session uid, mode 0700; then write, read and remove a file in it as the
+// kit), so that a box that cannot work at all (root without CAP_CHOWN or
+// CAP_DAC_OVERRIDE, as under a pod's capabilities.drop: [ALL]) says so
+// before it serves, not at every session. It takes no session uid from
+// the sandbox, so it kills nothing and starts nothing.
+func (s *Server) probeSandbox(b *boot, uid int) {
+	dir, err := os.MkdirTemp(s.stateDir, ".probe-")
+	if err != nil {
+		b.add("state dir: %v", err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chown(dir, uid, uid); err != nil {
+		b.add("sandbox: give a session its directory: %v", sandboxHint(err))
+		return
+	}
+	p := filepath.Join(dir, "probe")
+	err = os.Chmod(dir, 0o700)
+	if err == nil {
+		err = os.WriteFile(p, nil, 0o600)
+	}
+	if err == nil {
+		_, err = os.ReadFile(p)
+	}
+	if err == nil {
+		err = os.Remove(p)
+	}
+	if err != nil {
+		b.add("sandbox: the kit cannot use a session's directory: %v", sandboxHint(err))
+	}
 }
 
 // isolation is the sandbox report as /environment shows it.
@@ -85,8 +281,62 @@ func (s *Server) isolation() *protocol.Isolation {
 	r := s.sb.Report()
 	return &protocol.Isolation{
 		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup, Landlock: r.Landlock,
-		Limits: protocol.IsolationLimits(r.Limits),
+		Limits:   protocol.IsolationLimits(r.Limits),
+		Degraded: new(s.degraded),
+		Gaps:     gaps(r),
 	}
+}
+
+// gaps says, for each layer not in force, what that means for the box's
+// users, in the light of the layers that are.
+func gaps(r sandbox.Report) map[string]string {
+	out := map[string]string{}
+	for l := range r.Inactive {
+		var m string
+		switch l {
+		case sandbox.LayerUsers:
+			m = "sessions' processes do not each run under a uid of their own"
+			if r.Separation() != "" {
+				m += ", and nothing else keeps one session out of another's files and processes"
+			}
+		case sandbox.LayerUserNS:
+			if r.Has(sandbox.LayerUsers) {
+				continue // a uid per session: no user namespace needed
+			}
+			m = "sessions have no user namespace: without root, no mount, pid or network namespace of their own either"
+		case sandbox.LayerMount:
+			m = "sessions have no private view of the filesystem: they share the box's /tmp and /dev/shm, and see the rest of it as "
+			if r.Has(sandbox.LayerLandlock) {
+				m += "their Landlock rules let them"
+			} else {
+				m += "their uid may (the kit's own directories are closed to other uids by their modes)"
+			}
+		case sandbox.LayerPID:
+			m = "sessions see every process of the box with its command line, and can signal those of their own uid; processes a command leaves behind are ended by the kit, not by the kernel"
+		case sandbox.LayerNetwork:
+			if r.ConfinesEgress() {
+				m = "sessions share the box's network stack; Landlock and seccomp still make the egress proxy their only way out"
+			} else {
+				m = "sessions reach any address the box can reach, directly: an egress policy binds only agents that use the proxy"
+			}
+		case sandbox.LayerCgroup:
+			m = "limits.memory and limits.cpu are not enforced"
+			if !r.Has(sandbox.LayerPID) {
+				m += ", and a process that leaves its process group and uid can outlive its session"
+			}
+		case sandbox.LayerLandlock:
+			m = "no Landlock domain restricts sessions' files and connections beyond what the other layers enforce"
+		case sandbox.LayerSeccomp:
+			m = "no seccomp filter restricts sessions' system calls"
+		default:
+			m = "not in force: " + r.Inactive[l]
+		}
+		out[l] = m
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // sessionEnv is the environment a session's agents start with: the box's
@@ -147,38 +397,4 @@ func (d dirSet) list() []string {
 var passedEnv = []string{
 	"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
 	"SSL_CERT_FILE", "SSL_CERT_DIR", "NIX_SSL_CERT_FILE", "FONTCONFIG_FILE", "LOCALE_ARCHIVE",
-}
-
-// diskUsage adds up the bytes of the regular files under dirs, not
-// following symbolic links.
-func diskUsage(dirs []string) int64 {
-	var total int64
-	for _, d := range dirs {
-		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if e.Type().IsRegular() {
-				if info, err := e.Info(); err == nil {
-					total += info.Size()
-				}
-			}
-			return nil
-		})
-	}
-	return total
-}
-
-// checkDisk fails when the session's directories hold more than
-// limits.disk.
-func (ss *session) checkDisk() error {
-	limit := ss.srv.diskLimit
-	if limit <= 0 || ss.workspace.info == nil {
-		return nil
-	}
-	used := diskUsage(dirSet(ss.workspace.info.Dirs).list())
-	if used <= limit {
-		return nil
-	}
-	return codeErr(protocol.CodeLimit, fmt.Errorf("the session's directories hold %s, over limits.disk (%s): delete files (or /clear-workspace) before the next prompt", protocol.FormatSize(used), protocol.FormatSize(limit)))
 }

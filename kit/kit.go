@@ -5,7 +5,7 @@
 // required environment variables, the outputs policy, the directories) and
 // reports every problem at once, one line each. A Server then answers
 //
-//	GET|HEAD /health       liveness, no auth
+//	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
@@ -111,6 +111,17 @@
 // depth, parked files, sandbox limits hit, egress decisions and memory.
 // GET /sessions and GET /files answer protocol.SessionList and
 // protocol.FileList.
+//
+// Sandbox. Every agent process runs in its session's sandbox (kit/sandbox),
+// whose layers the boot log, /environment and an authenticated /health
+// report, with what each layer not in force means for the box's users. A
+// box fails closed: where its layers cannot keep sessions apart, or cannot
+// enforce its egress policy ([network] or a brokered secret), it does not
+// start, and says why, what would fix it, and that [sandbox]
+// allow_degraded = true (or GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1 in the kit's
+// environment) lets it serve anyway, degraded: it then warns at boot and
+// reports degraded: true. [sandbox] enabled = false is such a choice too.
+// limits.disk is watched while a prompt runs (kit/disk.go).
 //
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.
@@ -227,6 +238,7 @@ type Server struct {
 	machine    string // FLY_MACHINE_ID, when on Fly (see fly.go)
 	baseEnv    []string
 	sb         *sandbox.Sandbox // starts every session's agent processes
+	degraded   bool             // the sandbox lacks a protection (isolation.go)
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}
@@ -254,9 +266,11 @@ type Server struct {
 	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
 	promptEnded chan struct{} // wakes Drain when a prompt ends
 	drainBody   []byte        // /health's body while draining
+	drainAuth   []byte        // the same for the key or a token
 	corsPolicy  *corsPolicy   // [http] cors_origins; nil: none (cors.go)
 
-	healthBody []byte
+	healthBody []byte // /health for anyone: nothing about the sandbox
+	healthAuth []byte // /health for the key or a token
 	envBody    []byte
 	caps       []string
 	egress     *kitEgress      // nil: no proxy

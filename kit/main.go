@@ -40,6 +40,9 @@ const shutdownGrace = 10 * time.Second
 // PORT, else 8080. GLOVEBOX_LOG sets the log level (debug, info, warn,
 // error; default info) and GLOVEBOX_LOG_FORMAT the format of the logs on
 // stderr (text or json; default text): see NewLogHandler.
+// GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1 lets a box whose sandbox cannot keep
+// sessions apart, or cannot enforce its egress policy, serve anyway, as the
+// manifest's sandbox.allow_degraded does (see the package doc).
 //
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents

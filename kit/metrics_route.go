@@ -92,6 +92,8 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	open, queued, running := s.sessionGauges()
 	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
 	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", s.man.Name, "box_version", s.man.Version), "1")
+	m.family("glovebox_sandbox_degraded", "gauge", "1 when the box serves although its sandbox cannot keep sessions apart or enforce its egress policy (allowed, or the sandbox turned off).")
+	m.sample("glovebox_sandbox_degraded", "", map[bool]string{false: "0", true: "1"}[s.degraded])
 	m.family("glovebox_sessions_open", "gauge", "Sessions alive now, connected or waiting for a resume.")
 	m.sample("glovebox_sessions_open", "", itoa(int64(open)))
 	m.family("glovebox_sessions_total", "counter", "Sessions opened since the kit started.")

@@ -286,7 +286,14 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 
 	var message string
 	if !onlyHooks {
-		message, err = guard("the agent's Prompt", func() (string, error) { return ss.conv.Prompt(ctx, t) })
+		pctx, stop := context.WithCancelCause(ctx)
+		w := ss.watchDisk(stop) // disk.go
+		message, err = guard("the agent's Prompt", func() (string, error) { return ss.conv.Prompt(pctx, t) })
+		over := w.end()
+		stop(nil)
+		if over != nil && ctx.Err() == nil {
+			return "", nil, over
+		}
 		if err != nil {
 			return "", nil, err
 		}

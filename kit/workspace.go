@@ -21,18 +21,22 @@ import (
 type workspace struct {
 	ss      *session
 	info    *agent.Session // the agent's view of the session; nil until made
-	made    bool           // session directories created
+	made    bool           // on the ledger (reclaim.go), directories maybe made
+	dirs    agent.Dirs     // the directories made, removed with the session
 	outSnap *snapshot      // the output directory when outputs were last collected
 }
 
 // prepare creates the session's directories and sandbox, the first time.
+// A failed attempt leaves what it made for remove, and the next prompt
+// tries again.
 func (w *workspace) prepare() error {
-	if w.made {
+	if w.info != nil {
 		return nil
 	}
 	ss := w.ss
 	srv := ss.srv
 	srv.noteSession(ss.id) // reclaim.go
+	w.made = true
 	var dirs agent.Dirs
 	for _, d := range []struct {
 		key string
@@ -47,15 +51,16 @@ func (w *workspace) prepare() error {
 			return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
 		}
 		*d.dst = p
+		// Recorded as soon as made, so that remove finds it whatever
+		// fails next.
+		w.dirs = dirs
 	}
-	w.made = true
 	box, err := srv.sb.Open(ss.id, dirSet(dirs).list())
 	if err != nil {
 		return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
 	}
 	proxyEnv, err := ss.egressEnv(box)
 	if err != nil {
-		w.made = false
 		box.Close()
 		return err
 	}
@@ -131,7 +136,7 @@ func (w *workspace) remove() {
 			w.info.Sandbox.Close()
 		}
 		if w.made && !ss.srv.sharedDirs {
-			for _, d := range []string{w.info.Dirs.Work, w.info.Dirs.Input, w.info.Dirs.Output} {
+			for _, d := range []string{w.dirs.Work, w.dirs.Input, w.dirs.Output} {
 				if d == "" {
 					continue
 				}

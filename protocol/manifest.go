@@ -100,8 +100,8 @@ type SandboxSpec struct {
 // Sandbox layers, as SandboxSpec.Require and Isolation name them.
 var SandboxLayers = []string{"users", "userns", "privileges", "mount", "pid", "network", "cgroup", "landlock", "seccomp"}
 
-// Isolation reports the isolation in force for a box's sessions: in
-// /environment whole, in /health its active layers.
+// Isolation reports the isolation in force for a box's sessions, in
+// /environment (and, in part, an authenticated /health).
 type Isolation struct {
 	// Active lists the layers in force.
 	Active []string `json:"active"`
@@ -116,6 +116,14 @@ type Isolation struct {
 	Landlock int `json:"landlock,omitempty"`
 	// Limits are the per-session limits in force.
 	Limits IsolationLimits `json:"limits"`
+	// Degraded is true when the box serves although its layers cannot
+	// keep sessions apart or cannot enforce its egress policy: its
+	// operator opted in (sandbox.allow_degraded) or turned the sandbox
+	// off. Absent from boxes that predate it. Additive.
+	Degraded *bool `json:"degraded,omitempty"`
+	// Gaps maps each layer not in force to what that means for the box's
+	// users, one sentence each. Additive.
+	Gaps map[string]string `json:"gaps,omitempty"`
 }
 
 // IsolationLimits are a session's limits in force; zero is none.
@@ -314,8 +322,14 @@ type Health struct {
 	OK      bool   `json:"ok"`
 	Name    string `json:"name"`
 	Version string `json:"version"`
-	// Isolation lists the sandbox layers in force. Additive.
+	// Isolation lists the sandbox layers in force. Only a request with
+	// the box key or a token gets it (and Degraded and Gaps): /health
+	// tells anyone else nothing about the sandbox. Additive.
 	Isolation []string `json:"isolation,omitempty"`
+	// Degraded is Isolation.Degraded. Additive.
+	Degraded *bool `json:"degraded,omitempty"`
+	// Gaps is Isolation.Gaps. Additive.
+	Gaps map[string]string `json:"gaps,omitempty"`
 	// Draining is true while the box shuts down (GET /health then answers
 	// 503, so that load balancers send new sessions elsewhere). Additive.
 	Draining bool `json:"draining,omitempty"`

@@ -130,9 +130,11 @@ func promptResult(t *testing.T, c *wsconn.Conn, id, text string) map[string]any 
 // The attack a prompt makes on the kit's secrets: every process's
 // environment, the kit's memory, and ptrace.
 func keyAttack(pid int) string {
+	// The patterns do not spell what they find: the shell's own initial
+	// environment, which the first line reads too, holds this text.
 	return fmt.Sprintf(`
-for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null; done | grep -E 'GLOVEBOX_KEY=|AWS_' | sort -u
-env | grep -E 'GLOVEBOX_KEY|AWS_' 
+for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null; done | grep -E 'GLOVEBOX_KE[Y]=|AW[S]_' | sort -u
+env | grep -E 'GLOVEBOX_KE[Y]|AW[S]_' 
 head -c 65536 /proc/%[1]d/mem >/dev/null 2>&1 && echo MEM-READ
 perl -e '$r = syscall(101, 16, %[1]d, 0, 0); print $r == 0 ? "PTRACE-ATTACHED\n" : ""'
 kill -STOP %[1]d 2>/dev/null && echo KIT-STOPPED

@@ -1,9 +1,17 @@
 // Package exec is the built-in exec agent: each prompt's text runs as a
 // shell command in the session's work directory.
 //
-// The command runs as /bin/sh -c TEXT with the session's environment (which
-// carries GLOVEBOX_WORK, GLOVEBOX_INPUT and GLOVEBOX_OUTPUT), stdin from
-// /dev/null, in a process group of its own. While it runs, its stdout and
+// The command runs as a /bin/sh script with the session's environment
+// (which carries GLOVEBOX_WORK, GLOVEBOX_INPUT and GLOVEBOX_OUTPUT), stdin
+// from /dev/null, in a process group of its own. The text never appears on
+// a command line, which every process of the box may read
+// (/proc/PID/cmdline): the shell runs a fixed script, -c with PromptScript,
+// that takes the text from the variable GLOVEBOX_PROMPT, removes it from
+// its environment and evaluates it. The text behaves as under sh -c TEXT:
+// $0 is the shell, the exit status, set -e and exit are the script's. One
+// difference: the shell stays the text's parent to the end, where sh -c
+// may replace itself with the last command, so a last command killed by a
+// signal makes the shell exit with 128+n instead of dying of it. While it runs, its stdout and
 // stderr stream to the client as "text_delta" events, each chunk split on a
 // UTF-8 boundary:
 //
@@ -88,6 +96,15 @@ type Skill struct {
 	Content string `json:"content"`
 }
 
+// PromptVar is the environment variable that carries the prompt's text
+// to the shell, and PromptScript the shell's fixed command: it removes the
+// variable from the environment the text's commands get, then evaluates
+// the text.
+const (
+	PromptVar    = "GLOVEBOX_PROMPT"
+	PromptScript = "eval \"unset " + PromptVar + "\n$" + PromptVar + "\""
+)
+
 // Option configures the exec agent.
 type Option func(*config)
 
@@ -98,7 +115,7 @@ type config struct {
 }
 
 // WithShell runs commands with the shell at path instead of /bin/sh. The
-// shell is called as path -c TEXT.
+// shell is called as path -c PromptScript, with the text in PromptVar.
 func WithShell(path string) Option { return func(c *config) { c.shell = path } }
 
 // WithGrace sets how long a process group has between SIGTERM and SIGKILL.
@@ -180,17 +197,21 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 		outW.Close()
 		return "", fmt.Errorf("exec: stderr pipe: %w", err)
 	}
-	env := c.s.Env
-	if env == nil {
-		env = []string{} // never inherit the kit's own environment by accident
+	// never the kit's own environment, even by accident
+	env := make([]string, 0, len(c.s.Env)+1)
+	for _, kv := range c.s.Env {
+		if !strings.HasPrefix(kv, PromptVar+"=") {
+			env = append(env, kv)
+		}
 	}
+	env = append(env, PromptVar+"="+text)
 	box := c.s.Sandbox
 	if box == nil {
 		box = sandbox.Plain()
 	}
 	proc, startErr := box.Start(sandbox.Spec{
 		Path:   c.cfg.shell,
-		Args:   []string{c.cfg.shell, "-c", text},
+		Args:   []string{c.cfg.shell, "-c", PromptScript},
 		Dir:    c.s.Dirs.Work,
 		Env:    env,
 		Stdout: outW,
