@@ -479,7 +479,7 @@ func (d *doc) http(path string, v any, c *Config) {
 // whether the box may serve degraded, the session uid range and the
 // per-session process and file caps.
 func (d *doc) sandbox(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "enabled", "users", "mount", "pid", "network", "cgroup", "require", "allow_degraded", "uid_base", "uid_count", "pids", "files")
+	m, ok := d.table(path, v, "enabled", "users", "mount", "pid", "network", "cgroup", "landlock", "seccomp", "require", "allow_degraded", "uid_base", "uid_count", "pids", "files")
 	if !ok {
 		return
 	}
@@ -487,7 +487,7 @@ func (d *doc) sandbox(path string, v any, c *Config) {
 	for _, f := range []struct {
 		k   string
 		dst **bool
-	}{{"enabled", &s.Enabled}, {"users", &s.Users}, {"mount", &s.Mount}, {"pid", &s.PID}, {"network", &s.Network}, {"cgroup", &s.Cgroup}} {
+	}{{"enabled", &s.Enabled}, {"users", &s.Users}, {"mount", &s.Mount}, {"pid", &s.PID}, {"network", &s.Network}, {"cgroup", &s.Cgroup}, {"landlock", &s.Landlock}, {"seccomp", &s.Seccomp}} {
 		if x, ok := m[f.k]; ok {
 			if b, ok := d.boolean(path+"."+f.k, x); ok {
 				*f.dst = &b

@@ -21,6 +21,7 @@ func sandboxConfig(m *protocol.Manifest, hide []string, shared bool) sandbox.Con
 	if sb := m.Sandbox; sb != nil {
 		cfg.Off = off(sb.Enabled)
 		cfg.NoUsers, cfg.NoMount, cfg.NoPID, cfg.NoNetwork, cfg.NoCgroup = off(sb.Users), off(sb.Mount), off(sb.PID), off(sb.Network), off(sb.Cgroup)
+		cfg.NoLandlock, cfg.NoSeccomp = off(sb.Landlock), off(sb.Seccomp)
 		cfg.UIDBase, cfg.UIDCount = sb.UIDBase, sb.UIDCount
 		cfg.Limits.Pids, cfg.Limits.Files = sb.Pids, sb.Files
 	}
@@ -280,7 +281,7 @@ func (s *Server) isolation() *protocol.Isolation {
 	}
 	r := s.sb.Report()
 	return &protocol.Isolation{
-		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup, Landlock: r.Landlock,
+		Active: r.Active, Inactive: r.Inactive, UIDs: r.UIDs, Cgroup: r.Cgroup, Landlock: r.Landlock, Privileges: r.Privileges,
 		Limits:   protocol.IsolationLimits(r.Limits),
 		Degraded: new(s.degraded),
 		Gaps:     gaps(r),
@@ -315,7 +316,8 @@ func gaps(r sandbox.Report) map[string]string {
 			m = "sessions see every process of the box with its command line, and can signal those of their own uid; processes a command leaves behind are ended by the kit, not by the kernel"
 		case sandbox.LayerNetwork:
 			if r.ConfinesEgress() {
-				m = "sessions share the box's network stack; Landlock and seccomp still make the egress proxy their only way out"
+				m = "sessions share the box's network stack; Landlock and seccomp send every TCP connection to the egress proxy's port and refuse UDP, raw and packet sockets, " +
+					"but Landlock's rules name ports, not hosts: a server listening on that port number elsewhere is reachable around the proxy (a network namespace per session closes this)"
 			} else {
 				m = "sessions reach any address the box can reach, directly: an egress policy binds only agents that use the proxy"
 			}

@@ -74,12 +74,15 @@ type InputsSpec struct {
 type SandboxSpec struct {
 	// Enabled false turns every layer off but rlimits and no_new_privs.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Users, Mount, PID, Network and Cgroup false turn one layer off.
-	Users   *bool `json:"users,omitempty"`
-	Mount   *bool `json:"mount,omitempty"`
-	PID     *bool `json:"pid,omitempty"`
-	Network *bool `json:"network,omitempty"`
-	Cgroup  *bool `json:"cgroup,omitempty"`
+	// Users, Mount, PID, Network, Cgroup, Landlock and Seccomp false
+	// turn one layer off.
+	Users    *bool `json:"users,omitempty"`
+	Mount    *bool `json:"mount,omitempty"`
+	PID      *bool `json:"pid,omitempty"`
+	Network  *bool `json:"network,omitempty"`
+	Cgroup   *bool `json:"cgroup,omitempty"`
+	Landlock *bool `json:"landlock,omitempty"`
+	Seccomp  *bool `json:"seccomp,omitempty"`
 	// Require names layers the box must have: the kit refuses to start
 	// where one of them is not in force.
 	Require []string `json:"require,omitempty"`
@@ -114,6 +117,10 @@ type Isolation struct {
 	// Landlock is the Landlock ABI version in force with the landlock
 	// layer.
 	Landlock int `json:"landlock,omitempty"`
+	// Privileges says what the privileges layer holds where it is less
+	// than the whole layer (the capability bounding set kept, for a kit
+	// without CAP_SETPCAP). Additive.
+	Privileges string `json:"privileges,omitempty"`
 	// Limits are the per-session limits in force.
 	Limits IsolationLimits `json:"limits"`
 	// Degraded is true when the box serves although its layers cannot

@@ -61,6 +61,21 @@ const (
 	capSetpcap = 8
 )
 
+// boundingSetEmpty reports whether the process's capability bounding set
+// is empty already (a container started with every capability dropped):
+// nothing it executes can gain a capability, root included.
+func boundingSetEmpty() bool {
+	for c := 0; ; c++ {
+		in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
+		if err != nil {
+			return c > 0 // EINVAL past the last capability
+		}
+		if in != 0 {
+			return false
+		}
+	}
+}
+
 // effectiveCaps is the process's effective capability set, read from
 // /proc/self/status (all of them when it cannot be read).
 func effectiveCaps() uint64 {

@@ -474,24 +474,52 @@ func TestHardenedPod(t *testing.T) {
 }
 
 // TestRootWithoutCapabilities: root with every capability dropped
-// cannot make a user namespace either (mapping root needs CAP_SETFCAP):
-// New works and says so, and commands, which would run as root with
-// the bounding set full, are refused with the reason.
+// (Docker's --cap-drop ALL) cannot make a user namespace (mapping root
+// needs CAP_SETFCAP) nor give sessions uids, but its bounding set is
+// empty already: commands run, as root without a capability nor a way
+// to gain one, and the report says the privileges layer holds. Root
+// that keeps some capability but not CAP_SETPCAP cannot empty the set:
+// its commands, which would run as root able to regain that capability,
+// are refused with the reason.
 func TestRootWithoutCapabilities(t *testing.T) {
-	if os.Getenv(childEnv) == "nocaps" {
+	switch os.Getenv(childEnv) {
+	case "nocaps":
 		b := newBoxIn(t, os.Getenv("SANDBOX_TEST_DIR"), Config{})
 		r := b.sb.Report()
 		t.Log(r)
-		if r.Has(LayerUsers) || r.Inactive[LayerUsers] == "" || r.Has(LayerPrivileges) || !strings.Contains(r.Inactive[LayerPrivileges], "CAP_SETPCAP") {
+		if r.Has(LayerUsers) || r.Inactive[LayerUsers] == "" || !r.Has(LayerPrivileges) || r.Privileges != "" {
+			t.Errorf("report: %s (privileges: %q)", r, r.Privileges)
+		}
+		ss, dir := b.session(t, "s")
+		out, st := run(t, ss, dir, `id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status`)
+		if st.Code != 0 {
+			t.Fatalf("a command as root with an empty bounding set: %v:\n%s", st, out)
+		}
+		for _, want := range []string{"0\n", "CapBnd:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "NoNewPrivs:\t1"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+		return
+	case "somecaps":
+		b := newBoxIn(t, os.Getenv("SANDBOX_TEST_DIR"), Config{})
+		r := b.sb.Report()
+		t.Log(r)
+		if r.Has(LayerPrivileges) || !strings.Contains(r.Inactive[LayerPrivileges], "CAP_SETPCAP") {
 			t.Errorf("report: %s", r)
 		}
 		ss, dir := b.session(t, "s")
 		if _, err := ss.Start(Spec{Path: "/bin/true", Dir: dir}); err == nil || !strings.Contains(err.Error(), "CAP_SETPCAP") {
-			t.Errorf("Start as root without capabilities: %v, want the reason it cannot run", err)
+			t.Errorf("Start as root keeping CAP_KILL without CAP_SETPCAP: %v, want the reason it cannot run", err)
 		}
 		return
 	}
-	reexec(t, "TestRootWithoutCapabilities", "nocaps", []string{"setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"}, nil)
+	t.Run("none", func(t *testing.T) {
+		reexec(t, "TestRootWithoutCapabilities", "nocaps", []string{"setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--"}, nil)
+	})
+	t.Run("kill only", func(t *testing.T) {
+		reexec(t, "TestRootWithoutCapabilities", "somecaps", []string{"setpriv", "--bounding-set", "-all,+kill", "--inh-caps", "-all", "--"}, nil)
+	})
 }
 
 // TestLandlockRefusedByTheContainer: where the container's seccomp

@@ -105,9 +105,9 @@ type Config struct {
 	// Off turns every optional layer off: processes run as the kit's
 	// user in the kit's namespaces, with only no_new_privs and rlimits.
 	Off bool
-	// NoUsers, NoMount, NoPID, NoNetwork and NoCgroup turn single layers
-	// off.
-	NoUsers, NoMount, NoPID, NoNetwork, NoCgroup bool
+	// NoUsers, NoMount, NoPID, NoNetwork, NoCgroup, NoLandlock and
+	// NoSeccomp turn single layers off.
+	NoUsers, NoMount, NoPID, NoNetwork, NoCgroup, NoLandlock, NoSeccomp bool
 	// UIDBase and UIDCount are the uids (and gids) sessions get: one each,
 	// from UIDBase to UIDBase+UIDCount-1.
 	UIDBase, UIDCount int

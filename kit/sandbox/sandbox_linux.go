@@ -219,13 +219,16 @@ type privilegesHold struct{ holds, why string }
 // command as root (dropCapabilities).
 func (sb *Sandbox) privileges(caps uint64) privilegesHold {
 	switch {
-	case sb.userns || hasCaps(caps, capSetpcap):
+	case sb.userns || hasCaps(caps, capSetpcap) || boundingSetEmpty():
 		return privilegesHold{}
 	case os.Geteuid() == 0 && !sb.users:
 		return privilegesHold{why: "the kit runs as root without CAP_SETPCAP, so the capability bounding set cannot be emptied, and sessions would run as root: no command can start; give the kit CAP_SETPCAP, or CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER for a uid per session"}
 	}
 	return privilegesHold{holds: "no_new_privs, rlimits, and no capability in any set of a session's processes, which run under a uid other than root; the capability bounding set is not emptied (the kit lacks CAP_SETPCAP)"}
 }
+
+// errTurnedOff is why a layer the manifest turned off is not in force.
+var errTurnedOff = errors.New("turned off in the manifest")
 
 // probeEnforce finds whether sessions' supervisors can put themselves in
 // a Landlock domain and install the seccomp filter: a supervisor does
@@ -236,6 +239,12 @@ func (sb *Sandbox) privileges(caps uint64) privilegesHold {
 func (sb *Sandbox) probeEnforce(off func(layer, why string)) {
 	abi, llErr := landlockABI()
 	scErr := seccompAvailable()
+	if sb.cfg.NoLandlock {
+		llErr = errTurnedOff
+	}
+	if sb.cfg.NoSeccomp {
+		scErr = errTurnedOff
+	}
 	if sb.cfg.Off {
 		off(LayerLandlock, "[sandbox] is turned off in the manifest")
 		if scErr != nil {

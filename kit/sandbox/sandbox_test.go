@@ -285,7 +285,11 @@ func TestNothingOutlivesTheCommand(t *testing.T) {
 	for _, cfg := range []struct {
 		name string
 		cfg  Config
-	}{{"pid namespace", Config{}}, {"cgroup only", Config{NoPID: true, NoMount: true}}, {"uid only", Config{NoPID: true, NoMount: true, NoCgroup: true, UIDBase: 300000 + os.Getpid()%100000}}} {
+	}{{"pid namespace", Config{}}, {"cgroup only", Config{NoPID: true, NoMount: true}}, {"uid only", Config{NoPID: true, NoMount: true, NoCgroup: true, UIDBase: 300000 + os.Getpid()%100000}},
+		// As a non-root kit in a container: no namespace, uid or cgroup
+		// finds the survivor; the supervisor does, by its ancestry, when
+		// the session's last command ends (no KillAll).
+		{"ancestry only", Config{NoUsers: true, NoPID: true, NoMount: true, NoNetwork: true, NoCgroup: true}}} {
 		t.Run(cfg.name, func(t *testing.T) {
 			b := newBox(t, cfg.cfg)
 			ss, dir := b.session(t, "s")
@@ -295,7 +299,7 @@ for i in $(seq 100); do pgrep -f '^%[1]s' >/dev/null && echo started && break; s
 			if out != "started\n" {
 				t.Fatalf("the survivor did not start: %q", out)
 			}
-			if !b.sb.Report().Has(LayerPID) {
+			if !b.sb.Report().Has(LayerPID) && cfg.name != "ancestry only" {
 				ss.KillAll()
 			}
 			if pids := testkit.WithCmdline(marker); len(pids) > 0 {

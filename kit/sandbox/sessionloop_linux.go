@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -198,11 +201,7 @@ func (s *sessionSupervisor) killAll(id uint64) {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 		waitEmpty(5 * time.Second)
 	} else {
-		s.mu.Lock()
-		for pid := range s.cmds {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		s.mu.Unlock()
+		killDescendants(5 * time.Second)
 	}
 	s.cleanMu.Unlock()
 	send(&ctlMsg{Op: "killed", ID: id})
@@ -254,6 +253,12 @@ func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
 		// Said with the exit, it spares the kit a killall round trip
 		// after the command.
 		empty = emptied()
+	case last:
+		// No pid namespace ends what the session's commands left
+		// behind: whatever descends from this supervisor goes, setsid
+		// or not (orphans are reparented here, the subreaper).
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		killDescendants(5 * time.Second)
 	default:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
@@ -283,13 +288,78 @@ func (s *sessionSupervisor) shutdown() {
 	if s.pidns {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 	} else {
-		s.mu.Lock()
-		for pid := range s.cmds {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-		s.mu.Unlock()
+		killDescendants(2 * time.Second)
 	}
 	os.Exit(0)
+}
+
+// killDescendants kills every live process descended from this one (the
+// session's commands, what they started, and the orphans reparented here
+// as the subreaper), again and again until none is left or d has passed;
+// it reports whether none is left. Without a pid namespace this is how a
+// session's processes end: by their ancestry, which a process cannot
+// leave (setsid and double forks only move it under this subreaper).
+func killDescendants(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	self := os.Getpid()
+	for {
+		pids := descendants(self)
+		if len(pids) == 0 {
+			return true
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// descendants lists the live (not zombie) processes below pid, read from
+// /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := readSmall("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		for _, c := range children[next] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // rightsIn returns the file descriptors an SCM_RIGHTS message carried in

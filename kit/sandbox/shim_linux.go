@@ -262,6 +262,11 @@ func dropCapabilities(uid int, nnp bool) error {
 		}
 	}
 	for c := 0; c <= last; c++ {
+		// A capability already out of the set needs no dropping (and
+		// the kernel refuses the drop without CAP_SETPCAP all the same).
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			continue
+		}
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if err == nil || errors.Is(err, syscall.EINVAL) {
 			continue
