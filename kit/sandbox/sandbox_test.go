@@ -680,6 +680,13 @@ func TestSupervisorReapsOrphansWithoutPidNamespace(t *testing.T) {
 		t.Skip("no namespace, so no session supervisor: ", b.sb.Report())
 	}
 	ss, dir := b.session(t, "s")
+	// A command that runs throughout: the one below is not the session's
+	// last running command, whose end would kill what it left behind.
+	keeper, err := ss.Start(Spec{Path: "/bin/sleep", Args: []string{"sleep", "60"}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keeper.Kill()
 	// The wait below matches the orphan's command line from its start (its
 	// argv[0] is the marker), never the shell whose script names it.
 	marker := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
