@@ -5,7 +5,7 @@
 // It is built by the tests and installed in their containers; it is no
 // part of any image.
 //
-//	attacker scan -key KEY -session ID -marker TEXT   the key in /proc/*/environ, the kit's and supervisors' memory, ptrace, signals, another session's command line
+//	attacker scan -key KEY -session ID -victim TEXT -secret TEXT the key in /proc/*/environ, the kit's and supervisors' memory, ptrace, signals, another session's command line
 //	attacker net -host IP -port N -udp N              direct TCP, UDP, raw ICMP and IPv6 past the proxy; then the same host through it
 //	attacker fork N                                   start up to N processes that sleep
 //	attacker mem MB                                   allocate and touch up to MB MiB
@@ -111,7 +111,8 @@ func scan(args []string) error {
 	fs := flag.NewFlagSet("scan", flag.ContinueOnError)
 	key := fs.String("key", "", "the box key to look for")
 	session := fs.String("session", "", "this session's id")
-	marker := fs.String("marker", "", "text only the victim session's prompt holds")
+	victim := fs.String("victim", "", "text in the command line of the victim session's processes")
+	secret := fs.String("secret", "", "text in the victim's prompt that none of its processes' command lines may show")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -142,10 +143,10 @@ func scan(args []string) error {
 				}
 			}
 		}
-		if *marker != "" && strings.Contains(p.cmdline, *marker) {
+		if *secret != "" && !own[pid] && strings.Contains(p.cmdline, *secret) {
 			fmt.Printf("BREACH cmdline-visible %d %s\n", pid, short(p.cmdline))
 		}
-		r := role(p, *marker)
+		r := role(p, *victim)
 		if r == "" || own[pid] {
 			continue
 		}
@@ -194,8 +195,7 @@ func netAttack(args []string) error {
 	} else {
 		fmt.Println("tcp:", err)
 	}
-	if c, err := d.Dial("tcp6", net.JoinHostPort("::ffff:"+*host, strconv.Itoa(*port))); err == nil {
-		c.Close()
+	if err := connect6(ip, *port); err == nil {
 		fmt.Println("BREACH egress-ipv6")
 	} else {
 		fmt.Println("tcp6:", err)
@@ -226,6 +226,26 @@ func netAttack(args []string) error {
 		fmt.Println("PROXY-OK")
 	} else {
 		fmt.Printf("PROXY-FAIL proxy=%q %d %q\n", os.Getenv("HTTP_PROXY"), resp.StatusCode, body)
+	}
+	return nil
+}
+
+// connect6 connects an IPv6 TCP socket to the IPv4-mapped ip: the
+// family a filter that only thinks of AF_INET forgets. (Go's net refuses
+// a mapped address for tcp6, so the system calls are made here.)
+func connect6(ip net.IP, port int) error {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	// Linux bounds a blocking connect by the send timeout.
+	tv := unix.Timeval{Sec: 2}
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	sa := &unix.SockaddrInet6{Port: port}
+	copy(sa.Addr[:], ip.To16())
+	if err := unix.Connect(fd, sa); err != nil {
+		return fmt.Errorf("connect [::ffff:%s]:%d: %w", ip, port, err)
 	}
 	return nil
 }
