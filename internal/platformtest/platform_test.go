@@ -183,32 +183,7 @@ func TestPlatforms(t *testing.T) {
 			t.Log(p.how)
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
-			start := func(degraded bool) *kitProc {
-				key := protocol.NewKey()
-				switch p.kind {
-				case "vm":
-					return startDirect(t, bins, key, degraded)
-				case "dev":
-					return startDev(t, bins, key, p.devUID)
-				}
-				return startContainer(t, runc, bins, key, p.c, degraded)
-			}
-			k := start(false)
-			err := k.waitServing(ctx)
-			switch {
-			case p.refuse != "" && err == nil:
-				t.Errorf("the kit serves without allow_degraded, but %s: it must refuse to start\nkit log:\n%s", p.refuse, k.log())
-			case p.refuse != "":
-				if !strings.Contains(k.log(), "allow_degraded") {
-					t.Errorf("the kit refused to start (%v) without naming sandbox.allow_degraded:\n%s", err, k.log())
-				}
-				k = start(true)
-				if err := k.waitServing(ctx); err != nil {
-					t.Fatalf("with allow_degraded the kit does not serve: %v\nkit log:\n%s", err, k.log())
-				}
-			case err != nil:
-				t.Fatalf("the kit does not serve: %v\nkit log:\n%s", err, k.log())
-			}
+			k := bootKit(t, ctx, runc, bins, p)
 			if strings.Contains(k.log(), "panic") {
 				t.Errorf("the kit panicked:\n%s", k.log())
 			}
@@ -260,6 +235,44 @@ func TestPlatforms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startKit starts the kit as p says, with allow_degraded or without.
+func startKit(t *testing.T, runc, bins string, p profile, degraded bool) *kitProc {
+	t.Helper()
+	key := protocol.NewKey()
+	switch p.kind {
+	case "vm":
+		return startDirect(t, bins, key, degraded)
+	case "dev":
+		return startDev(t, bins, key, p.devUID)
+	}
+	return startContainer(t, runc, bins, key, p.c, degraded)
+}
+
+// bootKit starts the kit without allow_degraded and checks that it
+// serves, or, where p says it cannot keep sessions apart or enforce its
+// policy, that it refuses to start, naming the setting, and serves once
+// started with it.
+func bootKit(t *testing.T, ctx context.Context, runc, bins string, p profile) *kitProc {
+	t.Helper()
+	k := startKit(t, runc, bins, p, false)
+	err := k.waitServing(ctx)
+	switch {
+	case p.refuse != "" && err == nil:
+		t.Errorf("the kit serves without allow_degraded, but %s: it must refuse to start\nkit log:\n%s", p.refuse, k.log())
+	case p.refuse != "":
+		if !strings.Contains(k.log(), "allow_degraded") {
+			t.Errorf("the kit refused to start (%v) without naming sandbox.allow_degraded:\n%s", err, k.log())
+		}
+		k = startKit(t, runc, bins, p, true)
+		if err := k.waitServing(ctx); err != nil {
+			t.Fatalf("with allow_degraded the kit does not serve: %v\nkit log:\n%s", err, k.log())
+		}
+	case err != nil:
+		t.Fatalf("the kit does not serve: %v\nkit log:\n%s", err, k.log())
+	}
+	return k
 }
 
 // session is one client session to a kit.
