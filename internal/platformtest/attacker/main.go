@@ -133,12 +133,14 @@ func scan(args []string) error {
 	}
 	targets := 0
 	for pid, p := range procs {
-		if p.envErr == nil {
+		// The attacker's own chain holds the key: the prompt that runs it
+		// passed it. Any other process that shows it leaks it.
+		if p.envErr == nil && !own[pid] {
 			if *key != "" && bytes.Contains(p.environ, []byte(*key)) || bytes.Contains(p.environ, []byte("GLOVEBOX_KEY=")) {
 				fmt.Printf("BREACH key-environ %d %s\n", pid, short(p.cmdline))
 			}
 			for _, kv := range bytes.Split(p.environ, []byte{0}) {
-				if id, ok := bytes.CutPrefix(kv, []byte("GLOVEBOX_SESSION=")); ok && string(id) != *session && !own[pid] {
+				if id, ok := bytes.CutPrefix(kv, []byte("GLOVEBOX_SESSION=")); ok && string(id) != *session {
 					fmt.Printf("BREACH cross-environ %d %s\n", pid, short(p.cmdline))
 				}
 			}
