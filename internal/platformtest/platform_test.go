@@ -76,6 +76,11 @@ func profiles() []profile {
 			breaches: map[string]string{"mem-unbounded": noCgroup},
 		},
 		{
+			// No CAP_SYS_ADMIN: no namespace of the kit's own making, but
+			// nothing refuses a user namespace either; whether one gives
+			// mount, pid and network namespaces under the container's
+			// masked /proc is the kit's to find out, so they are not
+			// checked. The cgroup file system is read-only.
 			name: "k8s-baseline", kind: "runc",
 			how:      "Pod Security baseline: root, containerd's default capabilities (Docker's set), seccomp Unconfined (baseline's default), allowPrivilegeEscalation true",
 			c:        container{uid: 0, gid: 0, caps: dockerCaps},
@@ -84,6 +89,9 @@ func profiles() []profile {
 			breaches: map[string]string{"mem-unbounded": noCgroup},
 		},
 		{
+			// Not root, no capabilities, and the runtime default profile
+			// refuses every namespace: Landlock and seccomp keep sessions
+			// apart and their traffic in the proxy.
 			name: "k8s-restricted", kind: "runc",
 			how:      "Pod Security restricted: runAsNonRoot (uid 10001 gid 10001), capabilities drop ALL, seccomp RuntimeDefault (the runtime default profile resolved for no capabilities), allowPrivilegeEscalation false (no_new_privs)",
 			c:        container{uid: 10001, gid: 10001, seccomp: &nocaps, noNewPrivs: true},
@@ -108,6 +116,9 @@ func profiles() []profile {
 			breaches: map[string]string{"mem-unbounded": noCgroup, "fork-unbounded": noPidsCap},
 		},
 		{
+			// Root with an empty bounding set: no uid per session (no
+			// CAP_SETUID, CAP_CHOWN), nothing left to drop; Landlock and
+			// seccomp keep sessions apart, and prompts must run.
 			name: "docker-cap-drop-all", kind: "runc",
 			how:      "docker run --cap-drop=ALL (a common hardening; root without capabilities): the runtime default seccomp profile resolved for no capabilities",
 			c:        container{uid: 0, gid: 0, seccomp: &nocaps},
@@ -121,6 +132,8 @@ func profiles() []profile {
 			active: all,
 		},
 		{
+			// Not root, but user namespaces are allowed: every namespace
+			// through one, no uid per session, no cgroup.
 			name: "dev-user", kind: "dev", devUID: 1000870001,
 			how:      "gbx dev run as a developer (a uid of no account) on a Linux machine that allows user namespaces",
 			active:   []string{"userns", "privileges", "mount", "pid", "network", "landlock", "seccomp"},
@@ -184,6 +197,12 @@ func TestPlatforms(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
 			k := bootKit(t, ctx, runc, bins, p)
+			// The kit trusts glovebox-sandbox installed beside it (root's,
+			// mode 0755, in a root-owned directory); gbx dev serves as
+			// its own supervisor.
+			if p.kind != "dev" && !strings.Contains(k.log(), "glovebox-sandbox (installed beside the kit)") {
+				t.Errorf("the kit does not use the glovebox-sandbox beside it:\n%s", k.log())
+			}
 			if strings.Contains(k.log(), "panic") {
 				t.Errorf("the kit panicked:\n%s", k.log())
 			}
