@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -575,13 +574,4 @@ func isolation(ctx context.Context, k *kitProc) (*protocol.Isolation, error) {
 		return nil, errors.New("/environment has no isolation report")
 	}
 	return env.Isolation, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
