@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command attacker is the hostile program the platform tests run inside a
 // box's session: a static binary that tries, with real system calls, what
 // an agent under prompt injection would try, and prints one line per
