@@ -46,7 +46,7 @@ type profile struct {
 
 const (
 	noCgroup  = "no cgroup layer (the container's cgroup file system is read-only, or the kit is not root): a session's memory is bounded only by the container's"
-	shared    = "sessions, their supervisors and the kit share one uid with no namespace or Landlock domain between them (the kit alone is not dumpable)"
+	shared    = "sessions, their supervisors and the kit share one uid with no namespace or Landlock domain between them (the kit and the supervisors are not dumpable: their memory and ptrace stay out of reach)"
 	noPidsCap = "no cgroup and no uid of its own: nothing counts a session's processes but the container's pids limit"
 )
 
@@ -174,9 +174,7 @@ func profiles() []profile {
 				"signal-victim":     shared,
 				"signal-supervisor": shared,
 				"mem-victim":        shared,
-				"mem-supervisor":    shared,
 				"ptrace-victim":     shared,
-				"ptrace-supervisor": shared,
 				"egress-tcp":        "nothing keeps a session's TCP inside the proxy",
 				"egress-ipv6":       "nothing keeps a session's TCP inside the proxy",
 				"egress-udp":        "no seccomp filter refuses UDP",
