@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -426,10 +427,12 @@ sleep 0.5; echo started`, loop, surv)); err != nil {
 	c.close()
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 	if err := testkit.Poll(wctx, func() bool { return len(testkit.WithCmdline(surv)) == 0 }); err != nil {
-		hit("survivor", fmt.Sprintf("%d processes outlived their session by 15s", len(testkit.WithCmdline(surv))))
+		var left []string
 		for _, pid := range testkit.WithCmdline(surv) {
+			left = append(left, procLine(pid))
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+		hit("survivor", "processes outlived their session by 15s: "+strings.Join(left, "; "))
 	}
 	wcancel()
 
@@ -490,4 +493,20 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// procLine describes a process for a failure: pid, parent, session,
+// uid and command line.
+func procLine(pid int) string {
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	var ppid, sid string
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 {
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 4 {
+			ppid, sid = f[1], f[3]
+		}
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	uid := strings.Fields(lineWith(string(status), "Uid:") + " ? ?")[1]
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return fmt.Sprintf("pid %d ppid %s sid %s uid %s: %s", pid, ppid, sid, uid, strings.ReplaceAll(string(cmd), "\x00", " "))
 }
