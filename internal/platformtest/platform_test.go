@@ -379,6 +379,7 @@ func attack(t *testing.T, ctx context.Context, k *kitProc, host *testHost) map[s
 	// A, the attacker.
 	a := openSession(t, k)
 	script := fmt.Sprintf(`%[1]s scan -key %[2]s -session "$GLOVEBOX_SESSION" -victim %[3]s -secret %[4]s
+%[1]s ns
 grep -q victim-secret %[5]s/private.txt 2>/dev/null && echo "BREACH cross-read"
 ls %[5]s 2>/dev/null | grep -q private.txt && echo "BREACH cross-list"
 (echo planted > %[5]s/planted-by-a) 2>/dev/null && echo "BREACH cross-write"

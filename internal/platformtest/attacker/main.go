@@ -9,6 +9,7 @@
 //
 //	attacker scan -key KEY -session ID -victim TEXT -secret TEXT the key in /proc/*/environ, the kit's and supervisors' memory, ptrace, signals, another session's command line
 //	attacker net -host IP -port N -udp N              direct TCP, UDP, raw ICMP and IPv6 past the proxy; then the same host through it
+//	attacker ns                                       a user namespace (root inside it, the way into the kernel's namespaced code), and a mount namespace
 //	attacker fork N                                   start up to N processes that sleep
 //	attacker mem MB                                   allocate and touch up to MB MiB
 //	attacker disk DIR FILES MB                        write FILES files of MB MiB each
@@ -29,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +47,8 @@ func main() {
 		err = scan(os.Args[2:])
 	case "net":
 		err = netAttack(os.Args[2:])
+	case "ns":
+		err = newNamespaces()
 	case "fork":
 		err = forkBomb(os.Args[2:])
 	case "mem":
@@ -315,6 +319,25 @@ func ping(ip net.IP) error {
 		}
 	}
 	return errors.New("no reply")
+}
+
+// newNamespaces tries, in a child that exits at once, to make a user
+// namespace and a mount namespace: a session gets namespaces only from
+// the sandbox, never of its own making.
+func newNamespaces() error {
+	for _, ns := range []struct {
+		name  string
+		flags uintptr
+	}{{"userns", unix.CLONE_NEWUSER}, {"mountns", unix.CLONE_NEWUSER | unix.CLONE_NEWNS}} {
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: ns.flags}
+		if err := cmd.Run(); err == nil {
+			fmt.Printf("BREACH new-%s\n", ns.name)
+		} else {
+			fmt.Printf("%s: %v\n", ns.name, err)
+		}
+	}
+	return nil
 }
 
 func forkBomb(args []string) error {
