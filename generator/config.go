@@ -22,6 +22,20 @@ const ConfigFile = "glovebox.toml"
 // list them.
 var Bases = []string{"base", "media", "docs", "python", "browser"}
 
+// imageEnv are variables the image and the kit set for every session,
+// which [env] may not declare (a default would replace the image's), and
+// why.
+var imageEnv = map[string]string{
+	"PATH":            "the image sets it to its packages' bin directories, and a session's PATH is the image's: list programs under [packages] instead",
+	"HOME":            "each session gets a home directory of its own from the kit",
+	"PWD":             "the kit starts each session in its own directory",
+	"USER":            "the kit names each session's user",
+	"LOGNAME":         "the kit names each session's user",
+	"SHELL":           "the image's shell is the kit's to set",
+	"LD_PRELOAD":      "it would load into the kit and every session's programs: build what you need into the image with [packages]",
+	"LD_LIBRARY_PATH": "the image's programs find their libraries through the Nix store: list libraries under [packages] instead",
+}
+
 // Config is a decoded, checked glovebox.toml.
 type Config struct {
 	// Dir is the directory the config was loaded from ("" for Parse).
@@ -198,7 +212,11 @@ func Parse(file string, data []byte) (*Config, error) {
 				if b := strings.TrimPrefix(s, "glovebox/"); slices.Contains(Bases, b) {
 					c.Base = b
 				} else if ref, attr, err := ParseFlakeBase(s); err != nil {
-					d.errorf(k, "%v", err)
+					if hint := didYouMean(b, Bases); hint != "" && !strings.Contains(s, "#") {
+						d.errorf(k, "%q is not a base image%s: use one of %s (lower case), or %s", s, hint, strings.Join(Bases, ", "), flakeBaseHelp)
+					} else {
+						d.errorf(k, "%v", err)
+					}
 				} else {
 					c.Base, c.BaseFlake, c.BaseAttr = s, ref, attr
 				}
@@ -322,6 +340,10 @@ func (d *doc) env(path string, v any, c *Config) {
 		}
 		if strings.HasPrefix(name, "GLOVEBOX_") {
 			d.errorf(p, "%q is reserved: GLOVEBOX_* variables belong to the kit", name)
+			continue
+		}
+		if why, ok := imageEnv[name]; ok {
+			d.errorf(p, "%q is reserved: %s", name, why)
 			continue
 		}
 		t, ok := d.table(p, m[name], "required", "secret", "default", "description", "inject")
