@@ -184,6 +184,10 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
 	}
+	sandboxes, err := marshalJSON(agentSandbox(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", AgentSandboxFile, err)
+	}
 	railway, err := marshalJSON(railwayConfig(c))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
@@ -209,6 +213,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	add(LockFile, lock, 0o644)
 	add(RailwayFile, railway, 0o644)
 	add(KubernetesFile, kube, 0o644)
+	add(AgentSandboxFile, sandboxes, 0o644)
 	if c.AgentMain != "" {
 		// The Dockerfile's context is then the box directory: BuildKit reads
 		// the ignore file named after the Dockerfile.
@@ -438,6 +443,10 @@ func newView(c *Config, opts Options) *view {
 		v.warnings = append(v.warnings, fmt.Sprintf(
 			"sessions.drain gives the box %d s from SIGTERM to SIGKILL, but Fly accepts a kill_timeout of at most %d s: on Fly, prompts still running %d s into a drain are killed (Kubernetes' terminationGracePeriodSeconds is the full %d s); keep sessions.drain at %ds or less for Fly",
 			KillTimeout(c), maxFlyKillTimeout, maxFlyKillTimeout-drainMargin, KillTimeout(c), maxFlyKillTimeout-drainMargin))
+	}
+	if n := c.Deploy.Kubernetes.Replicas; n > 1 {
+		v.warnings = append(v.warnings, fmt.Sprintf(
+			"[deploy.kubernetes] replicas = %d: a session and its files live on one pod, and the Service keeps a client on one pod by its IP address only (behind a proxy or ingress every client may share one IP, or one client change pods); for many users prefer agent-sandbox.json, one sandbox per user or session (docs/kubernetes.md)", n))
 	}
 	if opts.KitVersion != "latest" {
 		v.GloveboxURL += "/" + opts.KitVersion
