@@ -394,8 +394,19 @@ func keptFly(prev []byte) (app, region string) {
 // would otherwise pick the Dockerfile when it finds one, or Railpack,
 // which ignores nixpacks.toml), a /health check, a restart policy, one
 // replica (sessions live on one machine).
+//
+// Railway reads it only from the repository's root or from the absolute
+// path the service's "Config File" setting names (it does not follow the
+// Root Directory), so the docs have the user set both: the Root Directory
+// is the build context and dockerfilePath is relative to it. That is
+// dist/ for a box, with the Dockerfile beside railway.json; for a Go
+// agent it is the box directory (the Go module), dist/ in it.
 func railwayConfig(c *Config) map[string]any {
-	build := map[string]any{"builder": "DOCKERFILE", "dockerfilePath": DockerFile}
+	dockerfile := DockerFile
+	if c.AgentMain != "" {
+		dockerfile = "dist/" + DockerFile
+	}
+	build := map[string]any{"builder": "DOCKERFILE", "dockerfilePath": dockerfile}
 	deploy := map[string]any{
 		"healthcheckPath":         "/health",
 		"healthcheckTimeout":      300,

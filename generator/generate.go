@@ -399,6 +399,11 @@ func newView(c *Config, opts Options) *view {
 			v.Secrets = append(v.Secrets, k)
 		}
 	}
+	for _, k := range StorageSecrets(c) {
+		if _, declared := c.Env[k]; !declared {
+			v.Secrets = append(v.Secrets, k)
+		}
+	}
 	// Python libraries go into the image's one Python environment: pip
 	// names as python3Packages attributes, and python3Packages.X listed
 	// under packages.nix too (on its own it would be a library no
@@ -524,6 +529,24 @@ func pythonAttr(pip string) string {
 	return pipSepRE.ReplaceAllString(strings.ToLower(pip), "-")
 }
 
+// s3Secrets are the credentials the kit needs at boot when the storage
+// policy uses s3.
+var s3Secrets = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+
+// StorageSecrets are the variables the storage policy needs set on the
+// platform besides [env]'s: the S3 credentials when a rule uses s3 (the
+// kit refuses to boot without them).
+func StorageSecrets(c *Config) []string {
+	for _, p := range []protocol.Policy{c.Storage.Inputs, c.Storage.Outputs} {
+		for _, r := range p.Rules {
+			if r.Use.Adapter == protocol.AdapterS3 {
+				return s3Secrets
+			}
+		}
+	}
+	return nil
+}
+
 // envExample renders .env.example in v1's format.
 func envExample(c *Config) []byte {
 	var b strings.Builder
@@ -534,6 +557,16 @@ func envExample(c *Config) []byte {
 	b.WriteString("# The box's public base URL, for the links of server-parked outputs\n")
 	b.WriteString("# (default http://localhost:<port>): set it behind a public host name\n")
 	b.WriteString("# GLOVEBOX_PUBLIC_URL=https://box.example.com\n")
+	if s3 := StorageSecrets(c); len(s3) > 0 {
+		b.WriteString("\n# S3 credentials for the storage policy's s3 rules: the kit does not boot without them\n")
+		for _, k := range s3 {
+			if _, declared := c.Env[k]; !declared {
+				b.WriteString(k + "=\n")
+			}
+		}
+		b.WriteString("# Optional: a session token, the region, another S3 endpoint (MinIO, R2, Google Cloud Storage)\n")
+		b.WriteString("# AWS_SESSION_TOKEN=\n# AWS_REGION=us-east-1\n# AWS_ENDPOINT_URL_S3=https://storage.googleapis.com\n")
+	}
 	if len(c.EnvOrder) > 0 {
 		b.WriteString("\n")
 	}
