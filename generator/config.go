@@ -83,6 +83,10 @@ type Config struct {
 	// HTTP tunes the box's HTTP routes for browsers ([http]); nil when the
 	// file has none.
 	HTTP *protocol.HTTPSpec
+	// Warnings are what the file may have wrong but the checks cannot
+	// decide (a package name near a known one), "file:line: key: text"
+	// each; Generate reports them first.
+	Warnings []string
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -305,6 +309,7 @@ func (d *doc) packages(path string, v any, c *Config) {
 		return out
 	}
 	c.Packages.Nix = list("nix", nixAttrRE, "nixpkgs attribute path (e.g. \"jq\", \"ffmpeg-headless\" or \"python3Packages.rich\")")
+	d.checkNixNames(path+".nix", c.Packages.Nix, knownNixNames, pins[DefaultBranch].Rev, c)
 	c.Packages.Pip = list("pip", pipRE, "Python package name (names only: the version comes from the pinned nixpkgs), e.g. \"rich\"")
 	c.Packages.Npm = list("npm", npmRE, "npm package name, e.g. \"cowsay\" or \"@scope/tool@1.2\"")
 	if raw, ok := m["apt"]; ok {

@@ -192,7 +192,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
 	}
-	res := &Result{Warnings: v.warnings}
+	res := &Result{Warnings: append(slices.Clip(c.Warnings), v.warnings...)}
 	add := func(name string, data []byte, mode fs.FileMode) {
 		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
 	}
