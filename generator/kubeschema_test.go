@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -452,5 +453,37 @@ limits = { memory = "4Gi", ephemeral-storage = "10Gi" }
 	}
 	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "replicas = 3") }) {
 		t.Errorf("no warning about replicas: %q", res.Warnings)
+	}
+}
+
+// TestDocsSandboxClaim validates the SandboxClaim docs/deploy.md tells a
+// host app to create, and checks it names the pool agent-sandbox.json
+// makes for the box the docs use.
+func TestDocsSandboxClaim(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	start, end := strings.Index(s, "<!-- claim -->\n```json\n"), strings.Index(s, "```\n<!-- /claim -->")
+	if start < 0 || end < start {
+		t.Fatal("docs/deploy.md has no claim between <!-- claim --> markers")
+	}
+	var claim map[string]any
+	if err := json.Unmarshal([]byte(s[start+len("<!-- claim -->\n```json\n"):end]), &claim); err != nil {
+		t.Fatal(err)
+	}
+	if errs := validate(sandboxClaimSchema, claim, "SandboxClaim"); len(errs) > 0 {
+		t.Errorf("the documented claim breaks the CRD:\n%s", strings.Join(errs, "\n"))
+	}
+	c, err := Parse("glovebox.toml", []byte("name = \"my-box\"\n[deploy.kubernetes]\nnamespace = \"agents\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := agentSandbox(c)["items"].([]any)[1].(map[string]any)["metadata"].(map[string]any)
+	spec := claim["spec"].(map[string]any)
+	if spec["warmPoolRef"].(map[string]any)["name"] != pool["name"] || claim["metadata"].(map[string]any)["namespace"] != pool["namespace"] {
+		t.Errorf("the claim names pool %v in %v, want %v in %v", spec["warmPoolRef"], claim["metadata"], pool["name"], pool["namespace"])
 	}
 }
