@@ -266,6 +266,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	if len(d.probs) == 0 {
+		d.kubeRequestsWithinLimits(c)
 		if _, err := flyMachine(c); err != nil {
 			var ke *keyError
 			if errors.As(err, &ke) {

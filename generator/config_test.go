@@ -144,6 +144,10 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:2: deploy.kubernetes.requests.cpu: half is not a Kubernetes quantity`,
 			`glovebox.toml:2: deploy.kubernetes.requests.memroy: unknown key "memroy" (did you mean "memory"?)`,
 			`glovebox.toml:3: deploy.kubernetes.limits.memory: 0 is not a Kubernetes quantity`}},
+		{"kube request above limit", "[limits]\ncpu = \"2\"\nmemory = \"1GB\"\n[deploy.kubernetes]\nrequests = { cpu = \"2500m\", memory = \"512Mi\" }\nlimits = { ephemeral-storage = \"1Gi\" }\n", []string{
+			`glovebox.toml:5: deploy.kubernetes.requests.cpu: requests cpu = "2500m" is more than its limit "2"`}},
+		{"kube request above its limit", "[deploy.kubernetes]\nrequests = { memory = \"2Gi\", ephemeral-storage = \"2e9\" }\nlimits = { memory = \"1Gi\", ephemeral-storage = \"1Ei\" }\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.requests.memory: requests memory = "2Gi" is more than its limit "1Gi"`}},
 		{"kube key", "[deploy.kubernetes]\nreplica = 2\n", []string{`deploy.kubernetes.replica: unknown key "replica" (did you mean "replicas"?)`}},
 		{"sandbox", "[sandbox]\nnetwrok = false\nrequire = [\"mount\", \"vm\"]\nuid_base = 10\npid = \"no\"\n", []string{
 			`glovebox.toml:2: sandbox.netwrok: unknown key "netwrok" (did you mean "network"?)`,

@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
+	"strconv"
 	"regexp"
 	"slices"
 	"strings"
@@ -817,4 +819,41 @@ func agentSandbox(c *Config) map[string]any {
 		},
 	}
 	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{template, pool}}
+}
+
+// quantityValue is a Kubernetes quantity (one quantityRE matches) as a
+// number: "500m" is 0.5, "1Gi" 1073741824, "1e3" 1000.
+func quantityValue(q string) float64 {
+	i := strings.IndexFunc(q, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
+	num, suffix := q, ""
+	if i >= 0 {
+		num, suffix = q[:i], q[i:]
+	}
+	n, _ := strconv.ParseFloat(num, 64)
+	if len(suffix) > 1 && (suffix[0] == 'e' || suffix[0] == 'E') && suffix != "Ei" {
+		exp, _ := strconv.ParseFloat(suffix[1:], 64)
+		return n * math.Pow(10, exp)
+	}
+	mult := map[string]float64{
+		"": 1, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+	}[suffix]
+	return n * mult
+}
+
+// kubeRequestsWithinLimits reports a request above its limit, which the
+// API server would refuse: [deploy.kubernetes] requests against its
+// limits, else [limits].
+func (d *doc) kubeRequestsWithinLimits(c *Config) {
+	limits := kubeLimits(c)
+	for r, q := range c.Deploy.Kubernetes.Limits {
+		limits[r] = q
+	}
+	for _, r := range kubeResources {
+		req, ok := c.Deploy.Kubernetes.Requests[r]
+		lim, limited := limits[r].(string)
+		if ok && limited && quantityValue(req) > quantityValue(lim) {
+			d.errorf("deploy.kubernetes.requests."+r, "requests %s = %q is more than its limit %q, which Kubernetes refuses: lower the request or raise the limit ([deploy.kubernetes] limits, else [limits])", r, req, lim)
+		}
+	}
 }

@@ -487,3 +487,17 @@ func TestDocsSandboxClaim(t *testing.T) {
 		t.Errorf("the claim names pool %v in %v, want %v in %v", spec["warmPoolRef"], claim["metadata"], pool["name"], pool["namespace"])
 	}
 }
+
+func TestQuantityValue(t *testing.T) {
+	t.Parallel()
+	for q, want := range map[string]float64{
+		"2": 2, "500m": 0.5, "1.5": 1.5, "1Gi": 1 << 30, "512Mi": 512 << 20, "1G": 1e9, "1e3": 1000, "2E2": 200, "1E": 1e18, "1Ei": 1 << 60, ".5k": 500,
+	} {
+		if !quantityRE.MatchString(q) {
+			t.Errorf("quantityRE does not match %q", q)
+		}
+		if got := quantityValue(q); got != want {
+			t.Errorf("quantityValue(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
