@@ -7,9 +7,9 @@ import (
 	"maps"
 	"math"
 	"net/netip"
-	"strconv"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
