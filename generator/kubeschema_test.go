@@ -82,8 +82,8 @@ var networkPolicySchema = obj([]string{"apiVersion", "kind", "metadata", "spec"}
 // (k8s/crds/extensions.agents.x-k8s.io_sandboxtemplates.yaml,
 // _sandboxwarmpools.yaml and _sandboxclaims.yaml at commit 2fd412d5,
 // 2026-08-22, read 2026-11-26). The CRDs' podTemplate.spec is the core
-// PodSpec: validate checks it against the Deployment's pod template
-// schema (testdata/k8s) instead, in podTemplateSchema's place.
+// PodSpec: checkSandboxItems checks it against podTemplateSpec
+// (k8sapi_test.go).
 var (
 	sandboxTemplateSchema = obj([]string{"spec"}, map[string]any{
 		"apiVersion": map[string]any{"type": "string", "enum": []any{agentSandboxGroup}},
@@ -177,14 +177,6 @@ func networkPolicyRules(path string, rules []any) []string {
 	return out
 }
 
-// podTemplateSchema is the Deployment schema's pod template (testdata/k8s).
-func podTemplateSchema(t *testing.T) map[string]any {
-	t.Helper()
-	d := loadSchema(t, "deployment-apps-v1")
-	spec := d["properties"].(map[string]any)["spec"].(map[string]any)
-	return spec["properties"].(map[string]any)["template"].(map[string]any)
-}
-
 func decodeList(t *testing.T, data []byte) []map[string]any {
 	t.Helper()
 	var list struct {
@@ -205,7 +197,7 @@ func decodeList(t *testing.T, data []byte) []map[string]any {
 // violations.
 func checkSandboxItems(t *testing.T, items []map[string]any) []string {
 	var errs []string
-	pod := podTemplateSchema(t)
+	pod := podTemplateSpec
 	for _, it := range items {
 		kind, _ := it["kind"].(string)
 		switch kind {
