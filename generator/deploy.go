@@ -797,9 +797,15 @@ func agentSandbox(c *Config) map[string]any {
 		"kind":       "SandboxTemplate",
 		"metadata":   kubeMeta(c, c.Name),
 		"spec": map[string]any{
+			// Not the Deployment's app.kubernetes.io/name: its Service
+			// would send clients to sandboxes in the same namespace.
 			"podTemplate": map[string]any{
-				"metadata": map[string]any{"labels": kubeLabels(c)},
-				"spec":     kubePodSpec(c),
+				"metadata": map[string]any{"labels": map[string]any{
+					"app.kubernetes.io/instance":  c.Name,
+					"app.kubernetes.io/component": "sandbox",
+					"app.kubernetes.io/part-of":   "glovebox",
+				}},
+				"spec": kubePodSpec(c),
 			},
 			"service":                 true,
 			"networkPolicyManagement": "Managed",

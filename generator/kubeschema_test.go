@@ -260,6 +260,21 @@ func TestAgentSandbox(t *testing.T) {
 			if got, want := pspec["replicas"], float64(max(c.Agent.WarmSize(), 1)); got != want {
 				t.Errorf("pool replicas = %v, want %v ([agent] warm)", got, want)
 			}
+			// The Deployment's Service must not select sandbox pods.
+			labels := tspec["podTemplate"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)
+			for _, it := range decodeList(t, fileData(t, res, KubernetesFile)) {
+				if it["kind"] != "Service" {
+					continue
+				}
+				sel := it["spec"].(map[string]any)["selector"].(map[string]any)
+				selects := true
+				for k, v := range sel {
+					selects = selects && labels[k] == v
+				}
+				if selects {
+					t.Errorf("the Service's selector %v selects the sandbox pods (labels %v)", sel, labels)
+				}
+			}
 			np, _ := json.Marshal(tspec["networkPolicy"])
 			if !strings.Contains(string(np), `"ingress":[{"ports":[{"port":8080,"protocol":"TCP"}]}]`) {
 				t.Errorf("the template's NetworkPolicy does not admit the kit's port: %s", np)
