@@ -267,6 +267,9 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	if len(d.probs) == 0 {
 		d.kubeRequestsWithinLimits(c)
+		if c.Agent.Type == protocol.AgentGo && c.Deploy.Railway.Builder == BuilderNixpacks {
+			d.errorf("deploy.railway.builder", "nixpacks cannot build a Go agent (it builds dist/ alone, with the stock kit): use \"dockerfile\", which builds the agent's module with the box directory as the Railway service's Root Directory")
+		}
 		if _, err := flyMachine(c); err != nil {
 			var ke *keyError
 			if errors.As(err, &ke) {

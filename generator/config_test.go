@@ -148,6 +148,8 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:5: deploy.kubernetes.requests.cpu: requests cpu = "2500m" is more than its limit "2"`}},
 		{"kube request above its limit", "[deploy.kubernetes]\nrequests = { memory = \"2Gi\", ephemeral-storage = \"2e9\" }\nlimits = { memory = \"1Gi\", ephemeral-storage = \"1Ei\" }\n", []string{
 			`glovebox.toml:2: deploy.kubernetes.requests.memory: requests memory = "2Gi" is more than its limit "1Gi"`}},
+		{"go agent on nixpacks", "[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n[deploy.railway]\nbuilder = \"nixpacks\"\n", []string{
+			`glovebox.toml:5: deploy.railway.builder: nixpacks cannot build a Go agent`}},
 		{"kube key", "[deploy.kubernetes]\nreplica = 2\n", []string{`deploy.kubernetes.replica: unknown key "replica" (did you mean "replicas"?)`}},
 		{"sandbox", "[sandbox]\nnetwrok = false\nrequire = [\"mount\", \"vm\"]\nuid_base = 10\npid = \"no\"\n", []string{
 			`glovebox.toml:2: sandbox.netwrok: unknown key "netwrok" (did you mean "network"?)`,
