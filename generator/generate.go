@@ -489,7 +489,7 @@ func newView(c *Config, opts Options) *view {
 		}
 	}
 	if c.Agent.Type == protocol.AgentGo {
-		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml from there); nixpacks.toml cannot build it and runs the stock kit, so keep railway.json's Dockerfile builder, with the box directory as the Railway service's Root Directory (docs/deploy.md)", c.AgentMain))
+		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml --dockerfile dist/Dockerfile . from there); nixpacks.toml cannot build it and runs the stock kit, so keep railway.json's Dockerfile builder, with the box directory as the Railway service's Root Directory (docs/deploy.md)", c.AgentMain))
 	}
 	return v
 }

@@ -135,6 +135,11 @@ func nextSteps(cfg *generator.Config, dir, outDir string, show func(string) stri
 		rel, _ := filepath.Rel(dir, outDir)
 		build = fmt.Sprintf("cd %s && nix build %s && ./result | docker load", shellQuote(show(dir)), shellQuote("path:.?dir="+filepath.ToSlash(rel)+"#image"))
 	}
+	fly := fmt.Sprintf("cd %s && fly launch --copy-config --no-deploy (fly.toml lists the rest)", shellQuote(d))
+	if cfg.AgentMain != "" {
+		rel, _ := filepath.Rel(dir, outDir)
+		fly = fmt.Sprintf("cd %s && fly launch --config %s --copy-config --no-deploy (fly.toml lists the rest)", shellQuote(show(dir)), shellQuote(filepath.ToSlash(filepath.Join(rel, generator.FlyFile))))
+	}
 	root, config := railwayPaths(cfg, dir, outDir)
 	secret := fmt.Sprintf("kubectl create secret generic %s", cfg.Name)
 	if ns := cfg.Deploy.Kubernetes.Namespace; ns != "" {
@@ -164,12 +169,12 @@ Next steps:
   run the image:    docker run -p 8080:8080 -e GLOVEBOX_KEY="$(cat %s)" %s:%s
   deploy:           keep %s out of git (the generated .gitignore does), then:
     Railway:        service settings: Root Directory %s, Config File %s
-    Fly:            cd %s && fly launch --copy-config --no-deploy (fly.toml lists the rest)
+    Fly:            %s
     Kubernetes:     %s
                     %s
                     kubectl apply -f %s (or %s, on agent-sandbox)
 `, shellQuote(show(dir)), shellQuote(show(dir)), build, shellQuote(keyFile), cfg.Name, cfg.Version, keyFile,
-		root, config, shellQuote(d), secret, push,
+		root, config, fly, secret, push,
 		shellQuote(show(filepath.Join(outDir, generator.KubernetesFile))), shellQuote(show(filepath.Join(outDir, generator.AgentSandboxFile))))
 }
 
