@@ -22,6 +22,20 @@ const ConfigFile = "glovebox.toml"
 // list them.
 var Bases = []string{"base", "media", "docs", "python", "browser"}
 
+// imageEnv are variables the image and the kit set for every session,
+// which [env] may not declare (a default would replace the image's), and
+// why.
+var imageEnv = map[string]string{
+	"PATH":            "the image sets it to its packages' bin directories, and a session's PATH is the image's: list programs under [packages] instead",
+	"HOME":            "each session gets a home directory of its own from the kit",
+	"PWD":             "the kit starts each session in its own directory",
+	"USER":            "the kit names each session's user",
+	"LOGNAME":         "the kit names each session's user",
+	"SHELL":           "the image's shell is the kit's to set",
+	"LD_PRELOAD":      "it would load into the kit and every session's programs: build what you need into the image with [packages]",
+	"LD_LIBRARY_PATH": "the image's programs find their libraries through the Nix store: list libraries under [packages] instead",
+}
+
 // Config is a decoded, checked glovebox.toml.
 type Config struct {
 	// Dir is the directory the config was loaded from ("" for Parse).
@@ -69,6 +83,10 @@ type Config struct {
 	// HTTP tunes the box's HTTP routes for browsers ([http]); nil when the
 	// file has none.
 	HTTP *protocol.HTTPSpec
+	// Warnings are what the file may have wrong but the checks cannot
+	// decide (a package name near a known one), "file:line: key: text"
+	// each; Generate reports them first.
+	Warnings []string
 }
 
 // Load reads and checks dir/glovebox.toml. Every problem is reported, each
@@ -198,7 +216,11 @@ func Parse(file string, data []byte) (*Config, error) {
 				if b := strings.TrimPrefix(s, "glovebox/"); slices.Contains(Bases, b) {
 					c.Base = b
 				} else if ref, attr, err := ParseFlakeBase(s); err != nil {
-					d.errorf(k, "%v", err)
+					if hint := didYouMean(b, Bases); hint != "" && !strings.Contains(s, "#") {
+						d.errorf(k, "%q is not a base image%s: use one of %s (lower case), or %s", s, hint, strings.Join(Bases, ", "), flakeBaseHelp)
+					} else {
+						d.errorf(k, "%v", err)
+					}
 				} else {
 					c.Base, c.BaseFlake, c.BaseAttr = s, ref, attr
 				}
@@ -244,6 +266,10 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	if len(d.probs) == 0 {
+		d.kubeRequestsWithinLimits(c)
+		if c.Agent.Type == protocol.AgentGo && c.Deploy.Railway.Builder == BuilderNixpacks {
+			d.errorf("deploy.railway.builder", "nixpacks cannot build a Go agent (it builds dist/ alone, with the stock kit): use \"dockerfile\", which builds the agent's module with the box directory as the Railway service's Root Directory")
+		}
 		if _, err := flyMachine(c); err != nil {
 			var ke *keyError
 			if errors.As(err, &ke) {
@@ -287,6 +313,7 @@ func (d *doc) packages(path string, v any, c *Config) {
 		return out
 	}
 	c.Packages.Nix = list("nix", nixAttrRE, "nixpkgs attribute path (e.g. \"jq\", \"ffmpeg-headless\" or \"python3Packages.rich\")")
+	d.checkNixNames(path+".nix", c.Packages.Nix, knownNixNames, pins[DefaultBranch].Rev, c)
 	c.Packages.Pip = list("pip", pipRE, "Python package name (names only: the version comes from the pinned nixpkgs), e.g. \"rich\"")
 	c.Packages.Npm = list("npm", npmRE, "npm package name, e.g. \"cowsay\" or \"@scope/tool@1.2\"")
 	if raw, ok := m["apt"]; ok {
@@ -322,6 +349,10 @@ func (d *doc) env(path string, v any, c *Config) {
 		}
 		if strings.HasPrefix(name, "GLOVEBOX_") {
 			d.errorf(p, "%q is reserved: GLOVEBOX_* variables belong to the kit", name)
+			continue
+		}
+		if why, ok := imageEnv[name]; ok {
+			d.errorf(p, "%q is reserved: %s", name, why)
 			continue
 		}
 		t, ok := d.table(p, m[name], "required", "secret", "default", "description", "inject")

@@ -131,6 +131,26 @@ func TestParseErrors(t *testing.T) {
 		{"env unknown field", "[env.KEY]\nrequired = true\nsecert = true\n", []string{`glovebox.toml:3: env.KEY.secert: unknown key "secert" (did you mean "secret"?); allowed here: required, secret, default, description`}},
 		{"env bad name", "[env.\"1BAD\"]\nrequired = true\n", []string{`glovebox.toml:1: env.1BAD: "1BAD" is not a valid variable name`}},
 		{"env reserved", "[env.GLOVEBOX_KEY]\nrequired = true\n", []string{`env.GLOVEBOX_KEY: "GLOVEBOX_KEY" is reserved`}},
+		{"env PATH", "name = \"x\"\n[env.PATH]\ndefault = \"/usr/bin\"\n", []string{`glovebox.toml:2: env.PATH: "PATH" is reserved: the image sets it`, `list programs under [packages] instead`}},
+		{"env HOME", "[env.HOME]\ndefault = \"/root\"\n", []string{`glovebox.toml:1: env.HOME: "HOME" is reserved`}},
+		{"base case", "name = \"x\"\nbase = \"Media\"\n", []string{`glovebox.toml:2: base: "Media" is not a base image (did you mean "media"?): use one of base, media, docs, python, browser (lower case)`}},
+		{"base typo", `base = "pyhton"`, []string{`glovebox.toml:1: base: "pyhton" is not a base image (did you mean "python"?)`}},
+		{"duration zero", "[sessions]\ndrain = \"0s\"\n", []string{`glovebox.toml:2: sessions.drain`, `want a positive number of seconds, e.g. "30s"`}},
+		{"kube image no tag", "name = \"x\"\n[deploy.kubernetes]\nimage = \"ghcr.io/acme/x\"\n", []string{`glovebox.toml:3: deploy.kubernetes.image: "ghcr.io/acme/x" names no tag or digest`, `add :0.1.0 (the box's version) or @sha256:<digest>`}},
+		{"kube image bad", "[deploy.kubernetes]\nimage = \"GHCR.io/Acme/X:1\"\n", []string{`glovebox.toml:2: deploy.kubernetes.image: "GHCR.io/Acme/X:1" is not an image reference`}},
+		{"kube namespace", "[deploy.kubernetes]\nnamespace = \"Agents_1\"\n", []string{`glovebox.toml:2: deploy.kubernetes.namespace: "Agents_1" is not a Kubernetes namespace name`}},
+		{"kube replicas", "[deploy.kubernetes]\nreplicas = 0\n", []string{`glovebox.toml:2: deploy.kubernetes.replicas: 0 replicas: want 1 to 1000`}},
+		{"kube resources", "[deploy.kubernetes]\nrequests = { cpu = \"half\", memroy = \"1Gi\" }\nlimits = { memory = \"0\" }\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.requests.cpu: half is not a Kubernetes quantity`,
+			`glovebox.toml:2: deploy.kubernetes.requests.memroy: unknown key "memroy" (did you mean "memory"?)`,
+			`glovebox.toml:3: deploy.kubernetes.limits.memory: 0 is not a Kubernetes quantity`}},
+		{"kube request above limit", "[limits]\ncpu = \"2\"\nmemory = \"1GB\"\n[deploy.kubernetes]\nrequests = { cpu = \"2500m\", memory = \"512Mi\" }\nlimits = { ephemeral-storage = \"1Gi\" }\n", []string{
+			`glovebox.toml:5: deploy.kubernetes.requests.cpu: requests cpu = "2500m" is more than its limit "2"`}},
+		{"kube request above its limit", "[deploy.kubernetes]\nrequests = { memory = \"2Gi\", ephemeral-storage = \"2e9\" }\nlimits = { memory = \"1Gi\", ephemeral-storage = \"1Ei\" }\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.requests.memory: requests memory = "2Gi" is more than its limit "1Gi"`}},
+		{"go agent on nixpacks", "[agent]\ntype = \"go\"\nmain = \"./cmd/a\"\n[deploy.railway]\nbuilder = \"nixpacks\"\n", []string{
+			`glovebox.toml:5: deploy.railway.builder: nixpacks cannot build a Go agent`}},
+		{"kube key", "[deploy.kubernetes]\nreplica = 2\n", []string{`deploy.kubernetes.replica: unknown key "replica" (did you mean "replicas"?)`}},
 		{"sandbox", "[sandbox]\nnetwrok = false\nrequire = [\"mount\", \"vm\"]\nuid_base = 10\npid = \"no\"\n", []string{
 			`glovebox.toml:2: sandbox.netwrok: unknown key "netwrok" (did you mean "network"?)`,
 			`glovebox.toml:3: sandbox.require: "vm" is not a sandbox layer: use users, userns, privileges, mount, pid, network, cgroup`,
@@ -144,8 +164,8 @@ func TestParseErrors(t *testing.T) {
 			`glovebox.toml:2: deploy.kubernetes.pod_security: "restrcted" is not a Pod Security level (did you mean "restricted"?): use "baseline"`}},
 		{"kubernetes pod_security type", "[deploy.kubernetes]\n\npod_security = true\n", []string{
 			`glovebox.toml:3: deploy.kubernetes.pod_security: want a string, got the boolean true`}},
-		{"kubernetes unknown key", "[deploy.kubernetes]\nimage = \"x\"\n", []string{
-			`glovebox.toml:2: deploy.kubernetes.image: unknown key "image"; allowed here: pod_security`}},
+		{"kubernetes unknown key", "[deploy.kubernetes]\nimgae = \"x\"\n", []string{
+			`glovebox.toml:2: deploy.kubernetes.imgae: unknown key "imgae" (did you mean "image"?); allowed here: pod_security, image, namespace, replicas, requests, limits`}},
 		{"limits disk", "[limits]\ndisk = \"lots\"\n", []string{`glovebox.toml:2: limits.disk: size "lots"`}},
 		{"inputs", "[inputs]\nallow_private_url = true\nallow_loopback_urls = 1\n", []string{
 			`glovebox.toml:2: inputs.allow_private_url: unknown key "allow_private_url" (did you mean "allow_private_urls"?)`,

@@ -2,10 +2,14 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
+	"math"
+	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +57,41 @@ var PodSecurityLevels = []string{PodBaseline, PodRestricted}
 type Kubernetes struct {
 	// PodSecurity is PodBaseline (the default) or PodRestricted.
 	PodSecurity string
+	// Image is the image reference the manifests run, with its registry
+	// and a tag or digest ("ghcr.io/acme/box:0.1.0"); empty for
+	// "<name>:<version>", the image `docker load` names.
+	Image string
+	// Namespace is every object's namespace; empty leaves it to kubectl
+	// (-n, or the context's namespace).
+	Namespace string
+	// Replicas is the Deployment's replica count; 0 for 1.
+	Replicas int
+	// Requests and Limits are the box container's resources, by resource
+	// name ("cpu", "memory") as Kubernetes quantities; [limits] fills
+	// what they leave out.
+	Requests, Limits map[string]string
 }
+
+// KubeMaxReplicas bounds [deploy.kubernetes] replicas.
+const KubeMaxReplicas = 1000
+
+var (
+	// imageRefRE is a container image reference as the distribution
+	// reference grammar has it (github.com/distribution/reference,
+	// reference.go, read 2026-11-26): an optional registry host with a
+	// port, lower-case path components, then a tag, a digest or both.
+	imageRefRE = regexp.MustCompile(`^(?:((?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::[0-9]+)?)/)?([a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$`)
+	// dnsLabelRE is an RFC 1123 label, what a namespace name must be.
+	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	// quantityRE is a Kubernetes resource quantity
+	// (k8s.io/apimachinery/pkg/api/resource, as the published schemas
+	// state its pattern), without a sign: a quantity here is positive.
+	quantityRE = regexp.MustCompile(`^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`)
+)
+
+// kubeResources are the resources [deploy.kubernetes] requests and
+// limits may name.
+var kubeResources = []string{"cpu", "memory", "ephemeral-storage"}
 
 // KubeCapabilities are the capabilities kubernetes.json gives the kit
 // under PodBaseline, after dropping ALL: what a root kit uses to run
@@ -153,21 +191,82 @@ func (d *doc) deploy(path string, v any, c *Config) {
 }
 
 // kubernetes decodes [deploy.kubernetes]: the Pod Security level the
-// pod is made for.
+// pod is made for, the image, namespace, replicas and resources.
 func (d *doc) kubernetes(p string, v any, c *Config) {
-	t, ok := d.table(p, v, "pod_security")
+	t, ok := d.table(p, v, "pod_security", "image", "namespace", "replicas", "requests", "limits")
 	if !ok {
 		return
 	}
+	k := &c.Deploy.Kubernetes
 	if x, ok := t["pod_security"]; ok {
 		if s, ok := d.str(p+".pod_security", x); ok {
 			if slices.Contains(PodSecurityLevels, s) {
-				c.Deploy.Kubernetes.PodSecurity = s
+				k.PodSecurity = s
 			} else {
 				d.errorf(p+".pod_security", "%q is not a Pod Security level%s: use \"baseline\" (the kit as root, a uid per session) or \"restricted\" (the kit as uid 10001, sessions kept apart by Landlock and seccomp)", s, didYouMean(s, PodSecurityLevels))
 			}
 		}
 	}
+	if x, ok := t["image"]; ok {
+		if s, ok := d.str(p+".image", x); ok {
+			m := imageRefRE.FindStringSubmatch(s)
+			switch {
+			case m == nil || len(s) > 255:
+				d.errorf(p+".image", "%q is not an image reference: write registry/repository:tag or registry/repository@sha256:<digest>, e.g. \"ghcr.io/acme/%s:%s\" (lower-case repository)", s, c.Name, c.Version)
+			case m[3] == "" && m[4] == "":
+				d.errorf(p+".image", "%q names no tag or digest, so every pull may get another image: add :%s (the box's version) or @sha256:<digest> (what `docker push` printed)", s, c.Version)
+			default:
+				k.Image = s
+			}
+		}
+	}
+	if x, ok := t["namespace"]; ok {
+		if s, ok := d.str(p+".namespace", x); ok {
+			if dnsLabelRE.MatchString(s) {
+				k.Namespace = s
+			} else {
+				d.errorf(p+".namespace", "%q is not a Kubernetes namespace name: use 1 to 63 lower-case letters, digits and -, starting and ending with a letter or digit", s)
+			}
+		}
+	}
+	if x, ok := t["replicas"]; ok {
+		if n, ok := d.integer(p+".replicas", x); ok {
+			if n < 1 || n > KubeMaxReplicas {
+				d.errorf(p+".replicas", "%d replicas: want 1 to %d (the Deployment's pod count)", n, KubeMaxReplicas)
+			} else {
+				k.Replicas = n
+			}
+		}
+	}
+	resources := func(key string) map[string]string {
+		x, ok := t[key]
+		if !ok {
+			return nil
+		}
+		path := p + "." + key
+		m, ok := d.table(path, x, kubeResources...)
+		if !ok {
+			return nil
+		}
+		out := map[string]string{}
+		for _, r := range kubeResources {
+			if _, set := m[r]; !set {
+				continue
+			}
+			s, ok := m[r].(string)
+			if n, isInt := m[r].(int64); isInt && n > 0 {
+				s, ok = fmt.Sprint(n), true
+			}
+			if !ok || !quantityRE.MatchString(s) || strings.Trim(s, "0.") == "" {
+				d.errorf(path+"."+r, "%v is not a Kubernetes quantity: write cpu as \"500m\" or \"2\", memory as \"512Mi\" or \"4Gi\"", m[r])
+				continue
+			}
+			out[r] = s
+		}
+		return out
+	}
+	k.Requests = resources("requests")
+	k.Limits = resources("limits")
 }
 
 func (d *doc) fly(p string, v any, c *Config) {
@@ -297,8 +396,19 @@ func keptFly(prev []byte) (app, region string) {
 // would otherwise pick the Dockerfile when it finds one, or Railpack,
 // which ignores nixpacks.toml), a /health check, a restart policy, one
 // replica (sessions live on one machine).
+//
+// Railway reads it only from the repository's root or from the absolute
+// path the service's "Config File" setting names (it does not follow the
+// Root Directory), so the docs have the user set both: the Root Directory
+// is the build context and dockerfilePath is relative to it. That is
+// dist/ for a box, with the Dockerfile beside railway.json; for a Go
+// agent it is the box directory (the Go module), dist/ in it.
 func railwayConfig(c *Config) map[string]any {
-	build := map[string]any{"builder": "DOCKERFILE", "dockerfilePath": DockerFile}
+	dockerfile := DockerFile
+	if c.AgentMain != "" {
+		dockerfile = "dist/" + DockerFile
+	}
+	build := map[string]any{"builder": "DOCKERFILE", "dockerfilePath": dockerfile}
 	deploy := map[string]any{
 		"healthcheckPath":         "/health",
 		"healthcheckTimeout":      300,
@@ -344,14 +454,83 @@ func (d *doc) checkAdapter(p, a string) {
 // KubernetesFile is the Kubernetes manifest Generate writes.
 const KubernetesFile = "kubernetes.json"
 
-// kubernetes is kubernetes.json: a List of a Deployment and a Service,
-// for `kubectl apply -f`. The Deployment runs the box image with the key
-// (and the box's other secrets) from a Secret named after the box, probes
-// /health, and takes its resources from [limits]; the Service gives
-// clients session affinity, since a session and its files live on one pod.
+// kubernetes is kubernetes.json: a List of a Deployment, a Service and,
+// when [network] denies by default, a NetworkPolicy, for `kubectl apply
+// -f`. The Deployment runs the box image with the key (and the box's
+// other secrets) from a Secret named after the box, probes /health, and
+// takes its resources from [deploy.kubernetes] and [limits]; the Service
+// gives clients session affinity, since a session and its files live on
+// one pod.
 func kubernetes(c *Config) map[string]any {
-	labels := map[string]any{"app.kubernetes.io/name": c.Name, "app.kubernetes.io/part-of": "glovebox"}
-	selector := map[string]any{"app.kubernetes.io/name": c.Name}
+	deployment := map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata":   kubeMeta(c, c.Name),
+		"spec": map[string]any{
+			"replicas": max(c.Deploy.Kubernetes.Replicas, 1),
+			"selector": map[string]any{"matchLabels": kubeSelector(c)},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": kubeLabels(c)},
+				"spec":     kubePodSpec(c),
+			},
+		},
+	}
+	service := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Service",
+		"metadata":   kubeMeta(c, c.Name),
+		"spec": map[string]any{
+			"selector":              kubeSelector(c),
+			"ports":                 []any{map[string]any{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}},
+			"sessionAffinity":       "ClientIP",
+			"sessionAffinityConfig": map[string]any{"clientIP": map[string]any{"timeoutSeconds": 3 * 3600}},
+		},
+	}
+	items := []any{deployment, service}
+	if egress := kubeEgress(c); egress != nil {
+		items = append(items, map[string]any{
+			"apiVersion": "networking.k8s.io/v1",
+			"kind":       "NetworkPolicy",
+			"metadata":   kubeMeta(c, c.Name+"-egress"),
+			"spec": map[string]any{
+				"podSelector": map[string]any{"matchLabels": kubeSelector(c)},
+				"policyTypes": []any{"Egress"},
+				"egress":      egress,
+			},
+		})
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
+}
+
+// kubeLabels are the labels of every object and pod of the box.
+func kubeLabels(c *Config) map[string]any {
+	return map[string]any{"app.kubernetes.io/name": c.Name, "app.kubernetes.io/part-of": "glovebox"}
+}
+
+// kubeSelector selects the box's pods.
+func kubeSelector(c *Config) map[string]any {
+	return map[string]any{"app.kubernetes.io/name": c.Name}
+}
+
+// kubeMeta is an object's metadata: its name, the box's labels and the
+// namespace [deploy.kubernetes] names.
+func kubeMeta(c *Config, name string) map[string]any {
+	m := map[string]any{"name": name, "labels": kubeLabels(c)}
+	if ns := c.Deploy.Kubernetes.Namespace; ns != "" {
+		m["namespace"] = ns
+	}
+	return m
+}
+
+// KubeImage is the image the Kubernetes manifests run: [deploy.kubernetes]
+// image, else "<name>:<version>" as `docker load` names it.
+func KubeImage(c *Config) string {
+	return cmp.Or(c.Deploy.Kubernetes.Image, c.Name+":"+c.Version)
+}
+
+// kubePodSpec is the box's pod spec, the Deployment's and the
+// SandboxTemplate's.
+func kubePodSpec(c *Config) map[string]any {
 	// Readiness and startup read /health, which answers 503 while the box
 	// drains so that the Service moves away; liveness reads /health/live,
 	// which stays 200 while the kit serves, so that a drain is never read
@@ -366,7 +545,7 @@ func kubernetes(c *Config) map[string]any {
 	}
 	container := map[string]any{
 		"name":            "box",
-		"image":           c.Name + ":" + c.Version,
+		"image":           KubeImage(c),
 		"imagePullPolicy": "IfNotPresent",
 		"ports":           []any{map[string]any{"name": "http", "containerPort": Port, "protocol": "TCP"}},
 		"env": []any{map[string]any{
@@ -379,42 +558,138 @@ func kubernetes(c *Config) map[string]any {
 		"startupProbe":    probe("/health", 2, 30),
 		"securityContext": kubeContainerSecurity(c),
 	}
-	if limits := kubeLimits(c); len(limits) > 0 {
-		container["resources"] = map[string]any{"limits": limits, "requests": limits}
+	if res := kubeResourceSpec(c); len(res) > 0 {
+		container["resources"] = res
 	}
-	deployment := map[string]any{
-		"apiVersion": "apps/v1",
-		"kind":       "Deployment",
-		"metadata":   map[string]any{"name": c.Name, "labels": labels},
-		"spec": map[string]any{
-			"replicas": 1,
-			"selector": map[string]any{"matchLabels": selector},
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": labels},
-				"spec": map[string]any{
-					"containers":      []any{container},
-					"securityContext": kubePodSecurity(c),
-					// The kit never calls the Kubernetes API, and a
-					// mounted token would be one more secret in reach of
-					// a session.
-					"automountServiceAccountToken":  false,
-					"terminationGracePeriodSeconds": KillTimeout(c),
-				},
-			},
-		},
+	return map[string]any{
+		"containers":      []any{container},
+		"securityContext": kubePodSecurity(c),
+		// The kit never calls the Kubernetes API, and a mounted token
+		// would be one more secret in reach of a session.
+		"automountServiceAccountToken":  false,
+		"terminationGracePeriodSeconds": KillTimeout(c),
 	}
-	service := map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Service",
-		"metadata":   map[string]any{"name": c.Name, "labels": labels},
-		"spec": map[string]any{
-			"selector":              selector,
-			"ports":                 []any{map[string]any{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}},
-			"sessionAffinity":       "ClientIP",
-			"sessionAffinityConfig": map[string]any{"clientIP": map[string]any{"timeoutSeconds": 3 * 3600}},
-		},
+}
+
+// kubeResourceSpec is the container's resources: [deploy.kubernetes]
+// requests and limits, [limits] for what they leave out (as both, so that
+// the pod is Guaranteed when nothing else is said).
+func kubeResourceSpec(c *Config) map[string]any {
+	k := c.Deploy.Kubernetes
+	limits := kubeLimits(c)
+	for r, q := range k.Limits {
+		limits[r] = q
 	}
-	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{deployment, service}}
+	requests := map[string]any{}
+	for r, q := range limits {
+		requests[r] = q
+	}
+	for r, q := range k.Requests {
+		requests[r] = q
+	}
+	out := map[string]any{}
+	if len(limits) > 0 {
+		out["limits"] = limits
+	}
+	if len(requests) > 0 {
+		out["requests"] = requests
+	}
+	return out
+}
+
+// Link-local ranges, where clouds answer metadata requests
+// (169.254.169.254, fd00:ec2::254 aside, fe80::/10): no NetworkPolicy
+// rule of the box reaches them but an address rule that names them.
+var kubeLinkLocal = []string{"169.254.0.0/16", "fe80::/10"}
+
+// kubeEgress is the NetworkPolicy's egress from [network], nil when there
+// is none or it allows by default (a policy would add nothing: the kit's
+// egress proxy is what enforces [network]). It is defence in depth: a
+// NetworkPolicy matches addresses and ports, never host names, so it
+// cannot say "only api.example.com". For a policy that denies by default
+// it allows DNS (UDP and TCP 53); the kit's own HTTP and HTTPS (url
+// inputs, s3 storage) and every host-name rule's port (every TCP port
+// when a host-name rule names none) to any address but the link-local
+// ranges and the deny list's ranges; and each address rule's range on its
+// port. So a session that gets around the proxy still cannot reach the
+// cloud's metadata service, a denied range, or anything over UDP but DNS.
+func kubeEgress(c *Config) []any {
+	n := c.Network
+	if n == nil || n.Default != protocol.NetworkDeny {
+		return nil
+	}
+	ports := map[int]bool{80: true, 443: true}
+	anyPort := false
+	var ranges []protocol.EgressRule
+	for _, a := range n.Allow {
+		r, err := protocol.ParseEgressRule(a)
+		switch {
+		case err != nil:
+		case r.Host == "":
+			ranges = append(ranges, r)
+		case r.Port == 0:
+			anyPort = true
+		default:
+			ports[r.Port] = true
+		}
+	}
+	// What no rule reaches: the link-local ranges and the deny list's
+	// ranges (the proxy's deny wins over its allow), each kept where it
+	// lies inside a rule's range and not already inside another.
+	var denied []netip.Prefix
+	for _, ll := range kubeLinkLocal {
+		denied = append(denied, netip.MustParsePrefix(ll))
+	}
+	for _, d := range n.Deny {
+		if r, err := protocol.ParseEgressRule(d); err == nil && r.Host == "" && r.Port == 0 {
+			denied = append(denied, r.Prefix)
+		}
+	}
+	exceptIn := func(block netip.Prefix) []any {
+		var out []any
+		for _, d := range denied {
+			inside := d.Addr().Is4() == block.Addr().Is4() && block.Contains(d.Addr()) && d.Bits() > block.Bits()
+			covered := slices.ContainsFunc(denied, func(o netip.Prefix) bool {
+				return o != d && o.Addr().Is4() == d.Addr().Is4() && o.Contains(d.Addr()) && o.Bits() < d.Bits()
+			})
+			if inside && !covered && !slices.Contains(out, any(d.String())) {
+				out = append(out, d.String())
+			}
+		}
+		return out
+	}
+	ipBlock := func(block netip.Prefix) map[string]any {
+		b := map[string]any{"cidr": block.String()}
+		if ex := exceptIn(block); len(ex) > 0 {
+			b["except"] = ex
+		}
+		return map[string]any{"ipBlock": b}
+	}
+	wide := []any{ipBlock(netip.MustParsePrefix("0.0.0.0/0")), ipBlock(netip.MustParsePrefix("::/0"))}
+	tcp := func(port int) map[string]any { return map[string]any{"protocol": "TCP", "port": port} }
+	out := []any{map[string]any{"ports": []any{
+		map[string]any{"protocol": "UDP", "port": 53},
+		map[string]any{"protocol": "TCP", "port": 53},
+	}}}
+	web := map[string]any{"to": wide}
+	if anyPort {
+		web["ports"] = []any{map[string]any{"protocol": "TCP"}}
+	} else {
+		var ps []any
+		for _, p := range slices.Sorted(maps.Keys(ports)) {
+			ps = append(ps, tcp(p))
+		}
+		web["ports"] = ps
+	}
+	out = append(out, web)
+	for _, r := range ranges {
+		rule := map[string]any{"to": []any{ipBlock(r.Prefix)}}
+		if r.Port != 0 {
+			rule["ports"] = []any{tcp(r.Port)}
+		}
+		out = append(out, rule)
+	}
+	return out
 }
 
 // kubePodSecurity is the pod's securityContext for the box's Pod Security
@@ -492,4 +767,99 @@ func KillTimeout(c *Config) int {
 func FlyKillTimeout(c *Config) (secs int, capped bool) {
 	k := KillTimeout(c)
 	return min(k, maxFlyKillTimeout), k > maxFlyKillTimeout
+}
+
+// AgentSandboxFile is the kubernetes-sigs/agent-sandbox variant Generate
+// writes beside kubernetes.json.
+const AgentSandboxFile = "agent-sandbox.json"
+
+// agentSandboxGroup is the API version of agent-sandbox's extensions
+// (SandboxTemplate, SandboxWarmPool, SandboxClaim).
+const agentSandboxGroup = "extensions.agents.x-k8s.io/v1beta1"
+
+// agentSandbox is agent-sandbox.json: a List of a SandboxTemplate for
+// the box (the Deployment's pod, a headless Service per sandbox, and the
+// template's NetworkPolicy) and a SandboxWarmPool that keeps [agent] warm
+// sandboxes started (at least one: a claim names the pool). A host app
+// claims a sandbox per user or per session with a SandboxClaim naming
+// the pool (docs/kubernetes.md).
+func agentSandbox(c *Config) map[string]any {
+	// The controller's default policy admits only its own router: the
+	// host app reaches the kit's port directly, so the template says so.
+	// Egress is kubeEgress's, or every destination when [network] allows
+	// by default (an empty rule list would deny everything).
+	egress := kubeEgress(c)
+	if egress == nil {
+		egress = []any{map[string]any{}}
+	}
+	template := map[string]any{
+		"apiVersion": agentSandboxGroup,
+		"kind":       "SandboxTemplate",
+		"metadata":   kubeMeta(c, c.Name),
+		"spec": map[string]any{
+			// Not the Deployment's app.kubernetes.io/name: its Service
+			// would send clients to sandboxes in the same namespace.
+			"podTemplate": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{
+					"app.kubernetes.io/instance":  c.Name,
+					"app.kubernetes.io/component": "sandbox",
+					"app.kubernetes.io/part-of":   "glovebox",
+				}},
+				"spec": kubePodSpec(c),
+			},
+			"service":                 true,
+			"networkPolicyManagement": "Managed",
+			"networkPolicy": map[string]any{
+				"ingress": []any{map[string]any{"ports": []any{map[string]any{"protocol": "TCP", "port": Port}}}},
+				"egress":  egress,
+			},
+		},
+	}
+	pool := map[string]any{
+		"apiVersion": agentSandboxGroup,
+		"kind":       "SandboxWarmPool",
+		"metadata":   kubeMeta(c, c.Name),
+		"spec": map[string]any{
+			"replicas":           max(c.Agent.WarmSize(), 1),
+			"sandboxTemplateRef": map[string]any{"name": c.Name},
+		},
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{template, pool}}
+}
+
+// quantityValue is a Kubernetes quantity (one quantityRE matches) as a
+// number: "500m" is 0.5, "1Gi" 1073741824, "1e3" 1000.
+func quantityValue(q string) float64 {
+	i := strings.IndexFunc(q, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
+	num, suffix := q, ""
+	if i >= 0 {
+		num, suffix = q[:i], q[i:]
+	}
+	n, _ := strconv.ParseFloat(num, 64)
+	if len(suffix) > 1 && (suffix[0] == 'e' || suffix[0] == 'E') && suffix != "Ei" {
+		exp, _ := strconv.ParseFloat(suffix[1:], 64)
+		return n * math.Pow(10, exp)
+	}
+	mult := map[string]float64{
+		"": 1, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+	}[suffix]
+	return n * mult
+}
+
+// kubeRequestsWithinLimits reports a request above its limit, which the
+// API server would refuse: [deploy.kubernetes] requests against its
+// limits, else [limits].
+func (d *doc) kubeRequestsWithinLimits(c *Config) {
+	limits := kubeLimits(c)
+	for r, q := range c.Deploy.Kubernetes.Limits {
+		limits[r] = q
+	}
+	for _, r := range kubeResources {
+		req, ok := c.Deploy.Kubernetes.Requests[r]
+		lim, limited := limits[r].(string)
+		if ok && limited && quantityValue(req) > quantityValue(lim) {
+			d.errorf("deploy.kubernetes.requests."+r, "requests %s = %q is more than its limit %q, which Kubernetes refuses: lower the request or raise the limit ([deploy.kubernetes] limits, else [limits])", r, req, lim)
+		}
+	}
 }

@@ -277,6 +277,9 @@ func TestRailwayJSON(t *testing.T) {
 	for _, tc := range []struct{ box, builder, path string }{
 		{"minimal", "DOCKERFILE", DockerFile},
 		{"python", "NIXPACKS", NixpacksFile},
+		// A Go agent's context is the box directory, Railway's Root
+		// Directory: the Dockerfile is in dist/ there.
+		{"goagent", "DOCKERFILE", "dist/" + DockerFile},
 	} {
 		t.Run(tc.box, func(t *testing.T) {
 			res := generateCase(t, filepath.Join("testdata", tc.box), Options{})
@@ -295,7 +298,7 @@ func TestRailwayJSON(t *testing.T) {
 			if got := r.Build.DockerfilePath + r.Build.NixpacksConfigPath; got != tc.path {
 				t.Errorf("builder's file = %q, want %q", got, tc.path)
 			}
-			fileData(t, res, tc.path) // the file it names is generated
+			fileData(t, res, strings.TrimPrefix(tc.path, "dist/")) // the file it names is generated
 			if tc.builder == "NIXPACKS" && r.Deploy.StartCommand != nixpacksStartCmd {
 				t.Errorf("startCommand = %q, want nixpacks.toml's %q", r.Deploy.StartCommand, nixpacksStartCmd)
 			}

@@ -184,11 +184,15 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
 	}
+	sandboxes, err := marshalJSON(agentSandbox(c))
+	if err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", AgentSandboxFile, err)
+	}
 	railway, err := marshalJSON(railwayConfig(c))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
 	}
-	res := &Result{Warnings: v.warnings}
+	res := &Result{Warnings: append(slices.Clip(c.Warnings), v.warnings...)}
 	add := func(name string, data []byte, mode fs.FileMode) {
 		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
 	}
@@ -209,6 +213,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	add(LockFile, lock, 0o644)
 	add(RailwayFile, railway, 0o644)
 	add(KubernetesFile, kube, 0o644)
+	add(AgentSandboxFile, sandboxes, 0o644)
 	if c.AgentMain != "" {
 		// The Dockerfile's context is then the box directory: BuildKit reads
 		// the ignore file named after the Dockerfile.
@@ -394,6 +399,11 @@ func newView(c *Config, opts Options) *view {
 			v.Secrets = append(v.Secrets, k)
 		}
 	}
+	for _, k := range StorageSecrets(c) {
+		if _, declared := c.Env[k]; !declared {
+			v.Secrets = append(v.Secrets, k)
+		}
+	}
 	// Python libraries go into the image's one Python environment: pip
 	// names as python3Packages attributes, and python3Packages.X listed
 	// under packages.nix too (on its own it would be a library no
@@ -439,6 +449,10 @@ func newView(c *Config, opts Options) *view {
 			"sessions.drain gives the box %d s from SIGTERM to SIGKILL, but Fly accepts a kill_timeout of at most %d s: on Fly, prompts still running %d s into a drain are killed (Kubernetes' terminationGracePeriodSeconds is the full %d s); keep sessions.drain at %ds or less for Fly",
 			KillTimeout(c), maxFlyKillTimeout, maxFlyKillTimeout-drainMargin, KillTimeout(c), maxFlyKillTimeout-drainMargin))
 	}
+	if n := c.Deploy.Kubernetes.Replicas; n > 1 {
+		v.warnings = append(v.warnings, fmt.Sprintf(
+			"[deploy.kubernetes] replicas = %d: a session and its files live on one pod, and the Service keeps a client on one pod by its IP address only (behind a proxy or ingress every client may share one IP, or one client change pods); for many users prefer agent-sandbox.json, one sandbox per user or session (docs/kubernetes.md)", n))
+	}
 	if opts.KitVersion != "latest" {
 		v.GloveboxURL += "/" + opts.KitVersion
 	} else {
@@ -475,7 +489,7 @@ func newView(c *Config, opts Options) *view {
 		}
 	}
 	if c.Agent.Type == protocol.AgentGo {
-		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml from there); nixpacks.toml cannot build it and runs the stock kit, so pick railway.json's Dockerfile builder", c.AgentMain))
+		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml --dockerfile dist/Dockerfile . from there); nixpacks.toml cannot build it and runs the stock kit, so keep railway.json's Dockerfile builder, with the box directory as the Railway service's Root Directory (docs/deploy.md)", c.AgentMain))
 	}
 	return v
 }
@@ -515,6 +529,24 @@ func pythonAttr(pip string) string {
 	return pipSepRE.ReplaceAllString(strings.ToLower(pip), "-")
 }
 
+// s3Secrets are the credentials the kit needs at boot when the storage
+// policy uses s3.
+var s3Secrets = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+
+// StorageSecrets are the variables the storage policy needs set on the
+// platform besides [env]'s: the S3 credentials when a rule uses s3 (the
+// kit refuses to boot without them).
+func StorageSecrets(c *Config) []string {
+	for _, p := range []protocol.Policy{c.Storage.Inputs, c.Storage.Outputs} {
+		for _, r := range p.Rules {
+			if r.Use.Adapter == protocol.AdapterS3 {
+				return s3Secrets
+			}
+		}
+	}
+	return nil
+}
+
 // envExample renders .env.example in v1's format.
 func envExample(c *Config) []byte {
 	var b strings.Builder
@@ -525,6 +557,16 @@ func envExample(c *Config) []byte {
 	b.WriteString("# The box's public base URL, for the links of server-parked outputs\n")
 	b.WriteString("# (default http://localhost:<port>): set it behind a public host name\n")
 	b.WriteString("# GLOVEBOX_PUBLIC_URL=https://box.example.com\n")
+	if s3 := StorageSecrets(c); len(s3) > 0 {
+		b.WriteString("\n# S3 credentials for the storage policy's s3 rules: the kit does not boot without them\n")
+		for _, k := range s3 {
+			if _, declared := c.Env[k]; !declared {
+				b.WriteString(k + "=\n")
+			}
+		}
+		b.WriteString("# Optional: a session token, the region, another S3 endpoint (MinIO, R2, Google Cloud Storage)\n")
+		b.WriteString("# AWS_SESSION_TOKEN=\n# AWS_REGION=us-east-1\n# AWS_ENDPOINT_URL_S3=https://storage.googleapis.com\n")
+	}
 	if len(c.EnvOrder) > 0 {
 		b.WriteString("\n")
 	}

@@ -348,3 +348,27 @@ func TestPreviousLockKeepsGlovebox(t *testing.T) {
 		t.Errorf("release pin did not replace the previous glovebox node:\n%s", lock)
 	}
 }
+
+// TestStorageSecretsListed: a box whose storage policy uses s3 lists the
+// AWS credentials the kit needs at boot wherever secrets are listed:
+// .env.example and fly.toml's `fly secrets set` line. A box without s3
+// lists none.
+func TestStorageSecretsListed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		box  string
+		want bool
+	}{{"storage", true}, {"minimal", false}} {
+		res := generateCase(t, filepath.Join("testdata", tc.box), Options{})
+		env := string(fileData(t, res, EnvExampleFile))
+		fly := string(fileData(t, res, FlyFile))
+		for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+			if got := strings.Contains(env, "\n"+k+"=\n"); got != tc.want {
+				t.Errorf("%s: .env.example lists %s: %v, want %v\n%s", tc.box, k, got, tc.want, env)
+			}
+			if got := strings.Contains(fly, " "+k+"=..."); got != tc.want {
+				t.Errorf("%s: fly.toml's secrets line lists %s: %v, want %v", tc.box, k, got, tc.want)
+			}
+		}
+	}
+}

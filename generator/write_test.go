@@ -322,3 +322,42 @@ func TestDockerEntrypoint(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerfileStreamFails runs the Dockerfile's stream-and-untar lines
+// in a real sh: a stream that fails midway fails the build (a pipe alone
+// would report tar's status), and a whole stream passes.
+func TestDockerfileStreamFails(t *testing.T) {
+	t.Parallel()
+	res := generateCase(t, filepath.Join("testdata", "minimal"), Options{})
+	df := string(fileData(t, res, DockerFile))
+	start := strings.Index(df, "{ /box/stream")
+	end := strings.Index(df[start:], "; fi\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no stream lines in the Dockerfile:\n%s", df)
+	}
+	lines := df[start : start+end+5]
+	dir := t.TempDir()
+	tarball := filepath.Join(dir, "one.tar")
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	if out, err := exec.Command("tar", "-c", "-f", tarball, "-C", dir, "f").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		stream string
+		ok     bool
+	}{
+		{"cat " + tarball, true},
+		{"cat " + tarball + "; exit 3", false}, // a whole archive, then a failure
+		{"exit 1", false},
+	} {
+		box := t.TempDir()
+		script := filepath.Join(box, "stream")
+		os.WriteFile(script, []byte("#!/bin/sh\n"+tc.stream+"\n"), 0o755)
+		os.MkdirAll(filepath.Join(box, "image"), 0o755)
+		prog := strings.NewReplacer("/box/", box+"/", "/image", box+"/image").Replace(lines)
+		out, err := exec.Command("sh", "-eu", "-c", prog).CombinedOutput()
+		if (err == nil) != tc.ok {
+			t.Errorf("stream %q: err = %v, want ok %v\n%s\n%s", tc.stream, err, tc.ok, prog, out)
+		}
+	}
+}

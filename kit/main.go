@@ -148,7 +148,9 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	key := env.getenv("GLOVEBOX_KEY")
+	// One trailing newline is the key file's own (glovebox.key ends with
+	// one, and kubectl create secret --from-file keeps it): not the key's.
+	key := strings.TrimSuffix(strings.TrimSuffix(env.getenv("GLOVEBOX_KEY"), "\n"), "\r")
 	publicURL, set := "", false
 	if env.LookupEnv != nil {
 		publicURL, set = env.LookupEnv("GLOVEBOX_PUBLIC_URL")

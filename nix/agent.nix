@@ -46,9 +46,14 @@ pkgs.buildGo126Module {
     "-w"
   ];
   doCheck = false;
-  # One main package, one binary: give it the name mkBox runs.
+  # One main package, one binary: give it the name mkBox runs (unless it
+  # has it already, main = "./cmd/glovebox-agent": mv onto itself fails).
   postInstall = ''
-    mv "$out"/bin/* "$out/bin/glovebox-agent"
+    for bin in "$out"/bin/*; do
+      if [ "$bin" != "$out/bin/glovebox-agent" ]; then
+        mv "$bin" "$out/bin/glovebox-agent"
+      fi
+    done
   ''
   + lib.optionalString (supervisor != null) ''
     install -m 0555 ${supervisor}/bin/glovebox-sandbox "$out/bin/glovebox-sandbox"

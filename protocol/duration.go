@@ -37,7 +37,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		if mult != 0 {
 			n, err := strconv.ParseInt(t[:i], 10, 64)
 			if err != nil || n <= 0 || n > math.MaxInt64/int64(mult) {
-				return 0, fmt.Errorf("duration %q is out of range: want a positive number of %s", s, unit)
+				return 0, fmt.Errorf("duration %q is out of range: want a positive number of %s, e.g. \"30%s\"", s, map[string]string{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit], unit)
 			}
 			return time.Duration(n) * mult, nil
 		}

@@ -151,7 +151,7 @@ func TestParseDurationError(t *testing.T) {
 	}{
 		{"", `duration "" is empty`},
 		{"  ", `duration "  " is empty`},
-		{"0s", `duration "0s" is out of range: want a positive number of s`},
+		{"0s", `duration "0s" is out of range: want a positive number of seconds, e.g. "30s"`},
 		{"0", `duration "0" must be positive`},
 		{"-5m", `duration "-5m" must be positive`},
 		{"5", `duration "5": want a number and a unit s, m, h or d`},

@@ -40,6 +40,7 @@ type command struct {
 var commands = []command{
 	initCommand,
 	generateCommand,
+	buildCommand,
 	promptCommand,
 	envCommand,
 	healthCommand,

@@ -88,7 +88,15 @@ func findDevTools(ctx context.Context, stdio IO, m *protocol.Manifest, hostPath 
 	t := devTools{path: hostPath}
 	var nixErr string
 	nix := lookPathIn("nix", hostPath)
-	if useNix && nix != "" {
+	// The pinned nixpkgs needs a Nix new enough to evaluate it; another
+	// nixpkgs (GLOVEBOX_DEV_NIXPKGS) says what it needs itself.
+	var versionErr error
+	if useNix && nix != "" && stdio.Getenv("GLOVEBOX_DEV_NIXPKGS") == "" {
+		versionErr = checkNixVersion(ctx, nix)
+	}
+	if versionErr != nil {
+		nixErr = versionErr.Error()
+	} else if useNix && nix != "" {
 		out, err := buildDevEnv(ctx, stdio, nix, m.Name, env)
 		if err == nil {
 			t.nixEnv = out

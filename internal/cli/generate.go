@@ -122,16 +122,91 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	default:
 		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", key.Fingerprint)
 	}
+	fmt.Fprint(stdio.Stdout, nextSteps(cfg, dir, outDir, show))
+	return nil
+}
+
+// nextSteps are the commands that take a generated box to a running one,
+// each exact as printed (paths as the user's working directory sees them).
+func nextSteps(cfg *generator.Config, dir, outDir string, show func(string) string) string {
 	d, keyFile := show(outDir), show(filepath.Join(outDir, generator.KeyFile))
-	fmt.Fprintf(stdio.Stdout, `
+	build := fmt.Sprintf("cd %s && nix build .#image && ./result | docker load", shellQuote(d))
+	if cfg.AgentMain != "" {
+		rel, _ := filepath.Rel(dir, outDir)
+		build = fmt.Sprintf("cd %s && nix build %s && ./result | docker load", shellQuote(show(dir)), shellQuote("path:.?dir="+filepath.ToSlash(rel)+"#image"))
+	}
+	fly := fmt.Sprintf("cd %s && fly launch --copy-config --no-deploy (fly.toml lists the rest)", shellQuote(d))
+	if cfg.AgentMain != "" {
+		rel, _ := filepath.Rel(dir, outDir)
+		fly = fmt.Sprintf("cd %s && fly launch --config %s --copy-config --no-deploy (fly.toml lists the rest)", shellQuote(show(dir)), shellQuote(filepath.ToSlash(filepath.Join(rel, generator.FlyFile))))
+	}
+	root, config := railwayPaths(cfg, dir, outDir)
+	secret := fmt.Sprintf("kubectl create secret generic %s", cfg.Name)
+	if ns := cfg.Deploy.Kubernetes.Namespace; ns != "" {
+		secret += " -n " + ns
+	}
+	secret += " --from-file=GLOVEBOX_KEY=" + shellQuote(keyFile)
+	for _, k := range generator.StorageSecrets(cfg) {
+		secret += " --from-literal=" + k + "=..."
+	}
+	for _, k := range cfg.EnvOrder {
+		if e := cfg.Env[k]; e.Secret || e.Required && e.Default == "" {
+			secret += " --from-literal=" + k + "=..."
+		}
+	}
+	push := "set [deploy.kubernetes] image to your registry's name for it, `gbx generate`, push it there"
+	switch img := cfg.Deploy.Kubernetes.Image; {
+	case strings.Contains(img, "@"):
+		push = "push the image to " + img[:strings.Index(img, "@")] + " (the digest in [deploy.kubernetes] image must be what the push printed)"
+	case img != "":
+		push = "docker tag " + cfg.Name + ":" + cfg.Version + " " + img + " && docker push " + img
+	}
+	return fmt.Sprintf(`
 Next steps:
   run it here:      gbx dev %s
-  build the image:  (cd %s && nix build) && ./result | docker load
-  run the image:    GLOVEBOX_KEY=$(cat %s) docker run -p 8080:8080 -e GLOVEBOX_KEY %s:%s
-  deploy:           push %s: Railway builds its Dockerfile (railway.json), Fly reads
-                    fly.toml, Kubernetes kubernetes.json; keep %s out of git
-`, show(dir), d, keyFile, cfg.Name, cfg.Version, d, keyFile)
-	return nil
+  build the image:  gbx build %s
+                    (or: %s)
+  run the image:    docker run -p 8080:8080 -e GLOVEBOX_KEY="$(cat %s)" %s:%s
+  deploy:           keep %s out of git (the generated .gitignore does), then:
+    Railway:        service settings: Root Directory %s, Config File %s
+    Fly:            %s
+    Kubernetes:     %s
+                    %s
+                    kubectl apply -f %s (or %s, on agent-sandbox)
+`, shellQuote(show(dir)), shellQuote(show(dir)), build, shellQuote(keyFile), cfg.Name, cfg.Version, keyFile,
+		root, config, fly, secret, push,
+		shellQuote(show(filepath.Join(outDir, generator.KubernetesFile))), shellQuote(show(filepath.Join(outDir, generator.AgentSandboxFile))))
+}
+
+// railwayPaths are the Railway service's Root Directory and Config File
+// settings for the box, as paths from the root of the git repository
+// holding it (or from the box directory when none does): Railway reads
+// railway.json only at the repository's root or at the Config File's
+// absolute path, and builds from the Root Directory, which is dist/, or
+// for a Go agent the box directory (its Go module).
+func railwayPaths(cfg *generator.Config, dir, outDir string) (root, config string) {
+	repo := dir
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			repo = d
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	from := func(p string) string {
+		rel, err := filepath.Rel(repo, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return p
+		}
+		return "/" + strings.TrimPrefix(filepath.ToSlash(rel), ".")
+	}
+	root = from(outDir)
+	if cfg.AgentMain != "" {
+		root = from(dir)
+	}
+	return root, strings.TrimSuffix(from(outDir), "/") + "/" + generator.RailwayFile
 }
 
 // releaseRE is a release tag: vX.Y.Z, perhaps with a pre-release, and not

@@ -317,7 +317,7 @@ func TestTopLevel(t *testing.T) {
 		t.Fatalf("init: %v\n%s", err, stderr)
 	}
 	stdout, _, err = runGbx(t, nil, filepath.Join(dir, "box"), "generate")
-	if err != nil || !strings.Contains(stdout, "Next steps:\n  run it here:      gbx dev .\n  build the image:  (cd dist && nix build)") {
+	if err != nil || !strings.Contains(stdout, "Next steps:\n  run it here:      gbx dev .\n  build the image:  gbx build .\n                    (or: cd dist && nix build .#image && ./result | docker load)") {
 		t.Errorf("generate's output has no next steps: %v\n%s", err, stdout)
 	}
 }
