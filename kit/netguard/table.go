@@ -99,10 +99,10 @@ func Rows() []Row { return append([]Row(nil), rows...) }
 // Embedding prefixes: an IPv6 address in one of them carries an IPv4
 // address, and is closed when that address is.
 var (
-	compat4 = netip.MustParsePrefix("::/96")         // IPv4-compatible, ::a.b.c.d
-	nat64   = netip.MustParsePrefix("64:ff9b::/96")  // NAT64 well-known prefix
+	compat4 = netip.MustParsePrefix("::/96")          // IPv4-compatible, ::a.b.c.d
+	nat64   = netip.MustParsePrefix("64:ff9b::/96")   // NAT64 well-known prefix
 	nat64l  = netip.MustParsePrefix("64:ff9b:1::/48") // NAT64 local use, judged as /96 as well
-	sixTo4  = netip.MustParsePrefix("2002::/16")     // 6to4, the IPv4 address in bits 16-47
+	sixTo4  = netip.MustParsePrefix("2002::/16")      // 6to4, the IPv4 address in bits 16-47
 )
 
 // Embedded returns the IPv4 address an IPv6 address carries, and how:
