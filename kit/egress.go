@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -40,9 +41,11 @@ const (
 	EgressEnforced = "enforced"
 )
 
-// EgressOptions are seams for tests: a resolver, a dialer and the roots
-// that verify brokered hosts. Zero values mean the system's.
+// EgressOptions are seams for tests: a resolver, a dialer, the roots
+// that verify brokered hosts and the address guard (a test opens its
+// hosts' range there). Zero values mean the system's.
 type EgressOptions struct {
+	Guard   *netguard.Guard
 	Resolve egress.Resolver
 	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	RootCAs *x509.CertPool
@@ -105,7 +108,7 @@ func (s *Server) bootEgress(b *boot) {
 		if v == "" {
 			v = spec.Default
 		}
-		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header})
+		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header, Port: spec.Inject.Port})
 	}
 	// Where sessions have network namespaces of their own the proxy is
 	// their only way out, so every box runs one (allowing what the policy
@@ -128,7 +131,7 @@ func (s *Server) bootEgress(b *boot) {
 	eo := s.opts.Egress
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
-		Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
+		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
 		Logger: s.log, Now: s.opts.Now,
 	})
 	if err != nil {

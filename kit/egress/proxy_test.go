@@ -208,7 +208,7 @@ func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Se
 		t.Fatal(err)
 	}
 	p, err := New(Options{
-		Policy: pol, Secrets: secrets, Seed: "box-1",
+		Policy: pol, Guard: testGuard, Secrets: secrets, Seed: "box-1",
 		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
 		Logger: testkit.Logger(t, slog.LevelInfo),
 	})
@@ -301,9 +301,9 @@ func TestCurlPolicy(t *testing.T) {
 		{"cidr by name", "http://other.test:" + hp + "/d", true, "198.51.100.0/24:" + hp},
 		{"deny wins", "http://blocked.test:" + hp + "/", false, "blocked.test"},
 		{"default deny", "http://203.0.113.99:" + hp + "/", false, `default = "deny"`},
-		{"rebinding to metadata", "http://rebind.test:" + hp + "/", false, "built-in: link-local (cloud metadata)"},
+		{"rebinding to metadata", "http://rebind.test:" + hp + "/", false, "built-in: cloud metadata"},
 		{"rebinding to loopback", "http://local.test:" + hp + "/", false, "built-in: loopback"},
-		{"metadata address", "http://169.254.169.254/latest/meta-data/", false, "built-in: link-local (cloud metadata)"},
+		{"metadata address", "http://169.254.169.254/latest/meta-data/", false, "built-in: cloud metadata"},
 		{"the kit's own port", "http://127.0.0.1:" + hp + "/", false, "built-in: loopback"},
 	}
 	for _, tt := range tests {
@@ -442,7 +442,7 @@ print("denied", code)
 func TestBrokering(t *testing.T) {
 	o := startOutside(t)
 	b := startBox(t, o, protocol.NetworkSpec{Default: "deny", Allow: []string{"api.outside.test", "outside.test"}},
-		Secret{Name: "ANTHROPIC_API_KEY", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+		Secret{Name: "ANTHROPIC_API_KEY", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	ph := b.p.Placeholders()["ANTHROPIC_API_KEY"]
 	if !strings.HasPrefix(ph, "glovebox-placeholder-ANTHROPIC_API_KEY-") || ph != Placeholder("box-1", "ANTHROPIC_API_KEY") {
 		t.Fatalf("placeholder = %q", ph)
@@ -553,7 +553,7 @@ func TestBrokeringVerifiesUpstream(t *testing.T) {
 	o := startOutside(t)
 	o.roots = x509.NewCertPool() // the proxy trusts nothing: the real server's certificate fails
 	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"},
-		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	out, _, _ := b.run(t, "curl", "-sS", "-i", fmt.Sprintf("https://api.outside.test:%d/", o.httpsPort))
 	if !strings.Contains(out, "502") || !strings.Contains(out, "certificate") {
 		t.Errorf("curl to a brokered host with an untrusted upstream = %q, want 502 naming the certificate", out)
@@ -622,7 +622,7 @@ func TestKeepAliveRechecked(t *testing.T) {
 func TestCACert(t *testing.T) {
 	t.Parallel()
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol})
+	p, err := New(Options{Policy: pol, Guard: testGuard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +634,7 @@ func TestCACert(t *testing.T) {
 	if err != nil || !c.IsCA {
 		t.Fatalf("CACert: %v, IsCA %v", err, c != nil && c.IsCA)
 	}
-	q, _ := New(Options{Policy: pol})
+	q, _ := New(Options{Policy: pol, Guard: testGuard})
 	if bytes.Equal(p.CACert(), q.CACert()) {
 		t.Error("two proxies share a CA: each box must make its own")
 	}
@@ -645,7 +645,7 @@ func TestCACert(t *testing.T) {
 // them whether or not the system's file ends with one.
 func TestWriteBundle(t *testing.T) {
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol})
+	p, err := New(Options{Policy: pol, Guard: testGuard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +714,7 @@ func TestStreamingPassedOn(t *testing.T) {
 	tlsSrv.StartTLS()
 	defer tlsSrv.Close()
 	o.roots = roots
-	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}})
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Port: tlsSrv.Listener.Addr().(*net.TCPAddr).Port})
 	drained := make(chan struct{})
 	defer close(drained)
 	go func() { // the events are not what this test checks
@@ -808,7 +808,7 @@ func TestLimits(t *testing.T) {
 	}
 
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol, MaxConns: 2})
+	p, err := New(Options{Policy: pol, Guard: testGuard, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -850,7 +850,7 @@ func TestServeUnixListener(t *testing.T) {
 	t.Parallel()
 	o := startOutside(t)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
-	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
+	p, err := New(Options{Policy: pol, Guard: testGuard, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -911,7 +911,7 @@ func TestServeUnixListener(t *testing.T) {
 // request inside a kept-alive brokered tunnel.
 func TestBrokeredTunnelRechecked(t *testing.T) {
 	o := startOutside(t)
-	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	boxRoots := x509.NewCertPool()
 	boxRoots.AppendCertsFromPEM(b.p.CACert())
 	proxyURL, _ := url.Parse("http://" + b.addr)
@@ -961,7 +961,7 @@ func TestServeEndsWithSilentUpstream(t *testing.T) {
 	defer silent.Close()
 	defer close(release)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "allow"})
-	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots})
+	p, err := New(Options{Policy: pol, Guard: testGuard, Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots})
 	if err != nil {
 		t.Fatal(err)
 	}
