@@ -42,6 +42,8 @@ type outside struct {
 	httpPort, httpsPort, echoPort int
 	roots                         *x509.CertPool
 	rootsPEM                      []byte
+	caCert                        *x509.Certificate
+	caKey                         *ecdsa.PrivateKey
 
 	mu   sync.Mutex
 	seen []http.Header // what the servers received, in order
@@ -92,23 +94,12 @@ func startOutside(t testing.TB) *outside {
 	t.Cleanup(hs.Close)
 	o.httpPort = hs.Listener.Addr().(*net.TCPAddr).Port
 
-	caCert, caKey := testCA(t)
-	o.rootsPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
+	o.caCert, o.caKey = testCA(t)
+	o.rootsPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: o.caCert.Raw})
 	o.roots = x509.NewCertPool()
-	o.roots.AddCert(caCert)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.outside.test"},
-		DNSNames:  []string{"api.outside.test", "outside.test", "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o.roots.AddCert(o.caCert)
 	ts := httptest.NewUnstartedServer(record)
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	ts.TLS = o.tlsConfig(t)
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	o.httpsPort = ts.Listener.Addr().(*net.TCPAddr).Port
@@ -138,6 +129,24 @@ func startOutside(t testing.TB) *outside {
 		}
 	}()
 	return o
+}
+
+// tlsConfig is an outside server's TLS: a certificate for the test names
+// from the outside test CA.
+func (o *outside) tlsConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.outside.test"},
+		DNSNames:  []string{"api.outside.test", "outside.test", "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, o.caCert, &key.PublicKey, o.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
 
 func (o *outside) lastSeen(t *testing.T) http.Header {
