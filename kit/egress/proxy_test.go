@@ -211,16 +211,22 @@ const testKey = "sk-real-secret-value-0123456789"
 
 func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Secret) *box {
 	t.Helper()
+	return startBoxWith(t, spec, Options{
+		Guard: testGuard, Secrets: secrets,
+		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
+	})
+}
+
+// startBoxWith starts a box with opts, its policy made from spec.
+func startBoxWith(t testing.TB, spec protocol.NetworkSpec, opts Options) *box {
+	t.Helper()
 	t.Cleanup(func() { checkLeaks(t) }) // runs after Serve has returned
 	pol, err := NewPolicy(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Options{
-		Policy: pol, Guard: testGuard, Secrets: secrets, Seed: "box-1",
-		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
-		Logger: testkit.Logger(t, slog.LevelInfo),
-	})
+	opts.Policy, opts.Seed, opts.Logger = pol, "box-1", testkit.Logger(t, slog.LevelInfo)
+	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
