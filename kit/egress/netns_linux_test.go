@@ -34,8 +34,8 @@ import (
 // the host's end (an address of this host), Peer the test host's.
 type testNet struct {
 	ns, hostIf, peerIf string
-	subnet     netip.Prefix
-	Host, Peer netip.Addr
+	subnet             netip.Prefix
+	Host, Peer         netip.Addr
 }
 
 func run(t testing.TB, args ...string) {
