@@ -78,8 +78,8 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	pol := h.p.policy.Load()
 	var d Decision
 	if u := *up; u != nil && u.host == host && u.port == port {
-		_, err := netip.ParseAddr(host)
-		d = pol.decideAddrs(h.p.guard, host, err != nil, port, []netip.Addr{u.addr})
+		_, isAddr := netguard.ParseHost(host)
+		d = pol.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{u.addr})
 	} else {
 		d = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
 	}
