@@ -281,6 +281,7 @@ var addrDNS = map[string][]string{
 	"rebind-nat64.test":    {"64:ff9b::a9fe:a9fe"},
 	"rebind-private.test":  {"10.0.5.3"},
 	"rebind-mixed.test":    {"8.8.8.8", "127.0.0.1"},
+	"db.internal.test":     {"10.0.5.3"},
 }
 
 // TestAddressTableReal: through the real proxy, on its three paths, with
@@ -469,5 +470,29 @@ func TestAddressTableRows(t *testing.T) {
 				t.Errorf("allow = [%q]: http %s = %d %q, dialled %v; want 502 after dialling %v", tt.open, tt.host, code, body, got, want)
 			}
 		})
+	}
+}
+
+// TestBlockMessageOpensOnPurpose: a block by the table says how to open
+// the address, and for a private one, how to open its network on purpose.
+func TestBlockMessageOpensOnPurpose(t *testing.T) {
+	b := startAddrBox(t, &testNet{}, 0, protocol.NetworkSpec{Default: "allow"})
+	_, got := through(t, b.addr, "http", "db.internal.test", 5432)
+	want := `glovebox: the connection to db.internal.test:5432 was blocked by this box's network policy.
+Reason: db.internal.test:5432 resolves to 10.0.5.3, and 10.0.5.3 is private (RFC 1918), closed unless an allow rule names the address or its range.
+Rule: built-in: private (RFC 1918)
+To allow it, change [network] in the box's glovebox.toml (or ask the box's operator to change the policy at runtime):
+  [network]
+  allow = ["10.0.5.3:5432"]   # this address on this port; to open a private range on purpose (a database on the box's private network), name the range and port: "10.0.5.0/24:5432"
+Do not retry this connection unchanged: it will be blocked again.
+`
+	if got != want {
+		t.Errorf("block message:\n%s\nwant:\n%s", got, want)
+	}
+	_, got = through(t, b.addr, "http", "0xa9fea9fe", 80)
+	for _, s := range []string{"Reason: 0xa9fea9fe:80 (169.254.169.254): 169.254.169.254 is cloud metadata", `allow = ["169.254.169.254:80"]`, "# The metadata service hands out the machine's credentials"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("block message lacks %q:\n%s", s, got)
+		}
 	}
 }

@@ -146,3 +146,50 @@ func FuzzParseEgressRule(f *testing.F) {
 		pol.Decide(context.Background(), testGuard, fakeDNS(nil), "x.example", 443)
 	})
 }
+
+// FuzzDecide: whatever the host's spelling, the rule and the port, an
+// allowed decision dials only addresses the table leaves open or the
+// rule opens, and a host that is an address is decided as that address.
+func FuzzDecide(f *testing.F) {
+	for _, s := range [][2]string{
+		{"2852039166", "10.0.0.0/8"}, {"0251.0376.0251.0376", "169.254.169.254"}, {"0xa9fea9fe", "*"},
+		{"169.254.43518", "0.0.0.0/0"}, {"[64:ff9b::a9fe:a9fe]", "64:ff9b::/96"}, {"2002:a9fe:a9fe::", "2002::/16"},
+		{"db.internal", "10.0.5.0/24:5432"}, {"::ffff:127.0.0.1", "127.0.0.1:80"}, {"fe80::1%eth0", "fe80::/10"},
+	} {
+		f.Add(s[0], s[1], uint16(80))
+	}
+	g := netguard.New(netguard.Options{Ports: func() ([]int, error) { return []int{8080}, nil }})
+	// Names resolve to addresses made from their bytes, closed or not.
+	resolve := func(ctx context.Context, host string) ([]netip.Addr, error) {
+		var b [16]byte
+		copy(b[:], host)
+		return []netip.Addr{netip.AddrFrom16(b).Unmap(), netip.AddrFrom4([4]byte(b[:4]))}, nil
+	}
+	f.Fuzz(func(t *testing.T, host, rule string, port uint16) {
+		pol, err := NewPolicy(protocol.NetworkSpec{Default: "allow", Allow: []string{rule}})
+		if err != nil {
+			pol, _ = NewPolicy(protocol.NetworkSpec{})
+		}
+		if port == 0 {
+			port = 80
+		}
+		d := pol.Decide(context.Background(), g, resolve, host, int(port))
+		if !d.Allowed() {
+			if d.Reason == "" || d.Rule == "" && d.Verdict != Fail {
+				t.Fatalf("Decide(%q, %q) = %+v: a refusal says why", host, rule, d)
+			}
+			return
+		}
+		if a, ok := netguard.ParseHost(normHost(host)); ok && (len(d.Addrs) != 1 || d.Addrs[0] != a) {
+			t.Fatalf("Decide(%q) dials %v, want %v", host, d.Addrs, a)
+		}
+		r, _ := protocol.ParseEgressRule(rule)
+		for _, a := range d.Addrs {
+			if c, closed := g.Check(a, int(port), func(c netguard.Closure) bool {
+				return err == nil && r.Host == "" && (r.Port == 0 || r.Port == int(port)) && c.Opens(a, r.Prefix, r.Port)
+			}); closed {
+				t.Fatalf("Decide(%q, rule %q, port %d) allowed %s, which is %s", host, rule, port, a, c)
+			}
+		}
+	})
+}
