@@ -193,3 +193,24 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecide is the policy's cost per connection, the table
+// included, for an address and for a name (the resolver a map lookup).
+//
+//	go test -run '^$' -bench Decide ./kit/egress
+func BenchmarkDecide(b *testing.B) {
+	dns := fakeDNS(map[string][]string{"api.example.com": {"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"}})
+	pol, err := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"*.example.com", "10.0.5.0/24:5432", "pypi.org:443"}, Deny: []string{"evil.example.com"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := netguard.New(netguard.Options{})
+	for _, host := range []string{"93.184.215.14", "0xa9fea9fe", "10.0.5.3", "api.example.com"} {
+		b.Run(host, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				pol.Decide(context.Background(), g, dns, host, 5432)
+			}
+		})
+	}
+}

@@ -26,7 +26,8 @@
 // The host's own addresses and the kit's listening ports are read from
 // the system and re-read when a check finds them older than a second
 // (Options.MaxAge). Addresses change rarely and never at an agent's
-// hand; a re-read is one netlink dump and one scan of /proc, tens of
-// microseconds, where a netlink subscription would hold a socket and a
-// goroutine for the box's life to shave a window no agent can open.
+// hand; a re-read is three netlink dumps (addresses, listening IPv4 and
+// IPv6 sockets) and a scan of the kit's descriptors, about 0.1-0.3 ms,
+// where a netlink subscription would hold a socket and a goroutine for
+// the box's life to shave a one-second window no agent can open.
 package netguard

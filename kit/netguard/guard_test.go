@@ -2,7 +2,6 @@ package netguard
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -243,37 +242,6 @@ func TestSelfReread(t *testing.T) {
 	}
 }
 
-// TestSystem reads the real system: this host's addresses are closed, and
-// a port this process listens on is the kit's own.
-func TestSystem(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	ports, err := listeningPorts()
-	if err != nil || !slices.Contains(ports, port) {
-		t.Fatalf("listeningPorts() = %v, %v; want %d among them", ports, err, port)
-	}
-	g := New(Options{})
-	c, closed := g.Check(netip.MustParseAddr("127.0.0.1"), port, func(c Closure) bool { return c.Class == Host })
-	if !closed || c.Class != Kit {
-		t.Errorf("Check(loopback, own port) = %+v, %v; want the kit's own port", c, closed)
-	}
-	addrs, err := interfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if c, closed := g.Check(a, 1, nil); !closed {
-			t.Errorf("Check(%s, an address of this host) = open", a)
-		} else if c.Addr != a.WithZone("") && !a.IsLinkLocalUnicast() {
-			t.Errorf("Check(%s) = %+v", a, c)
-		}
-	}
-}
-
 func TestControl(t *testing.T) {
 	t.Parallel()
 	g := (&fixedGuard{now: time.Unix(1e9, 0)}).guard()
@@ -351,5 +319,14 @@ func BenchmarkCheck(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		g.Check(addrs[i%len(addrs)], 443, nil)
+	}
+}
+
+// BenchmarkRefresh is the cost of one re-read of the host's addresses and
+// the kit's ports, paid at most once per MaxAge.
+func BenchmarkRefresh(b *testing.B) {
+	g := New(Options{})
+	for b.Loop() {
+		g.Refresh()
 	}
 }
