@@ -47,4 +47,3 @@ func TestSystem(t *testing.T) {
 		}
 	}
 }
-
