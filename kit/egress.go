@@ -112,8 +112,9 @@ func (s *Server) bootEgress(b *boot) {
 	}
 	// Where sessions have network namespaces of their own the proxy is
 	// their only way out, so every box runs one (allowing what the policy
-	// allows, by default everything but loopback, link-local and metadata
-	// addresses); elsewhere only a box with a policy or a brokered secret
+	// allows, by default everything but the addresses package netguard
+	// closes: this host, link-local, metadata, private and special-purpose
+	// ranges); elsewhere only a box with a policy or a brokered secret
 	// does, and agents are told to use it.
 	enforced := s.sb != nil && s.sb.Report().Has(sandbox.LayerNetwork)
 	if m.Network == nil && len(secrets) == 0 && !enforced {
