@@ -36,6 +36,9 @@ type testNet struct {
 	ns, hostIf, peerIf string
 	subnet             netip.Prefix
 	Host, Peer         netip.Addr
+	// The same in IPv6, in 2001:2::/48 (benchmarking too).
+	subnet6      netip.Prefix
+	Host6, Peer6 netip.Addr
 }
 
 func run(t testing.TB, args ...string) {
@@ -77,6 +80,9 @@ func newTestNet(t testing.TB) *testNet {
 	n := &testNet{ns: "gbxeg-" + tag, hostIf: "gbe" + tag, subnet: netip.MustParsePrefix(fmt.Sprintf("198.19.%d.0/24", third))}
 	n.Host = netip.MustParseAddr(fmt.Sprintf("198.19.%d.1", third))
 	n.Peer = netip.MustParseAddr(fmt.Sprintf("198.19.%d.2", third))
+	n.subnet6 = netip.MustParsePrefix(fmt.Sprintf("2001:2:0:%x::/64", third))
+	n.Host6 = netip.MustParseAddr(fmt.Sprintf("2001:2:0:%x::1", third))
+	n.Peer6 = netip.MustParseAddr(fmt.Sprintf("2001:2:0:%x::2", third))
 	peerIf := "gbp" + tag
 	n.peerIf = peerIf
 	run(t, "ip", "netns", "add", n.ns)
@@ -91,6 +97,8 @@ func newTestNet(t testing.TB) *testNet {
 	run(t, "ip", "-n", n.ns, "addr", "add", n.Peer.String()+"/24", "dev", peerIf)
 	run(t, "ip", "-n", n.ns, "link", "set", peerIf, "up")
 	run(t, "ip", "-n", n.ns, "link", "set", "lo", "up")
+	run(t, "ip", "addr", "add", n.Host6.String()+"/64", "dev", n.hostIf, "nodad")
+	run(t, "ip", "-n", n.ns, "addr", "add", n.Peer6.String()+"/64", "dev", peerIf, "nodad")
 	return n
 }
 
@@ -149,9 +157,10 @@ func serveHello(t testing.TB, ln net.Listener, name string) {
 // a row that failed to close an address shows as a dial here, never as
 // traffic.
 type dialLog struct {
-	net netip.Prefix // invalid: dial nothing for real
-	mu  sync.Mutex
-	out []string
+	net  netip.Prefix // invalid: dial nothing for real
+	net6 netip.Prefix
+	mu   sync.Mutex
+	out  []string
 }
 
 func (d *dialLog) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -162,7 +171,7 @@ func (d *dialLog) dial(ctx context.Context, network, addr string) (net.Conn, err
 	d.mu.Lock()
 	d.out = append(d.out, addr)
 	d.mu.Unlock()
-	if d.net.IsValid() && (ap.Addr().IsLoopback() || d.net.Contains(ap.Addr())) {
+	if d.net.IsValid() && (ap.Addr().IsLoopback() || d.net.Contains(ap.Addr()) || d.net6.Contains(ap.Addr())) {
 		var nd net.Dialer
 		return nd.DialContext(ctx, network, addr)
 	}
@@ -263,7 +272,7 @@ type addrBox struct {
 
 func startAddrBox(t *testing.T, tn *testNet, kitPort int, spec protocol.NetworkSpec) *addrBox {
 	t.Helper()
-	ab := &addrBox{dl: &dialLog{net: tn.subnet}} // a zero subnet dials nothing
+	ab := &addrBox{dl: &dialLog{net: tn.subnet, net6: tn.subnet6}} // a zero subnet dials nothing
 	ab.clock.Store(1e9)
 	g := netguard.New(netguard.Options{
 		// The kit's own port is the one the test names: every listener of
@@ -295,6 +304,15 @@ func TestAddressTableReal(t *testing.T) {
 	peer := tn.listen(t, tn.Peer.String()+":0")
 	serveHello(t, peer, "the test host")
 	peerPort := peer.Addr().(*net.TCPAddr).Port
+	peer6 := tn.listen(t, "["+tn.Peer6.String()+"]:0")
+	serveHello(t, peer6, "the test host")
+	peer6Port := peer6.Addr().(*net.TCPAddr).Port
+	own6, err := net.Listen("tcp", "["+tn.Host6.String()+"]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveHello(t, own6, "this host")
+	own6Port := own6.Addr().(*net.TCPAddr).Port
 	own, err := net.Listen("tcp", tn.Host.String()+":0")
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +347,9 @@ func TestAddressTableReal(t *testing.T) {
 		{"test host, inet_aton spelling", nil, fmt.Sprint(binary.BigEndian.Uint32(tn.Peer.AsSlice())), peerPort, "benchmarking (RFC 2544)"},
 		{"test host, IPv4-mapped", nil, "::ffff:" + tn.Peer.String(), peerPort, "benchmarking (RFC 2544)"},
 		{"this host's address", []string{subnet}, tn.Host.String(), ownPort, "an address of this host"},
+		{"test host, IPv6 benchmarking closed", nil, tn.Peer6.String(), peer6Port, "IETF protocol assignments (2001::/23: Teredo, benchmarking, ORCHID)"},
+		{"test host, IPv6 opened by its range", []string{"[" + tn.subnet6.String() + "]:" + strconv.Itoa(peer6Port)}, tn.Peer6.String(), peer6Port, ""},
+		{"this host's IPv6 address", []string{tn.subnet6.String()}, tn.Host6.String(), own6Port, "an address of this host"},
 		{"this host's address, named", []string{subnet, tn.Host.String() + ":" + strconv.Itoa(ownPort)}, tn.Host.String(), ownPort, ""},
 		{"loopback", nil, "127.0.0.1", loPort, "loopback"},
 		{"loopback opened", []string{"127.0.0.0/8"}, "127.0.0.1", loPort, ""},
