@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -44,9 +45,11 @@ const (
 	EgressEnforced = "enforced"
 )
 
-// EgressOptions are seams for tests: a resolver, a dialer and the roots
-// that verify brokered hosts. Zero values mean the system's.
+// EgressOptions are seams for tests: a resolver, a dialer, the roots
+// that verify brokered hosts and the address guard (a test opens its
+// hosts' range there). Zero values mean the system's.
 type EgressOptions struct {
+	Guard   *netguard.Guard
 	Resolve egress.Resolver
 	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	RootCAs *x509.CertPool
@@ -110,12 +113,13 @@ func (s *Server) bootEgress(b *boot) {
 		if v == "" {
 			v = spec.Default
 		}
-		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header})
+		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header, Port: spec.Inject.Port})
 	}
 	// Where sessions have network namespaces of their own the proxy is
 	// their only way out, so every box runs one (allowing what the policy
-	// allows, by default everything but loopback, link-local and metadata
-	// addresses); elsewhere only a box with a policy or a brokered secret
+	// allows, by default everything but the addresses package netguard
+	// closes: this host, link-local, metadata, private and special-purpose
+	// ranges); elsewhere only a box with a policy or a brokered secret
 	// does, and agents are told to use it.
 	netns := s.sb != nil && s.sb.Report().Has(sandbox.LayerNetwork)
 	if m.Network == nil && len(secrets) == 0 && !netns {
@@ -133,7 +137,7 @@ func (s *Server) bootEgress(b *boot) {
 	eo := s.opts.Egress
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
-		Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
+		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
 		Logger: s.log, Now: s.opts.Now,
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -52,6 +53,9 @@ func egressBoxWith(t *testing.T, opts ...boxOpt) (*box, *httptest.Server, *atomi
 		}
 		o.Environ = append(o.Environ, "PATH=/usr/local/bin:/usr/bin:/bin", "API_KEY="+egressSecret)
 		o.Egress = EgressOptions{
+			// The test's names resolve to a documentation address, which
+			// the table closes: the test opens it.
+			Guard: netguard.New(netguard.Options{Open: []netip.Prefix{netip.MustParsePrefix("203.0.113.7/32")}}),
 			Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 				return []netip.Addr{netip.MustParseAddr("203.0.113.7")}, nil
 			},

@@ -28,11 +28,19 @@ const (
 
 // InjectSpec brokers a secret env var: agents get a placeholder in its
 // place, and the egress proxy puts the real value into the named header
-// (and into an Authorization bearer) of HTTPS requests to Hosts only.
+// (and into an Authorization bearer) of HTTPS requests to Hosts on Port
+// only, and removes it from everything those hosts send back.
 type InjectSpec struct {
 	Hosts  []string `json:"hosts"`
 	Header string   `json:"header,omitempty"`
+	// Port is the HTTPS port the value is sent to (0 means 443); a
+	// connection to another port of the hosts is a plain tunnel that
+	// carries only the placeholder. Additive.
+	Port int `json:"port,omitempty"`
 }
+
+// InjectPort is the port brokered secrets go to when InjectSpec.Port is 0.
+const InjectPort = 443
 
 // CapEgress announces the egress proxy: /environment carries the policy
 // under "network", and sessions get "egress" events.
@@ -62,6 +70,9 @@ type EgressEvent struct {
 	// placeholders removed from it because its host may not have them.
 	Brokered []string `json:"brokered,omitempty"`
 	Stripped []string `json:"stripped,omitempty"`
+	// Scrubbed counts the real values removed from the answer of a
+	// brokered host (an upstream that echoed one back). Additive.
+	Scrubbed int `json:"scrubbed,omitempty"`
 }
 
 // EgressRule is one parsed allow or deny entry:
@@ -224,6 +235,9 @@ func (in *InjectSpec) Check() error {
 		if err := checkHostName(strings.ToLower(h)); err != nil || h != strings.ToLower(h) {
 			errs = append(errs, fmt.Errorf("hosts[%d]: %q is not a lower-case host name (no wildcards, ports or addresses)", i, h))
 		}
+	}
+	if in.Port < 0 || in.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d is not a port from 1 to 65535 (leave it out for 443)", in.Port))
 	}
 	if in.Header != "" && !validHeaderName(in.Header) {
 		errs = append(errs, fmt.Errorf("header %q is not an HTTP header name", in.Header))

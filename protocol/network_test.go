@@ -84,3 +84,16 @@ func TestManifestCheckNetwork(t *testing.T) {
 		}
 	}
 }
+
+func TestInjectSpecPort(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		port int
+		ok   bool
+	}{{0, true}, {443, true}, {8443, true}, {65535, true}, {-1, false}, {65536, false}} {
+		err := (&protocol.InjectSpec{Hosts: []string{"api.example.com"}, Port: tt.port}).Check()
+		if (err == nil) != tt.ok {
+			t.Errorf("InjectSpec{Port: %d}.Check() = %v, want ok %v", tt.port, err, tt.ok)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func BenchmarkEgress(b *testing.B) {
 	caPEM := writeTemp(b, "outside-ca.pem", o.rootsPEM)
 	big := strconv.Itoa(64 << 20)
 	pb := startBox(b, o, protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test", "api.outside.test"}},
-		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	go func() {
 		for range pb.events {
 		}

@@ -224,10 +224,10 @@ func (p *Proxy) Placeholders() map[string]string {
 	return m
 }
 
-// brokers reports whether some secret is sent to host.
-func (p *Proxy) brokers(host string) bool {
+// brokers reports whether some secret is sent to host on port.
+func (p *Proxy) brokers(host string, port int) bool {
 	for _, s := range p.secrets {
-		if slices.Contains(s.Hosts, host) {
+		if s.Port == port && slices.Contains(s.Hosts, host) {
 			return true
 		}
 	}
@@ -288,11 +288,11 @@ func (p *Proxy) strip(hd http.Header) (stripped []string) {
 	return stripped
 }
 
-// broker puts real values into the request to host and strips every
-// other placeholder. It returns the names brokered and stripped.
-func (p *Proxy) broker(hd http.Header, host string) (brokered, stripped []string) {
+// broker puts real values into the request to host:port and strips
+// every other placeholder. It returns the names brokered and stripped.
+func (p *Proxy) broker(hd http.Header, host string, port int) (brokered, stripped []string) {
 	for _, s := range p.secrets {
-		if !slices.Contains(s.Hosts, host) {
+		if s.Port != port || !slices.Contains(s.Hosts, host) {
 			continue
 		}
 		if s.Header != "" {
@@ -333,17 +333,22 @@ func appendNew(list []string, names ...string) []string {
 }
 
 // hideValues replaces any real secret value in a response's headers with
-// its placeholder, so that an upstream echoing a header cannot hand the
-// value to the agent that way.
+// its placeholder, and any encoded form of it (needles) with asterisks,
+// so that an upstream echoing a header cannot hand the value to the agent
+// that way.
 func (p *Proxy) hideValues(hd http.Header) {
 	for _, vs := range hd {
 		for i, v := range vs {
 			for _, s := range p.secrets {
-				if s.Value != "" && strings.Contains(v, s.Value) {
-					vs[i] = strings.ReplaceAll(v, s.Value, s.placeholder)
-					v = vs[i]
+				if s.Value == "" {
+					continue
+				}
+				v = strings.ReplaceAll(v, s.Value, s.placeholder)
+				for _, n := range needles(s.Value)[1:] {
+					v = strings.ReplaceAll(v, string(n), strings.Repeat("*", len(n)))
 				}
 			}
+			vs[i] = v
 		}
 	}
 }
@@ -399,9 +404,9 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		pol := h.p.policy.Load()
 		var dd Decision
 		if up != nil {
-			dd = pol.decideAddrs(host, true, port, []netip.Addr{up.addr})
+			dd = pol.decideAddrs(h.p.guard, host, true, port, []netip.Addr{up.addr})
 		} else {
-			dd = pol.Decide(h.ctx, h.resolve, host, port)
+			dd = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
 		}
 		ev.Decision, ev.Rule, ev.Reason = dd.Verdict, dd.Rule, dd.Reason
 		if !dd.Allowed() {
@@ -431,7 +436,7 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 			}
 		}
 		out0, in0 := up.out.Load(), up.in.Load()
-		ev.Brokered, ev.Stripped = h.p.broker(req.Header, host)
+		ev.Brokered, ev.Stripped = h.p.broker(req.Header, host, port)
 		ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
 		if len(ev.Stripped) > 0 {
 			h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
@@ -441,6 +446,8 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		}
 		removeHopHeaders(req.Header)
 		req.Header.Del("Expect")
+		// The answer is read for the secret, so it must come readable.
+		req.Header.Set("Accept-Encoding", "identity")
 		req.RequestURI = ""
 		req.URL.Scheme, req.URL.Host = "", ""
 		req.Host = host // the key goes with the host it is for, whatever the Host header said
@@ -459,11 +466,23 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		}
 		upClose := resp.Close
 		removeHopHeaders(resp.Header)
-		h.p.hideValues(resp.Header)
+		hits := 0
+		if err := h.p.scrubResponse(resp, &hits); err != nil {
+			resp.Body.Close()
+			ev.Decision, ev.Reason = Fail, err.Error()
+			writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+hostPort(host, port)+": "+err.Error()+"\n")
+			ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
+			h.emit(ev)
+			return
+		}
 		resp.Close = clientClose
 		err = writeResponse(tc, resp)
 		resp.Body.Close()
 		ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
+		if hits > 0 {
+			ev.Scrubbed = hits
+			h.p.log.Warn("egress: a brokered host sent a secret back; removed", "session", h.s.ID, "host", host, "times", hits)
+		}
 		h.emit(ev)
 		if err != nil || resp.Close {
 			return

@@ -14,10 +14,16 @@
 //
 // Decisions are by host name and port, then by every address the proxy
 // resolved the name to: wildcards (*.example.com), host:port, CIDRs, a
-// default, and deny always wins. Loopback, link-local, metadata and
-// multicast addresses are closed unless an allow rule names the address
-// or its range. The proxy dials only the addresses it checked, so a name
-// that resolves to a denied address (DNS rebinding) is denied.
+// default, and deny always wins. A host in any spelling the system's
+// resolver takes as an address (2852039166, 0xa9fea9fe, 169.254.43518) is
+// that address. The addresses the kit's one table (package netguard)
+// closes, loopback, this host's own addresses and the kit's ports,
+// link-local, cloud metadata in every spelling, private and
+// special-purpose ranges, are denied unless an allow rule names the
+// address or its range ("10.0.5.0/24:5432" opens a database on the box's
+// private network; "0.0.0.0/0" opens none of them). The proxy dials only
+// the addresses it checked, so a name that resolves to a closed address
+// (DNS rebinding) is denied.
 //
 // A block reads as one: a plain-HTTP request gets 451 with a body naming
 // the host, the rule and how to allow it in glovebox.toml; a CONNECT gets
@@ -32,15 +38,22 @@
 //
 // Brokering. A secret with hosts and a header reaches agents only as a
 // placeholder ("glovebox-placeholder-NAME-<hash>", stable per box). A
-// CONNECT to one of its hosts is terminated with a per-box CA, made at
-// New and kept in memory; the proxy puts the real value in place of the
-// placeholder in the named header and in an Authorization bearer, and
-// forwards over TLS, verifying the real server's certificate. A
+// CONNECT to one of its hosts on its port (443 unless the secret names
+// another) is terminated with a per-box CA, made at New and kept in
+// memory; the proxy puts the real value in place of the placeholder in
+// the named header and in an Authorization bearer, asks the host for an
+// identity (uncompressed) answer, and forwards over TLS, verifying the
+// real server's certificate. Everything the host sends back is scrubbed
+// of the real value: headers get the placeholder in its place, bodies
+// asterisks, in its raw, URL-escaped and base64 forms (the Basic form
+// too), across chunk and TLS-record boundaries; a gzip or deflate body
+// the host sends anyway is decoded first, any other encoding refused. A
+// connection to another port of the host is a plain tunnel. A
 // placeholder in a request to any other host the proxy can read (plain
 // HTTP) is stripped and reported in the event; inside another host's TLS
-// tunnel the proxy cannot see it, but it is only a placeholder there: the
-// real value never leaves except to its hosts. A SOCKS connection to a
-// brokered host is terminated the same way. Brokering covers headers,
-// not bodies, and HTTP/1.1 only (no upgrades to WebSocket on brokered
-// hosts).
+// tunnel the proxy cannot see it, but it is only a placeholder there:
+// the real value never leaves except to its hosts. A SOCKS connection to
+// a brokered host and port is terminated the same way. Brokering covers
+// request headers, not request bodies, and HTTP/1.1 only (no upgrades to
+// WebSocket on brokered hosts).
 package egress

@@ -51,7 +51,7 @@ func FuzzServeConn(f *testing.F) {
 		f.Fatal(err)
 	}
 	p, err := New(Options{
-		Policy:  pol,
+		Policy: pol, Guard: testGuard,
 		Secrets: []Secret{{Name: "K", Value: "v", Hosts: []string{"api.outside.test"}, Header: "x-api-key"}},
 		Resolve: fakeDNS(map[string][]string{"outside.test": {"203.0.113.1"}, "api.outside.test": {"203.0.113.2"}}),
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 )
 
 // serveHTTP serves forward-proxy requests on a kept-alive client
@@ -76,10 +78,10 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	pol := h.p.policy.Load()
 	var d Decision
 	if u := *up; u != nil && u.host == host && u.port == port {
-		_, err := netip.ParseAddr(host)
-		d = pol.decideAddrs(host, err != nil, port, []netip.Addr{u.addr})
+		_, isAddr := netguard.ParseHost(host)
+		d = pol.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{u.addr})
 	} else {
-		d = pol.Decide(h.ctx, h.resolve, host, port)
+		d = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
 	}
 	ev := Event{Proto: "http", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
 	if !d.Allowed() {
@@ -218,14 +220,14 @@ func (h *handler) serveConnect(req *http.Request) {
 		return
 	}
 	host = normHost(host)
-	d := h.p.policy.Load().Decide(h.ctx, h.resolve, host, port)
+	d := h.p.policy.Load().Decide(h.ctx, h.p.guard, h.resolve, host, port)
 	ev := Event{Proto: "connect", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
 		h.emit(ev)
 		return
 	}
-	if h.p.brokers(host) {
+	if h.p.brokers(host, port) {
 		if _, err := io.WriteString(h.c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
@@ -258,19 +260,24 @@ func BlockMessage(host string, port int, d Decision) string {
 	fmt.Fprintf(&b, "Rule: %s\n", d.Rule)
 	b.WriteString("To allow it, change [network] in the box's glovebox.toml (or ask the box's operator to change the policy at runtime):\n")
 	switch {
-	case strings.HasPrefix(d.Rule, "built-in: "):
-		addr := host
-		if len(d.Addrs) > 0 {
-			addr = d.Addrs[0].String()
-			for _, a := range d.Addrs {
-				for _, bi := range builtin {
-					if bi.prefix.Contains(a) && "built-in: "+bi.what == d.Rule {
-						addr = a.String()
-					}
-				}
-			}
+	case d.closure.Addr.IsValid():
+		c := d.closure
+		addr := c.Addr.String()
+		if c.Addr.Is6() {
+			addr = "[" + addr + "]"
 		}
-		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # this address is closed unless an allow rule names it\n", addr)
+		rule := fmt.Sprintf("%s:%d", addr, port)
+		switch c.Class {
+		case netguard.Kit:
+			fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # the kit's own port opens only to a rule naming the address and the port\n", rule)
+		case netguard.Private:
+			fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # this address on this port; to open a private range on purpose (a database on the box's private network), name the range and port: %q\n", rule, privateRange(c.Addr, port))
+		default:
+			fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # %s addresses are closed unless an allow rule names the address or its range (a wider rule such as 0.0.0.0/0 does not open it)\n", rule, c.What)
+		}
+		if c.What == "cloud metadata" {
+			b.WriteString("  # The metadata service hands out the machine's credentials: open it only if the agent must have them.\n")
+		}
 	case d.Rule == `default = "deny"`:
 		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # or %q for every port", target, host)
 		if i := strings.IndexByte(host, '.'); i > 0 && strings.Count(host, ".") >= 2 {
@@ -282,6 +289,20 @@ func BlockMessage(host string, port int, d Decision) string {
 	}
 	b.WriteString("Do not retry this connection unchanged: it will be blocked again.\n")
 	return b.String()
+}
+
+// privateRange is the /24 (IPv4) or /64 (IPv6) around a private address,
+// on port: the shape of a rule that opens a private network on purpose.
+func privateRange(a netip.Addr, port int) string {
+	bits := 24
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	if a.Is6() {
+		return fmt.Sprintf("[%s]:%d", p, port)
+	}
+	return fmt.Sprintf("%s:%d", p, port)
 }
 
 // writeBlock answers a blocked request and asks the client to close: 451 for a policy block, 502 when

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -68,31 +69,12 @@ type Decision struct {
 	Reason string
 	// Addrs are the addresses checked, and the ones to dial when allowed.
 	Addrs []netip.Addr
+	// closure is what closed the connection, for a "built-in:" rule.
+	closure netguard.Closure
 }
 
 // Allowed reports whether the connection may go ahead.
 func (d Decision) Allowed() bool { return d.Verdict == Allow }
-
-// builtin are address ranges no connection reaches unless an allow rule
-// names an address or range holding the address: the kit's own ports,
-// cloud metadata services and link-local neighbours.
-var builtin = []struct {
-	prefix netip.Prefix
-	what   string
-}{
-	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
-	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
-	{netip.MustParsePrefix("::/128"), "unspecified"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "link-local (cloud metadata)"},
-	{netip.MustParsePrefix("fe80::/10"), "link-local"},
-	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata"},
-	{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata"},
-	{netip.MustParsePrefix("168.63.129.16/32"), "cloud metadata"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
-	{netip.MustParsePrefix("ff00::/8"), "multicast"},
-	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
-}
 
 // Resolver looks a host name up. The proxy resolves every name itself
 // and dials only the addresses it checked.
@@ -127,18 +109,27 @@ func matchAddr(r protocol.EgressRule, a netip.Addr, port int) bool {
 	if r.Host != "" || (r.Port != 0 && r.Port != port) {
 		return false
 	}
-	return r.Prefix.Contains(a)
+	if r.Prefix.Contains(a) {
+		return true
+	}
+	v4, _, ok := netguard.Embedded(a)
+	return ok && r.Prefix.Contains(v4)
 }
 
-// Decide decides a connection to host:port. host is a name or an address;
-// a name is resolved with resolve and every address it gives is checked,
-// so a name that resolves to a denied address (DNS rebinding, metadata)
-// is denied. An allowed decision's Addrs are the ones to dial.
-func (p *Policy) Decide(ctx context.Context, resolve Resolver, host string, port int) Decision {
+// Decide decides a connection to host:port. host is a name or an address
+// in any spelling the system's resolver takes (2852039166 and 0xa9fea9fe
+// are addresses); a name is resolved with resolve and every address it
+// gives is checked against the policy and guard's table, so a name that
+// resolves to a closed or denied address (DNS rebinding, metadata) is
+// denied. An allowed decision's Addrs are the ones to dial.
+func (p *Policy) Decide(ctx context.Context, g *netguard.Guard, resolve Resolver, host string, port int) Decision {
 	host = normHost(host)
 	target := hostPort(host, port)
-	addr, err := netip.ParseAddr(host)
-	isName := err != nil
+	if strings.Contains(host, "%") {
+		return Decision{Verdict: Deny, Rule: "built-in: zones", Reason: fmt.Sprintf("%s: addresses with a zone are not allowed", target)}
+	}
+	addr, isAddr := netguard.ParseHost(host)
+	isName := !isAddr
 	if isName {
 		if err := protocol.CheckHostName(host); err != nil {
 			return Decision{Verdict: Deny, Rule: "built-in: host names", Reason: fmt.Sprintf("%q is %v", host, err)}
@@ -164,12 +155,9 @@ func (p *Policy) Decide(ctx context.Context, resolve Resolver, host string, port
 			addrs = append(addrs, a.Unmap().WithZone(""))
 		}
 	} else {
-		if addr.Zone() != "" {
-			return Decision{Verdict: Deny, Rule: "built-in: zones", Reason: fmt.Sprintf("%s: addresses with a zone are not allowed", target)}
-		}
-		addrs = []netip.Addr{addr.Unmap()}
+		addrs = []netip.Addr{addr}
 	}
-	return p.decideAddrs(host, isName, port, addrs)
+	return p.decideAddrs(g, host, isName, port, addrs)
 }
 
 // denyName checks the name deny rules.
@@ -198,7 +186,7 @@ func (p *Policy) mayAllowName(host string, port int) bool {
 
 // decideAddrs is Decide once the addresses are known: it also re-checks a
 // kept-alive upstream connection against the policy in force.
-func (p *Policy) decideAddrs(host string, isName bool, port int, addrs []netip.Addr) Decision {
+func (p *Policy) decideAddrs(g *netguard.Guard, host string, isName bool, port int, addrs []netip.Addr) Decision {
 	target := hostPort(host, port)
 	if isName {
 		if d, denied := p.denyName(host, port); denied {
@@ -213,25 +201,23 @@ func (p *Policy) decideAddrs(host string, isName bool, port int, addrs []netip.A
 					Reason: fmt.Sprintf("%s resolves to %s, which matches the deny rule %q (deny always wins)", target, a, r.Text)}
 			}
 		}
-		for _, b := range builtin {
-			if !b.prefix.Contains(a) {
-				continue
-			}
-			explicit := false
+		c, closed := g.Check(a, port, func(c netguard.Closure) bool {
 			for _, r := range p.allow {
-				if matchAddr(r, a, port) {
-					explicit = true
-					break
+				if r.Host == "" && (r.Port == 0 || r.Port == port) && c.Opens(a, r.Prefix, r.Port) {
+					return true
 				}
 			}
-			if !explicit {
-				via := ""
-				if isName {
-					via = fmt.Sprintf(" resolves to %s, which", a)
-				}
-				return Decision{Verdict: Deny, Rule: "built-in: " + b.what, Addrs: addrs,
-					Reason: fmt.Sprintf("%s%s is a %s address, closed unless an allow rule names the address or its range", target, via, b.what)}
+			return false
+		})
+		if closed {
+			what := c.String()
+			if isName {
+				what = fmt.Sprintf("%s resolves to %s, and %s", target, a, what)
+			} else if a.String() != host {
+				what = fmt.Sprintf("%s (%s): %s", target, a, what)
 			}
+			return Decision{Verdict: Deny, Rule: "built-in: " + c.What, Addrs: addrs, closure: c,
+				Reason: what + ", closed unless an allow rule names the address or its range"}
 		}
 	}
 	if isName {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -30,12 +31,19 @@ type Secret struct {
 	// Header is the request header that carries the value (e.g.
 	// "x-api-key"); an Authorization bearer carries it too.
 	Header string
+	// Port is the HTTPS port of Hosts the value goes to (0 means 443).
+	// A connection to another port is a plain tunnel: only the
+	// placeholder can travel in it.
+	Port int
 }
 
 // Options configure a Proxy.
 type Options struct {
 	// Policy decides connections. Required.
 	Policy *Policy
+	// Guard holds the addresses closed unless an allow rule opens them.
+	// Nil means netguard.Default().
+	Guard *netguard.Guard
 	// Secrets are brokered.
 	Secrets []Secret
 	// Seed makes placeholders stable per box (the kit passes the box's
@@ -87,6 +95,7 @@ type Proxy struct {
 	resolve Resolver
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	policy  atomic.Pointer[Policy]
+	guard   *netguard.Guard
 	secrets []secret
 	ca      *authority
 
@@ -110,6 +119,10 @@ func New(opts Options) (*Proxy, error) {
 	}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	p.guard = opts.Guard
+	if p.guard == nil {
+		p.guard = netguard.Default()
 	}
 	if p.resolve == nil {
 		p.resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -141,6 +154,12 @@ func New(opts Options) (*Proxy, error) {
 			hosts[i] = normHost(h)
 		}
 		s.Hosts = hosts
+		if s.Port == 0 {
+			s.Port = protocol.InjectPort
+		}
+		if s.Port < 1 || s.Port > 65535 {
+			return nil, fmt.Errorf("egress: secret %s: port %d is not from 1 to 65535", s.Name, s.Port)
+		}
 		p.secrets = append(p.secrets, secret{Secret: s, placeholder: Placeholder(opts.Seed, s.Name)})
 	}
 	ca, err := newAuthority(p.now())

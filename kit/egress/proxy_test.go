@@ -42,6 +42,8 @@ type outside struct {
 	httpPort, httpsPort, echoPort int
 	roots                         *x509.CertPool
 	rootsPEM                      []byte
+	caCert                        *x509.Certificate
+	caKey                         *ecdsa.PrivateKey
 
 	mu   sync.Mutex
 	seen []http.Header // what the servers received, in order
@@ -92,23 +94,12 @@ func startOutside(t testing.TB) *outside {
 	t.Cleanup(hs.Close)
 	o.httpPort = hs.Listener.Addr().(*net.TCPAddr).Port
 
-	caCert, caKey := testCA(t)
-	o.rootsPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw})
+	o.caCert, o.caKey = testCA(t)
+	o.rootsPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: o.caCert.Raw})
 	o.roots = x509.NewCertPool()
-	o.roots.AddCert(caCert)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.outside.test"},
-		DNSNames:  []string{"api.outside.test", "outside.test", "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o.roots.AddCert(o.caCert)
 	ts := httptest.NewUnstartedServer(record)
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	ts.TLS = o.tlsConfig(t)
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	o.httpsPort = ts.Listener.Addr().(*net.TCPAddr).Port
@@ -138,6 +129,24 @@ func startOutside(t testing.TB) *outside {
 		}
 	}()
 	return o
+}
+
+// tlsConfig is an outside server's TLS: a certificate for the test names
+// from the outside test CA.
+func (o *outside) tlsConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "api.outside.test"},
+		DNSNames:  []string{"api.outside.test", "outside.test", "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, o.caCert, &key.PublicKey, o.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
 
 func (o *outside) lastSeen(t *testing.T) http.Header {
@@ -202,16 +211,22 @@ const testKey = "sk-real-secret-value-0123456789"
 
 func startBox(t testing.TB, o *outside, spec protocol.NetworkSpec, secrets ...Secret) *box {
 	t.Helper()
+	return startBoxWith(t, spec, Options{
+		Guard: testGuard, Secrets: secrets,
+		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
+	})
+}
+
+// startBoxWith starts a box with opts, its policy made from spec.
+func startBoxWith(t testing.TB, spec protocol.NetworkSpec, opts Options) *box {
+	t.Helper()
 	t.Cleanup(func() { checkLeaks(t) }) // runs after Serve has returned
 	pol, err := NewPolicy(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Options{
-		Policy: pol, Secrets: secrets, Seed: "box-1",
-		Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots,
-		Logger: testkit.Logger(t, slog.LevelInfo),
-	})
+	opts.Policy, opts.Seed, opts.Logger = pol, "box-1", testkit.Logger(t, slog.LevelInfo)
+	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,9 +316,9 @@ func TestCurlPolicy(t *testing.T) {
 		{"cidr by name", "http://other.test:" + hp + "/d", true, "198.51.100.0/24:" + hp},
 		{"deny wins", "http://blocked.test:" + hp + "/", false, "blocked.test"},
 		{"default deny", "http://203.0.113.99:" + hp + "/", false, `default = "deny"`},
-		{"rebinding to metadata", "http://rebind.test:" + hp + "/", false, "built-in: link-local (cloud metadata)"},
+		{"rebinding to metadata", "http://rebind.test:" + hp + "/", false, "built-in: cloud metadata"},
 		{"rebinding to loopback", "http://local.test:" + hp + "/", false, "built-in: loopback"},
-		{"metadata address", "http://169.254.169.254/latest/meta-data/", false, "built-in: link-local (cloud metadata)"},
+		{"metadata address", "http://169.254.169.254/latest/meta-data/", false, "built-in: cloud metadata"},
 		{"the kit's own port", "http://127.0.0.1:" + hp + "/", false, "built-in: loopback"},
 	}
 	for _, tt := range tests {
@@ -442,7 +457,7 @@ print("denied", code)
 func TestBrokering(t *testing.T) {
 	o := startOutside(t)
 	b := startBox(t, o, protocol.NetworkSpec{Default: "deny", Allow: []string{"api.outside.test", "outside.test"}},
-		Secret{Name: "ANTHROPIC_API_KEY", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+		Secret{Name: "ANTHROPIC_API_KEY", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	ph := b.p.Placeholders()["ANTHROPIC_API_KEY"]
 	if !strings.HasPrefix(ph, "glovebox-placeholder-ANTHROPIC_API_KEY-") || ph != Placeholder("box-1", "ANTHROPIC_API_KEY") {
 		t.Fatalf("placeholder = %q", ph)
@@ -553,7 +568,7 @@ func TestBrokeringVerifiesUpstream(t *testing.T) {
 	o := startOutside(t)
 	o.roots = x509.NewCertPool() // the proxy trusts nothing: the real server's certificate fails
 	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"},
-		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+		Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	out, _, _ := b.run(t, "curl", "-sS", "-i", fmt.Sprintf("https://api.outside.test:%d/", o.httpsPort))
 	if !strings.Contains(out, "502") || !strings.Contains(out, "certificate") {
 		t.Errorf("curl to a brokered host with an untrusted upstream = %q, want 502 naming the certificate", out)
@@ -622,7 +637,7 @@ func TestKeepAliveRechecked(t *testing.T) {
 func TestCACert(t *testing.T) {
 	t.Parallel()
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol})
+	p, err := New(Options{Policy: pol, Guard: testGuard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +649,7 @@ func TestCACert(t *testing.T) {
 	if err != nil || !c.IsCA {
 		t.Fatalf("CACert: %v, IsCA %v", err, c != nil && c.IsCA)
 	}
-	q, _ := New(Options{Policy: pol})
+	q, _ := New(Options{Policy: pol, Guard: testGuard})
 	if bytes.Equal(p.CACert(), q.CACert()) {
 		t.Error("two proxies share a CA: each box must make its own")
 	}
@@ -645,7 +660,7 @@ func TestCACert(t *testing.T) {
 // them whether or not the system's file ends with one.
 func TestWriteBundle(t *testing.T) {
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol})
+	p, err := New(Options{Policy: pol, Guard: testGuard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +729,7 @@ func TestStreamingPassedOn(t *testing.T) {
 	tlsSrv.StartTLS()
 	defer tlsSrv.Close()
 	o.roots = roots
-	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}})
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Port: tlsSrv.Listener.Addr().(*net.TCPAddr).Port})
 	drained := make(chan struct{})
 	defer close(drained)
 	go func() { // the events are not what this test checks
@@ -808,7 +823,7 @@ func TestLimits(t *testing.T) {
 	}
 
 	pol, _ := NewPolicy(protocol.NetworkSpec{})
-	p, err := New(Options{Policy: pol, MaxConns: 2})
+	p, err := New(Options{Policy: pol, Guard: testGuard, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -850,7 +865,7 @@ func TestServeUnixListener(t *testing.T) {
 	t.Parallel()
 	o := startOutside(t)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "deny", Allow: []string{"outside.test"}})
-	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
+	p, err := New(Options{Policy: pol, Guard: testGuard, Resolve: fakeDNS(testDNS), Dial: loopbackDial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -911,7 +926,7 @@ func TestServeUnixListener(t *testing.T) {
 // request inside a kept-alive brokered tunnel.
 func TestBrokeredTunnelRechecked(t *testing.T) {
 	o := startOutside(t)
-	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key"})
+	b := startBox(t, o, protocol.NetworkSpec{Default: "allow"}, Secret{Name: "K", Value: testKey, Hosts: []string{"api.outside.test"}, Header: "x-api-key", Port: o.httpsPort})
 	boxRoots := x509.NewCertPool()
 	boxRoots.AppendCertsFromPEM(b.p.CACert())
 	proxyURL, _ := url.Parse("http://" + b.addr)
@@ -961,7 +976,7 @@ func TestServeEndsWithSilentUpstream(t *testing.T) {
 	defer silent.Close()
 	defer close(release)
 	pol, _ := NewPolicy(protocol.NetworkSpec{Default: "allow"})
-	p, err := New(Options{Policy: pol, Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots})
+	p, err := New(Options{Policy: pol, Guard: testGuard, Resolve: fakeDNS(testDNS), Dial: loopbackDial, RootCAs: o.roots})
 	if err != nil {
 		t.Fatal(err)
 	}

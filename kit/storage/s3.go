@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -113,7 +115,14 @@ func NewS3(opts S3Options) (*S3, error) {
 	}
 	a := &S3{opts: opts, client: opts.Client, log: opts.Logger}
 	if a.client == nil {
+		// The endpoint is the operator's: it may be on this machine or the
+		// private network (MinIO), but never on a link-local, metadata or
+		// other special-purpose address, whatever its name resolves to.
+		dialer := &net.Dialer{Timeout: 30 * time.Second, Control: netguard.Default().Control(func(c netguard.Closure) bool {
+			return c.Class != netguard.Special
+		}, nil)}
 		a.client = &http.Client{Transport: &http.Transport{
+			DialContext:           dialer.DialContext,
 			Proxy:                 http.ProxyFromEnvironment,
 			ResponseHeaderTimeout: 60 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,

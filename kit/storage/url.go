@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -37,10 +38,17 @@ type URLOptions struct {
 	// DefaultMaxRedirects; a negative value follows none.
 	MaxRedirects int
 	// AllowPrivate permits private addresses: RFC 1918 (10/8, 172.16/12,
-	// 192.168/16), IPv6 unique local (fc00::/7) and CGNAT (100.64/10).
+	// 192.168/16), IPv6 unique local (fc00::/7) and CGNAT (100.64/10):
+	// the netguard.Private class.
 	AllowPrivate bool
-	// AllowLoopback permits loopback addresses (127/8, ::1).
+	// AllowLoopback permits this machine: loopback addresses (127/8,
+	// ::1), the host's own addresses and the kit's own ports on them (the
+	// netguard.Host and netguard.Kit classes; `gbx dev` serves local
+	// files to the kit from its own process).
 	AllowLoopback bool
+	// Guard decides the addresses. Nil means netguard.Default(), the
+	// table the egress proxy uses too.
+	Guard *netguard.Guard
 	// Logger receives one debug line per fetch. Default: discard.
 	Logger *slog.Logger
 }
@@ -49,12 +57,14 @@ type URLOptions struct {
 // Put always fails with ErrReadOnly, and protocol.ValidateOutputs refuses
 // an outputs policy that targets it.
 //
-// Every connection is checked at dial time, on the resolved IP, so neither
-// a redirect nor DNS rebinding reaches an address the options refuse.
-// Link-local (including the 169.254.169.254 metadata service), unspecified,
-// multicast, broadcast and reserved addresses are always refused; private
-// and loopback addresses unless URLOptions allow them. Proxy settings from
-// the environment are ignored, since a proxy would hide the real address.
+// Every connection is checked at dial time, on the resolved IP, against
+// the kit's one address table (package netguard), so neither a redirect
+// nor DNS rebinding reaches an address the options refuse. Link-local,
+// cloud metadata in every spelling, unspecified, multicast, broadcast,
+// documentation, benchmarking and reserved addresses are always refused;
+// private and loopback addresses (and the host's own) unless URLOptions
+// allow them. Proxy settings from the environment are ignored, since a
+// proxy would hide the real address.
 type URL struct {
 	client *http.Client
 	opts   URLOptions
@@ -77,6 +87,9 @@ func NewURL(opts URLOptions) *URL {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Guard == nil {
+		opts.Guard = netguard.Default()
 	}
 	a := &URL{opts: opts, log: log}
 	dialer := &net.Dialer{Timeout: 30 * time.Second, Control: a.control}
@@ -246,62 +259,45 @@ func (a *URL) control(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", address, ErrForbiddenAddress)
 	}
-	if why := a.refuse(ap.Addr()); why != "" {
+	if why := a.refuse(ap.Addr(), int(ap.Port())); why != "" {
 		return fmt.Errorf("refusing to connect to %s (%s): %w", ap.Addr(), why, ErrForbiddenAddress)
 	}
 	return nil
 }
 
-// Address ranges the url adapter checks.
-var (
-	cgnat         = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet       = netip.MustParsePrefix("0.0.0.0/8")
-	reserved4     = netip.MustParsePrefix("240.0.0.0/4")
-	nat64         = netip.MustParsePrefix("64:ff9b::/96")
-	ipv4Compat    = netip.MustParsePrefix("::/96")
-	siteLocal6    = netip.MustParsePrefix("fec0::/10")
-	broadcast4    = netip.MustParseAddr("255.255.255.255")
-	metadataIPv4  = netip.MustParseAddr("169.254.169.254")
-	metadataIPv6  = netip.MustParseAddr("fd00:ec2::254")
+// Hints of the url adapter's refusals.
+const (
 	loopbackHint  = "refused unless the box's operator sets [inputs] allow_loopback_urls = true in glovebox.toml (URLOptions.AllowLoopback)"
 	privateHint   = "refused unless the box's operator sets [inputs] allow_private_urls = true in glovebox.toml (URLOptions.AllowPrivate)"
 	forbiddenHint = "never permitted"
 )
 
-// refuse returns why addr may not be dialled, or "" when it may.
-func (a *URL) refuse(addr netip.Addr) string {
-	addr = addr.Unmap()
-	// An IPv6 address embedding an IPv4 one is judged by the IPv4 one.
-	if addr.Is6() && (nat64.Contains(addr) || (ipv4Compat.Contains(addr) && !addr.IsLoopback() && !addr.IsUnspecified())) {
-		b := addr.As16()
-		addr = netip.AddrFrom4([4]byte(b[12:16]))
+// open maps the operator switches onto the table's classes.
+func (a *URL) open(c netguard.Closure) bool {
+	switch c.Class {
+	case netguard.Host, netguard.Kit:
+		return a.opts.AllowLoopback
+	case netguard.Private:
+		return a.opts.AllowPrivate
 	}
-	switch {
-	case addr == metadataIPv4 || addr == metadataIPv6:
-		return "cloud metadata service, " + forbiddenHint
-	case addr.IsUnspecified() || thisNet.Contains(addr):
-		return "unspecified address, " + forbiddenHint
-	case addr.IsLoopback():
-		if a.opts.AllowLoopback {
-			return ""
-		}
-		return "loopback address, " + loopbackHint
-	case addr.IsLinkLocalUnicast():
-		return "link-local address, " + forbiddenHint
-	case addr.IsMulticast() || addr.IsLinkLocalMulticast() || addr.IsInterfaceLocalMulticast():
-		return "multicast address, " + forbiddenHint
-	case addr == broadcast4 || reserved4.Contains(addr) || siteLocal6.Contains(addr):
-		return "reserved address, " + forbiddenHint
-	case cgnat.Contains(addr):
-		if a.opts.AllowPrivate {
-			return ""
-		}
-		return "carrier-grade NAT address, " + privateHint
-	case addr.IsPrivate(): // RFC 1918 and fc00::/7
-		if a.opts.AllowPrivate {
-			return ""
-		}
-		return "private address, " + privateHint
+	return false
+}
+
+// refuse returns why addr:port may not be dialled, or "" when it may.
+func (a *URL) refuse(addr netip.Addr, port int) string {
+	c, closed := a.opts.Guard.Check(addr, port, a.open)
+	if !closed {
+		return ""
 	}
-	return ""
+	what := c.What
+	if c.Via != "" {
+		what += ", spelled as " + c.Via
+	}
+	switch c.Class {
+	case netguard.Host, netguard.Kit:
+		return what + ", " + loopbackHint
+	case netguard.Private:
+		return what + ", " + privateHint
+	}
+	return what + ", " + forbiddenHint
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -87,7 +88,7 @@ func TestURLOpen(t *testing.T) {
 		{name: "five redirects", ref: urlRef(srv.URL+"/redirect/5", nil), wantBody: payload},
 		{name: "six redirects", ref: urlRef(srv.URL+"/redirect/6", nil), openErr: "stopped after 5 redirects"},
 		{name: "redirects disabled", opts: URLOptions{MaxRedirects: -1}, ref: urlRef(srv.URL+"/redirect/1", nil), openErr: "stopped after 0 redirects"},
-		{name: "redirect to metadata refused", ref: urlRef(srv.URL+"/to-metadata", nil), openErr: "refusing to connect to 169.254.169.254 (cloud metadata service", isErr: ErrForbiddenAddress},
+		{name: "redirect to metadata refused", ref: urlRef(srv.URL+"/to-metadata", nil), openErr: "refusing to connect to 169.254.169.254 (cloud metadata, never permitted", isErr: ErrForbiddenAddress},
 		{name: "redirect to file scheme", ref: urlRef(srv.URL+"/to-file-scheme", nil), openErr: "scheme must be http or https"},
 		{name: "ftp", ref: urlRef("ftp://example.com/x", nil), openErr: "scheme must be http or https"},
 		{name: "wrong kind", ref: protocol.FileRef{Kind: "inline", Name: "x"}, openErr: "cannot read a inline ref"},
@@ -185,7 +186,7 @@ func TestURLRefusesLoopbackByDefault(t *testing.T) {
 			rc.Close()
 			t.Fatalf("Open(%s) with default options succeeded", u)
 		}
-		if !errors.Is(err, ErrForbiddenAddress) || !strings.Contains(err.Error(), "loopback address, refused unless the box's operator sets [inputs] allow_loopback_urls = true in glovebox.toml") {
+		if !errors.Is(err, ErrForbiddenAddress) || !strings.Contains(err.Error(), "(loopback, refused unless the box's operator sets [inputs] allow_loopback_urls = true in glovebox.toml") {
 			t.Errorf("Open(%s) error = %q, want a loopback refusal", u, err)
 		}
 	}
@@ -299,21 +300,30 @@ func TestURLAddressGuard(t *testing.T) {
 		{"224.0.0.1", "multicast", false},
 		{"239.255.255.250", "multicast", false},
 		{"ff02::1", "multicast", false},
-		{"255.255.255.255", "reserved", false},
+		{"255.255.255.255", "broadcast", false},
 		{"240.0.0.1", "reserved", false},
 		{"64:ff9b::a9fe:a9fe", "cloud metadata", false}, // NAT64 of 169.254.169.254
 		{"64:ff9b::808:808", "", true},                  // NAT64 of 8.8.8.8
 		{"::7f00:1", "loopback", false},                 // IPv4-compatible 127.0.0.1
+		// The table the egress proxy uses: what the adapter let through
+		// before it shared it.
+		{"168.63.129.16", "cloud metadata", false},
+		{"100.100.100.200", "cloud metadata", false},
+		{"2002:a9fe:a9fe::", "cloud metadata", false}, // 6to4 of 169.254.169.254
+		{"64:ff9b:1::a9fe:a9fe", "local-use NAT64", false},
+		{"198.18.0.1", "benchmarking", false},
+		{"203.0.113.9", "documentation", false},
+		{"192.0.0.170", "IETF protocol assignments", false},
 	}
 	def := NewURL(URLOptions{})
 	priv := NewURL(URLOptions{AllowPrivate: true})
 	for _, tt := range tests {
 		addr := netip.MustParseAddr(tt.addr)
-		got := def.refuse(addr)
+		got := def.refuse(addr, 443)
 		if tt.def == "" && got != "" || tt.def != "" && !strings.Contains(got, tt.def) {
 			t.Errorf("refuse(%s) = %q, want %q", tt.addr, got, tt.def)
 		}
-		if allowed := priv.refuse(addr) == ""; allowed != tt.allowPrivate {
+		if allowed := priv.refuse(addr, 443) == ""; allowed != tt.allowPrivate {
 			t.Errorf("with AllowPrivate: refuse(%s) allowed = %v, want %v", tt.addr, allowed, tt.allowPrivate)
 		}
 		if err := def.control("tcp", netip.AddrPortFrom(addr, 443).String(), nil); (err == nil) != (tt.def == "") {
@@ -335,17 +345,16 @@ func FuzzAddressGuard(f *testing.F) {
 			return
 		}
 		addr, _ := netip.AddrFromSlice(b)
-		if def.refuse(addr) != "" {
+		if def.refuse(addr, 443) != "" {
 			return
 		}
 		u := addr.Unmap()
 		if u.IsLoopback() || u.IsPrivate() || u.IsLinkLocalUnicast() || u.IsMulticast() || u.IsUnspecified() ||
-			u.IsInterfaceLocalMulticast() || u.IsLinkLocalMulticast() || cgnat.Contains(u) {
+			u.IsInterfaceLocalMulticast() || u.IsLinkLocalMulticast() || netip.MustParsePrefix("100.64.0.0/10").Contains(u) {
 			t.Fatalf("refuse(%s) allowed a non-public address", addr)
 		}
-		if nat64.Contains(u) || (ipv4Compat.Contains(u) && u.Is6()) {
-			v4 := netip.AddrFrom4([4]byte(u.AsSlice()[12:16]))
-			if v4.IsLoopback() || v4.IsPrivate() || v4.IsLinkLocalUnicast() {
+		if v4, _, ok := netguard.Embedded(u); ok {
+			if v4.IsLoopback() || v4.IsPrivate() || v4.IsLinkLocalUnicast() || v4.IsUnspecified() {
 				t.Fatalf("refuse(%s) allowed an embedded non-public %s", addr, v4)
 			}
 		}
@@ -373,4 +382,36 @@ func FuzzForwardHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestS3EndpointGuard: the s3 adapter's own client never reaches a
+// special-purpose address, whatever the endpoint names; this machine and
+// the private network stay open to the operator's endpoint. The endpoint
+// is 0.0.0.0 (unspecified), which a dialer without the guard takes to
+// this machine's loopback server: the test sees that, and never sends
+// anything elsewhere.
+func TestS3EndpointGuard(t *testing.T) {
+	t.Parallel()
+	var hit atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit.Store(true) }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, ep := range []string{"http://0.0.0.0:" + port, "http://127.0.0.1:" + port} {
+		a, err := NewS3(S3Options{Endpoint: ep, PathStyle: true, Bucket: "bucket", AccessKeyID: "k", SecretAccessKey: "s", Region: "us-east-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit.Store(false)
+		rc, err := a.Open(t.Context(), protocol.FileRef{Kind: protocol.KindS3, Name: "x", Bucket: "bucket", Key: "k"}, 0)
+		if rc != nil {
+			rc.Close()
+		}
+		var ce *netguard.ClosedError
+		switch {
+		case strings.Contains(ep, "0.0.0.0") && (!errors.As(err, &ce) || hit.Load()):
+			t.Errorf("s3 Open against %s = %v, reached %v; want a refusal before any connection", ep, err, hit.Load())
+		case strings.Contains(ep, "127.0.0.1") && !hit.Load():
+			t.Errorf("s3 Open against %s = %v; want the operator's loopback endpoint reached", ep, err)
+		}
+	}
 }
