@@ -55,7 +55,7 @@ func (d *doc) network(path string, v any, c *Config) {
 // secret reaches agents only as a placeholder, and the egress proxy puts
 // the real value into requests to hosts.
 func (d *doc) inject(path string, v any, spec protocol.EnvSpec) *protocol.InjectSpec {
-	m, ok := d.table(path, v, "hosts", "header")
+	m, ok := d.table(path, v, "hosts", "header", "port")
 	if !ok {
 		return nil
 	}
@@ -84,11 +84,20 @@ func (d *doc) inject(path string, v any, spec protocol.EnvSpec) *protocol.Inject
 			}
 		}
 	}
+	if x, ok := m["port"]; ok {
+		if n, ok := d.integer(path+".port", x); ok {
+			if n < 1 || n > 65535 {
+				d.errorf(path+".port", "%d is not a TCP port: the HTTPS port the secret is sent to, 1 to 65535 (default 443)", n)
+			} else if n != protocol.InjectPort {
+				in.Port = n
+			}
+		}
+	}
 	return in
 }
 
 // injectReachable reports a brokered secret whose host the [network]
-// policy blocks on port 443: it could never be sent.
+// policy blocks on its port (443 unless inject.port says): it could never be sent.
 func (d *doc) injectReachable(c *Config) {
 	n := c.Network
 	if n == nil {
@@ -105,8 +114,8 @@ func (d *doc) injectReachable(c *Config) {
 		r, _ := protocol.ParseEgressRule(s)
 		deny = append(deny, r)
 	}
-	match := func(r protocol.EgressRule, host string) bool {
-		if r.Host == "" || (r.Port != 0 && r.Port != 443) {
+	match := func(r protocol.EgressRule, host string, port int) bool {
+		if r.Host == "" || (r.Port != 0 && r.Port != port) {
 			return false
 		}
 		if rest, ok := strings.CutPrefix(r.Host, "*"); ok {
@@ -119,16 +128,20 @@ func (d *doc) injectReachable(c *Config) {
 		if in == nil {
 			continue
 		}
+		port := in.Port
+		if port == 0 {
+			port = protocol.InjectPort
+		}
 		for i, h := range in.Hosts {
 			p := fmt.Sprintf("%s.inject.hosts[%d]", joinPath("env", []string{name}), i)
 			blocked := ""
 			for _, r := range deny {
-				if match(r, h) {
+				if match(r, h, port) {
 					blocked = fmt.Sprintf("network.deny has %q", r.Text)
 					break
 				}
 			}
-			if blocked == "" && n.Default == protocol.NetworkDeny && !addrAllow && !slices.ContainsFunc(allow, func(r protocol.EgressRule) bool { return match(r, h) }) {
+			if blocked == "" && n.Default == protocol.NetworkDeny && !addrAllow && !slices.ContainsFunc(allow, func(r protocol.EgressRule) bool { return match(r, h, port) }) {
 				blocked = fmt.Sprintf("network.default is \"deny\" and no allow rule names it: add %q to network.allow", h)
 			}
 			if blocked != "" {

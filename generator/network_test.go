@@ -21,9 +21,16 @@ deny  = ["169.254.169.254"]
 required = true
 secret = true
 inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
+
+[env.GATEWAY_KEY]
+secret = true
+inject = { hosts = ["gateway.example.com"], port = 8443 }
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := c.Env["GATEWAY_KEY"].Inject.Port; got != 8443 {
+		t.Errorf("inject.port = %d, want 8443", got)
 	}
 	want := &protocol.NetworkSpec{
 		Default: "deny",
@@ -61,6 +68,10 @@ inject = { hosts = ["API.example.com"], header = "x key", extra = 1 }
 [env.OTHER]
 secret = true
 inject = { header = "x-api-key" }
+
+[env.PORTED]
+secret = true
+inject = { hosts = ["api.example.com"], port = 70000 }
 `))
 	if err == nil {
 		t.Fatal("Parse accepted a bad [network]")
@@ -77,6 +88,7 @@ inject = { header = "x-api-key" }
 		`glovebox.toml:8: env.KEY.inject.header: "x key" is not an HTTP header name`,
 		`glovebox.toml:8: env.KEY.inject.hosts[0]: "API.example.com" is not a lower-case host name`,
 		`glovebox.toml:12: env.OTHER.inject.hosts: name at least one host`,
+		`glovebox.toml:16: env.PORTED.inject.port: 70000 is not a TCP port`,
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -92,12 +104,16 @@ deny = ["bad.example.com:443"]
 [env.A]
 secret = true
 inject = { hosts = ["api.example.com", "bad.example.com", "other.org"] }
+
+[env.B]
+secret = true
+inject = { hosts = ["other.org"], port = 8443 }
 `))
 	want = []string{
 		`glovebox.toml:8: env.A.inject.hosts[1]: the secret could never be sent to "bad.example.com": network.deny has "bad.example.com:443"`,
 		`glovebox.toml:8: env.A.inject.hosts[2]: the secret could never be sent to "other.org": network.default is "deny" and no allow rule names it`,
 	}
-	if err == nil || strings.Contains(err.Error(), "hosts[0]") {
+	if err == nil || strings.Contains(err.Error(), "hosts[0]") || strings.Contains(err.Error(), "env.B") {
 		t.Errorf("Parse = %v, want errors for hosts[1] and hosts[2] only", err)
 	}
 	for _, w := range want {
