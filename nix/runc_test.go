@@ -548,7 +548,7 @@ func attackInContainer(t *testing.T, ctx context.Context, url, key string) {
 	victim := run("victim", `echo victim-secret > "$GLOVEBOX_WORK/private.txt"; echo "$GLOVEBOX_WORK"`)
 	vwork := strings.TrimSpace(victim)
 	out := run("attacker", fmt.Sprintf(`
-for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null; done | grep GLOVEBOX_KEY
+for p in /proc/[0-9]*; do tr '\0' '\n' < $p/environ 2>/dev/null; done | grep GLOVEBOX_KE[Y]
 head -c 4096 /proc/1/mem >/dev/null 2>&1 && echo MEM-READ
 ls /work 2>/dev/null
 cat %s/private.txt 2>/dev/null

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -128,11 +129,13 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestBootWithoutCapabilities: a kit run as root with every capability
-// dropped (a Kubernetes pod's capabilities.drop: [ALL]) cannot give
-// sessions their directories, nor write in a directory root does not own.
-// It says so at boot, naming the capability, instead of serving sessions
-// that all fail (it once crashed on the first one).
+// TestBootWithoutCapabilities: the real kit as root with every
+// capability dropped (a pod's capabilities.drop: [ALL]) never panics.
+// With nothing in its bounding set it serves, its sessions running as
+// its own uid kept apart by Landlock and seccomp (root without
+// CAP_SETUID gives no uid per session); where root cannot write a
+// directory it does not own, it refuses to start and names the
+// capability to keep.
 func TestBootWithoutCapabilities(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -142,10 +145,10 @@ func TestBootWithoutCapabilities(t *testing.T) {
 		t.Skip("no setpriv to drop capabilities with")
 	}
 	for _, tc := range []struct {
-		name, want string
+		name, want string // want: what the refusal names; "" for a kit that serves
 		prepare    func(root string)
 	}{
-		{"session directories", "CAP_CHOWN", func(string) {}},
+		{"session directories", "", func(string) {}},
 		{"a work directory root does not own", "CAP_DAC_OVERRIDE", func(root string) {
 			os.Mkdir(filepath.Join(root, "work"), 0o755)
 			os.Chown(filepath.Join(root, "work"), 12345, 12345)
@@ -158,13 +161,22 @@ func TestBootWithoutCapabilities(t *testing.T) {
 			cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_MANIFEST="+writeSandboxManifest(t, key, nil), "GLOVEBOX_ROOT="+root)
 			cmd.Args = append([]string{setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"}, cmd.Path)
 			cmd.Path = setpriv
-			var stderr bytes.Buffer
+			var stderr testkit.LogBuffer
 			cmd.Stderr = &stderr
 			done := make(chan error, 1)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			go func() { done <- cmd.Wait() }()
+			if tc.want == "" {
+				stderr.Until(t, 1, "glovebox-kit serving")
+				cmd.Process.Kill()
+				<-done
+				if log := stderr.String(); strings.Contains(log, "panic") || !strings.Contains(log, "landlock") {
+					t.Errorf("the kit without capabilities served without Landlock, or panicked:\n%s", log)
+				}
+				return
+			}
 			select {
 			case err := <-done:
 				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
