@@ -190,10 +190,41 @@ func startTestHost(t *testing.T) *testHost {
 	if s.err != nil {
 		t.Fatalf("test host: %v", s.err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "test-host\n")
-	}), ReadHeaderTimeout: 5 * time.Second}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var extra []net.Listener // /listen's, closed with the host
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/listen" {
+			io.WriteString(w, "test-host\n")
+			return
+		}
+		// An attacker's server on a port the session names (its
+		// proxy's port number), answering "proxy-port".
+		port, err := strconv.Atoi(r.URL.Query().Get("port"))
+		if err != nil || port <= 0 || port > 65535 {
+			http.Error(w, "bad port", http.StatusBadRequest)
+			return
+		}
+		ln, err := listenIn(ns, net.JoinHostPort(remote, strconv.Itoa(port)))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		mu.Lock()
+		extra = append(extra, ln)
+		mu.Unlock()
+		wg.Go(func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, "proxy-port\n")
+				c.Close()
+			}
+		})
+		io.WriteString(w, "listening\n")
+	}), ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() { srv.Serve(s.ln) })
 	wg.Go(func() {
 		buf := make([]byte, 1500)
@@ -208,9 +239,42 @@ func startTestHost(t *testing.T) *testHost {
 	t.Cleanup(func() {
 		srv.Close()
 		s.pc.Close()
+		mu.Lock()
+		for _, ln := range extra {
+			ln.Close()
+		}
+		mu.Unlock()
 		wg.Wait()
 	})
 	return h
+}
+
+// listenIn listens on addr inside the network namespace ns, from a
+// thread that joins it (and is never given back to the runtime).
+func listenIn(ns, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		var r result
+		defer func() { ch <- r }()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			r.err = fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		r.ln, r.err = net.Listen("tcp4", addr)
+	}()
+	r := <-ch
+	return r.ln, r.err
 }
 
 // manifest is the box every profile serves: the exec agent, a [network]

@@ -150,10 +150,11 @@ func profiles() []profile {
 			active:   []string{"users", "privileges"},
 			inactive: []string{"mount", "pid", "network", "cgroup", "landlock", "seccomp"},
 			breaches: map[string]string{
-				"mem-unbounded": noCgroup,
-				"egress-tcp":    "nothing keeps a session's TCP inside the proxy",
-				"egress-ipv6":   "nothing keeps a session's TCP inside the proxy",
-				"egress-udp":    "no seccomp filter refuses UDP",
+				"mem-unbounded":     noCgroup,
+				"egress-tcp":        "nothing keeps a session's TCP inside the proxy",
+				"egress-ipv6":       "nothing keeps a session's TCP inside the proxy",
+				"egress-proxy-port": "nothing keeps a session's TCP inside the proxy",
+				"egress-udp":        "no seccomp filter refuses UDP",
 			},
 		},
 		{
@@ -178,6 +179,7 @@ func profiles() []profile {
 				"ptrace-victim":     shared,
 				"egress-tcp":        "nothing keeps a session's TCP inside the proxy",
 				"egress-ipv6":       "nothing keeps a session's TCP inside the proxy",
+				"egress-proxy-port": "nothing keeps a session's TCP inside the proxy",
 				"egress-udp":        "no seccomp filter refuses UDP",
 			},
 		},
@@ -227,16 +229,26 @@ func TestPlatforms(t *testing.T) {
 			s.close()
 
 			got := attack(t, ctx, k, host)
+			// Where Landlock, not a network namespace, keeps a session's
+			// TCP in the proxy, its rules name the proxy's port, not its
+			// host: a server on that port number elsewhere is reached.
+			breaches := maps.Clone(p.breaches)
+			if breaches == nil {
+				breaches = map[string]string{}
+			}
+			if !slices.Contains(iso.Active, "network") && slices.Contains(iso.Active, "landlock") {
+				breaches["egress-proxy-port"] = "Landlock's TCP rules name ports, not hosts: a server listening on the session's proxy port number at another address is reachable"
+			}
 			for _, b := range slices.Sorted(maps.Keys(got)) {
-				if why, ok := p.breaches[b]; ok {
+				if why, ok := breaches[b]; ok {
 					t.Logf("attack %s succeeds, as expected: %s", b, why)
 					continue
 				}
 				t.Errorf("attack %s succeeded: %s", b, got[b])
 			}
-			for _, b := range slices.Sorted(maps.Keys(p.breaches)) {
+			for _, b := range slices.Sorted(maps.Keys(breaches)) {
 				if _, ok := got[b]; !ok {
-					t.Errorf("attack %s failed, but the profile expects it to succeed (%s): the test no longer detects it, or the row is out of date", b, p.breaches[b])
+					t.Errorf("attack %s failed, but the profile expects it to succeed (%s): the test no longer detects it, or the row is out of date", b, breaches[b])
 				}
 			}
 			// The kit survived everything and still serves.

@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -234,6 +235,44 @@ func netAttack(args []string) error {
 		fmt.Println("PROXY-OK")
 	} else {
 		fmt.Printf("PROXY-FAIL proxy=%q %d %q\n", os.Getenv("HTTP_PROXY"), resp.StatusCode, body)
+		return nil
+	}
+	// A server of the attacker's on the proxy's port number: asked
+	// through the proxy to listen there, then dialled directly.
+	if err := proxyPortHost(ctx, cl, *host, tcp); err == nil {
+		fmt.Println("BREACH egress-proxy-port")
+	} else {
+		fmt.Println("proxy port:", err)
+	}
+	return nil
+}
+
+// proxyPortHost asks the test host, through the proxy, to listen on the
+// port number of the session's proxy, and connects there directly.
+func proxyPortHost(ctx context.Context, cl *http.Client, host, hostPort string) error {
+	u, err := url.Parse(os.Getenv("HTTP_PROXY"))
+	if err != nil || u.Port() == "" {
+		return fmt.Errorf("no proxy port in HTTP_PROXY=%q", os.Getenv("HTTP_PROXY"))
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostPort+"/listen?port="+u.Port(), nil)
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("the test host could not listen on %s: %s", u.Port(), resp.Status)
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(host, u.Port()))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	b, err := io.ReadAll(io.LimitReader(c, 64))
+	if err != nil || !strings.Contains(string(b), "proxy-port") {
+		return fmt.Errorf("connected, but read %q, %v", b, err)
 	}
 	return nil
 }

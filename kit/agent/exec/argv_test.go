@@ -3,6 +3,7 @@ package exec_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"strconv"
@@ -21,7 +22,9 @@ import (
 func TestPromptNotOnCommandLine(t *testing.T) {
 	marker := "glovebox-secret-" + strings.Repeat("x", 8)
 	s := newSession(t)
-	tr := &turn{text: "echo " + marker + " >/dev/null; env | grep -c " + exec.PromptVar + "; sleep 30"}
+	// A sleep of its own length, so that the test ends exactly it.
+	sleep := fmt.Sprintf("30.%06d", time.Now().UnixNano()%1000000)
+	tr := &turn{text: "echo " + marker + " >/dev/null; env | grep -c " + exec.PromptVar + "; sleep " + sleep}
 	seen := make(chan []int, 1)
 	tr.onEmit = func(ev event) {
 		if ev.Type == exec.EventTextDelta {
@@ -48,8 +51,8 @@ func TestPromptNotOnCommandLine(t *testing.T) {
 		t.Errorf("commands see %s: env | grep -c printed %q, want 0", exec.PromptVar, got)
 	}
 	// The prompt's sleep is ended by the test's end.
-	testkit.Until(t, "a sleep under the prompt", func() bool { return len(testkit.WithCmdline("sleep\x0030")) > 0 })
-	for _, pid := range testkit.WithCmdline("sleep\x0030") {
+	testkit.Until(t, "a sleep under the prompt", func() bool { return len(testkit.WithCmdline("sleep\x00"+sleep)) > 0 })
+	for _, pid := range testkit.WithCmdline("sleep\x00" + sleep) {
 		if p, err := os.FindProcess(pid); err == nil {
 			p.Kill()
 		}
