@@ -156,39 +156,23 @@ func startTestHost(t *testing.T) *testHost {
 	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 
 	h := &testHost{addr: remote, port: 8080, udp: 9999}
-	// Sockets made on a thread that joined the namespace stay in it; the
-	// thread is never given back to the runtime (it exits with the
-	// locked goroutine).
-	type socks struct {
-		ln  net.Listener
-		pc  net.PacketConn
-		err error
+	// Sockets made in the namespace stay in it.
+	var s struct {
+		ln net.Listener
+		pc net.PacketConn
 	}
-	ch := make(chan socks, 1)
-	go func() {
-		runtime.LockOSThread()
-		var s socks
-		defer func() { ch <- s }()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			s.err = err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			s.err = fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		if s.ln, s.err = net.Listen("tcp4", net.JoinHostPort(remote, strconv.Itoa(h.port))); s.err != nil {
-			return
+	err := inNetns(ns, func() error {
+		var err error
+		if s.ln, err = net.Listen("tcp4", net.JoinHostPort(remote, strconv.Itoa(h.port))); err != nil {
+			return err
 		}
 		// An IPv6 socket's connection to ::ffff:addr reaches this
 		// listener too.
-		s.pc, s.err = net.ListenPacket("udp4", net.JoinHostPort(remote, strconv.Itoa(h.udp)))
-	}()
-	s := <-ch
-	if s.err != nil {
-		t.Fatalf("test host: %v", s.err)
+		s.pc, err = net.ListenPacket("udp4", net.JoinHostPort(remote, strconv.Itoa(h.udp)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("test host: %v", err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -249,32 +233,48 @@ func startTestHost(t *testing.T) *testHost {
 	return h
 }
 
-// listenIn listens on addr inside the network namespace ns, from a
-// thread that joins it (and is never given back to the runtime).
+// listenIn listens on addr inside the network namespace ns.
 func listenIn(ns, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	err := inNetns(ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	})
+	return ln, err
+}
+
+// inNetns runs f on a thread in the network namespace ns, then moves the
+// thread back. A thread is never left to die locked: this process starts
+// its kits with Pdeathsig, which the kernel sends when the thread that
+// forked them exits, whatever the rest of the process does.
+func inNetns(ns string, f func() error) error {
+	runtime.LockOSThread()
+	own, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		var r result
-		defer func() { ch <- r }()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			r.err = err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			r.err = fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		r.ln, r.err = net.Listen("tcp4", addr)
-	}()
-	r := <-ch
-	return r.ln, r.err
+	defer own.Close()
+	target, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", ns, err)
+	}
+	ferr := f()
+	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Stuck in the namespace: the thread must not serve anything
+		// else. Kits forked from it get their Pdeathsig, which the
+		// test then reports; better than a thread in the wrong place.
+		return errors.Join(ferr, fmt.Errorf("setns back: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }
 
 // manifest is the box every profile serves: the exec agent, a [network]

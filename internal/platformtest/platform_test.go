@@ -262,6 +262,12 @@ func TestPlatforms(t *testing.T) {
 			} else if t.Failed() {
 				t.Logf("kit log:\n%s", k.log())
 			}
+			select {
+			case err := <-k.exited:
+				k.exited <- err
+				t.Errorf("the kit exited during the attacks: %v", err)
+			default:
+			}
 		})
 	}
 }
