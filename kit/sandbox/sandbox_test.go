@@ -331,7 +331,11 @@ func TestMemoryLimit(t *testing.T) {
 // exactly them, never another test's processes on the machine (a parallel
 // go test ./... runs many).
 func TestForkLimit(t *testing.T) {
-	b := newBox(t, Config{Limits: Limits{Pids: 32}})
+	// A uid range of its own: RLIMIT_NPROC, the backstop under the cgroup,
+	// counts every process of the uid on the machine, and other tests'
+	// sessions (the default range's first uid) would make it refuse first,
+	// uncounted by the cgroup.
+	b := newBox(t, Config{Limits: Limits{Pids: 32}, UIDBase: 300000 + os.Getpid()%100000})
 	ss, dir := b.session(t, "s")
 	mark := fmt.Sprintf("GLOVEBOX_FORK_TEST=%d-%d", os.Getpid(), time.Now().UnixNano())
 
