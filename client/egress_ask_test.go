@@ -22,6 +22,7 @@ import (
 	"github.com/glovebox-dev/glovebox/client"
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit"
+	"github.com/glovebox-dev/glovebox/kit/agent"
 	gexec "github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -37,7 +38,12 @@ type egressKit struct {
 	port int // the outside server's
 }
 
-func startEgressKit(t *testing.T, spec protocol.NetworkSpec, root string) *egressKit {
+func startEgressKit(t testing.TB, spec protocol.NetworkSpec, root string) *egressKit {
+	t.Helper()
+	return startEgressKitWith(t, spec, root, gexec.New(gexec.WithGrace(100*time.Millisecond)))
+}
+
+func startEgressKitWith(t testing.TB, spec protocol.NetworkSpec, root string, ag agent.Agent) *egressKit {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the egress tests need curl")
@@ -58,7 +64,7 @@ func startEgressKit(t *testing.T, spec protocol.NetworkSpec, root string) *egres
 		t.Fatal(err)
 	}
 	ek.srv, err = kit.New(kit.Options{
-		Manifest: m, Key: testKey, Root: root, PublicURL: "http://" + ln.Addr().String(), Agent: gexec.New(gexec.WithGrace(100 * time.Millisecond)),
+		Manifest: m, Key: testKey, Root: root, PublicURL: "http://" + ln.Addr().String(), Agent: ag,
 		Logger:  testkit.Logger(t, slog.LevelWarn),
 		Getenv:  func(string) string { return "" },
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},

@@ -216,3 +216,32 @@ func TestTOMLLine(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRecord is the cost of recording one decision: numbering and
+// encoding it, the ring, and (file) the append to the trail's file.
+func BenchmarkRecord(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		dir  bool
+	}{{"ring", false}, {"file", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			o := JournalOptions{}
+			if tc.dir {
+				o.Dir = b.TempDir()
+			}
+			j, err := OpenJournal(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			ev := Event{Time: time.Now(), Session: "0123456789abcdef0123456789abcdef", Proto: "connect", Host: "api.github.com", Port: 443,
+				Decision: Allow, Rule: "api.github.com", Line: `allow = ["api.github.com"]`, Reason: `api.github.com:443 matches the allow rule "api.github.com"`,
+				Addrs: []string{"140.82.112.6"}, BytesOut: 1234, BytesIn: 56789}
+			b.ReportAllocs()
+			for b.Loop() {
+				e := ev
+				j.Record(&e)
+			}
+		})
+	}
+}
