@@ -150,8 +150,8 @@ func curlPrompt(t *testing.T, ctx context.Context, b *client.Box, port int, host
 // client answers the kit's egress asks over its WebSocket, and each
 // answer decides: once (this connection only), session (remembered for
 // the session, one ask for two connections), box (the live policy gains
-// the rule at once: another session is not asked), deny, and no answer
-// (the ask times out and denies). The audit trail, followed while it
+// the rule at once: another session is not asked), deny (remembered for
+// the session too), and no answer (the ask times out and denies). The audit trail, followed while it
 // happens, records each with its answer.
 func TestEgressAskOverWebSocket(t *testing.T) {
 	ek := startEgressKit(t, protocol.NetworkSpec{Default: "deny", Allow: []string{"allowed.test"}, Ask: true, AskTimeout: "3s"}, t.TempDir())
@@ -193,6 +193,10 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 	if codes, _ := curlPrompt(t, ctx, b, ek.port, []string{"once.test"}, protocol.EgressAskDeny); codes != "451" {
 		t.Errorf("once.test denied: codes %q, want 451", codes)
 	}
+	// A denial is remembered: the agent retrying does not ask again.
+	if codes, asks := curlPrompt(t, ctx, b, ek.port, []string{"once.test"}); codes != "451" || len(asks) != 0 {
+		t.Errorf("once.test again: codes %q, asks %d; want 451 and no ask", codes, len(asks))
+	}
 	// Session: one ask for two connections.
 	if codes, asks := curlPrompt(t, ctx, b, ek.port, []string{"sess.test", "sess.test"}, protocol.EgressAskSession); codes != "200 200" || len(asks) != 1 {
 		t.Errorf("sess.test: codes %q, asks %d; want 200 200 and one ask", codes, len(asks))
@@ -225,6 +229,7 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 		`allowed.test allow allowed.test  allow = ["allowed.test"]`,
 		fmt.Sprintf(`once.test allow once.test:%d once allow = ["once.test:%[1]d"]`, ek.port),
 		"once.test deny ask: deny deny ",
+		"once.test deny ask: deny deny ",
 		fmt.Sprintf(`sess.test allow sess.test:%d session allow = ["sess.test:%[1]d"]`, ek.port),
 		fmt.Sprintf(`sess.test allow sess.test:%d session allow = ["sess.test:%[1]d"]`, ek.port),
 		fmt.Sprintf(`box.test allow box.test:%d box allow = ["box.test:%[1]d"]`, ek.port),
@@ -250,8 +255,8 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 	}
 	metrics := getJSON(t, ctx, ek, "/metrics")
 	for _, w := range []string{`glovebox_egress_asks_total{answer="once"} 1`, `glovebox_egress_asks_total{answer="session"} 2`,
-		`glovebox_egress_asks_total{answer="box"} 1`, `glovebox_egress_asks_total{answer="deny"} 2`, `glovebox_egress_asks_total{answer="timeout"} 1`,
-		`glovebox_egress_audit_records_total 9`, `glovebox_egress_decisions_total{decision="deny"} 3`} {
+		`glovebox_egress_asks_total{answer="box"} 1`, `glovebox_egress_asks_total{answer="deny"} 3`, `glovebox_egress_asks_total{answer="timeout"} 1`,
+		`glovebox_egress_audit_records_total 10`, `glovebox_egress_decisions_total{decision="deny"} 4`} {
 		if !strings.Contains(metrics, w) {
 			t.Errorf("/metrics lacks %q", w)
 		}

@@ -19,16 +19,19 @@ import (
 // prompt and waits for the client's answer, or the ask timeout, which
 // denies. Concurrent connections of a session to one host and port wait
 // for the same ask. An approval for the session is kept until the
-// session ends; one for the box is applied to the live policy, as POST
-// /egress would, before the connection goes ahead, and logged with the
-// glovebox.toml line that keeps it. A session with no client attached,
-// or no prompt running to show the slot, is not asked: the default
-// decides, as without ask.
+// session ends, and so is a denial (an agent that retries does not ask
+// the human again); one for the box is applied to the live policy, as
+// POST /egress would, before the connection goes ahead, and logged with
+// the glovebox.toml line that keeps it. A session with no client
+// attached, or no prompt running to show the slot, is not asked: the
+// default decides, as without ask; so does a session with maxAsks asks
+// under way already (an agent cannot flood its client with questions).
 
 // sessionAsks are one session's approvals and asks under way.
 type sessionAsks struct {
 	mu      sync.Mutex
 	allowed map[string]bool        // approval rules for the session
+	denied  map[string]bool        // rules the client denied
 	pending map[string]*pendingAsk // by approval rule
 }
 
@@ -43,7 +46,7 @@ func (e *kitEgress) asksOf(ss *session) *sessionAsks {
 	if v, ok := e.asks.Load(ss.id); ok {
 		return v.(*sessionAsks)
 	}
-	v, loaded := e.asks.LoadOrStore(ss.id, &sessionAsks{allowed: map[string]bool{}, pending: map[string]*pendingAsk{}})
+	v, loaded := e.asks.LoadOrStore(ss.id, &sessionAsks{allowed: map[string]bool{}, denied: map[string]bool{}, pending: map[string]*pendingAsk{}})
 	if !loaded {
 		context.AfterFunc(ss.ctx, func() { e.asks.Delete(ss.id) })
 	}
@@ -60,6 +63,10 @@ func (ss *session) askEgress(ctx context.Context, host string, port int) string 
 		sa.mu.Unlock()
 		return protocol.EgressAskSession
 	}
+	if sa.denied[rule] {
+		sa.mu.Unlock()
+		return protocol.EgressAskDeny
+	}
 	if p := sa.pending[rule]; p != nil {
 		sa.mu.Unlock()
 		select {
@@ -68,6 +75,11 @@ func (ss *session) askEgress(ctx context.Context, host string, port int) string 
 		case <-ctx.Done():
 			return protocol.EgressAskDeny
 		}
+	}
+	if len(sa.pending) >= maxAsks {
+		sa.mu.Unlock()
+		ss.logger().Warn("egress: too many asks under way; the default decides", "host", host, "port", port, "max", maxAsks)
+		return ""
 	}
 	p := &pendingAsk{done: make(chan struct{})}
 	sa.pending[rule] = p
@@ -82,8 +94,11 @@ func (ss *session) askEgress(ctx context.Context, host string, port int) string 
 		}
 	}
 	sa.mu.Lock()
-	if ans == protocol.EgressAskSession {
+	switch ans {
+	case protocol.EgressAskSession:
 		sa.allowed[rule] = true
+	case protocol.EgressAskDeny:
+		sa.denied[rule] = true
 	}
 	delete(sa.pending, rule)
 	sa.mu.Unlock()
@@ -91,6 +106,10 @@ func (ss *session) askEgress(ctx context.Context, host string, port int) string 
 	close(p.done)
 	return ans
 }
+
+// maxAsks caps a session's asks under way, each for another host or
+// port.
+const maxAsks = 8
 
 // askTimeout is the policy's ask_timeout, or the default.
 func askTimeout(spec protocol.NetworkSpec) time.Duration {
@@ -133,7 +152,7 @@ func (ss *session) askClient(ctx context.Context, host string, port int, rule st
 			return protocol.EgressAskTimeout
 		}
 		// The prompt or the connection ended first: no one answered.
-		return protocol.EgressAskDeny
+		return protocol.EgressAskTimeout
 	}
 	ans, err := protocol.ParseEgressAskAnswer(v)
 	if err != nil {
