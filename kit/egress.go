@@ -142,12 +142,14 @@ func (s *Server) bootEgress(b *boot) {
 		return
 	}
 	eo := s.opts.Egress
+	audit := s.openAudit()
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
 		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
-		Logger: s.log, Now: s.opts.Now, Audit: s.openAudit(),
+		Logger: s.log, Now: s.opts.Now, Audit: audit,
 	})
 	if err != nil {
+		audit.Close()
 		b.add("egress proxy: %v", err)
 		return
 	}
