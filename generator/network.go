@@ -10,7 +10,7 @@ import (
 
 // network decodes [network]: the box's egress policy.
 func (d *doc) network(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "default", "allow", "deny")
+	m, ok := d.table(path, v, "default", "allow", "deny", "ask", "ask_timeout")
 	if !ok {
 		return
 	}
@@ -48,6 +48,20 @@ func (d *doc) network(path string, v any, c *Config) {
 	}
 	n.Allow = rules("allow")
 	n.Deny = rules("deny")
+	if x, ok := m["ask"]; ok {
+		n.Ask, _ = d.boolean(path+".ask", x)
+	}
+	if x, ok := m["ask_timeout"]; ok {
+		if s, ok := d.str(path+".ask_timeout", x); ok {
+			if _, err := protocol.ParseDuration(s); err != nil {
+				d.errorf(path+".ask_timeout", "%s (e.g. \"60s\", \"5m\")", err)
+			} else if !n.Ask {
+				d.errorf(path+".ask_timeout", "ask_timeout is set but ask is not: set ask = true, or remove ask_timeout")
+			} else {
+				n.AskTimeout = s
+			}
+		}
+	}
 	c.Network = n
 }
 

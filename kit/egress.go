@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
@@ -53,6 +54,9 @@ type EgressOptions struct {
 	Resolve egress.Resolver
 	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	RootCAs *x509.CertPool
+	// Audit bounds the audit trail (its Dir is the state dir's
+	// egress-audit unless set).
+	Audit egress.JournalOptions
 }
 
 // kitEgress is a Server's egress proxy and what /environment shows of it.
@@ -62,6 +66,9 @@ type kitEgress struct {
 	netns   bool   // sessions have network namespaces: a listener inside each
 	bundle  string // the CA bundle agents trust
 	envBody atomic.Pointer[[]byte]
+	audit   *egress.Journal // the audit trail (audit_route.go)
+	asks    sync.Map        // session id -> *sessionAsks (egress_ask.go)
+	polMu   sync.Mutex      // orders the policy's replacements (POST /egress, approvals for the box)
 	// listen opens a session's listener, where sessions have no network
 	// namespace, and names the host:port its agents reach it at: a
 	// loopback TCP port, to which the session's sandbox confines them
@@ -135,16 +142,18 @@ func (s *Server) bootEgress(b *boot) {
 		return
 	}
 	eo := s.opts.Egress
+	audit := s.openAudit()
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
 		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
-		Logger: s.log, Now: s.opts.Now,
+		Logger: s.log, Now: s.opts.Now, Audit: audit,
 	})
 	if err != nil {
+		audit.Close()
 		b.add("egress proxy: %v", err)
 		return
 	}
-	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback}
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback, audit: p.Audit()}
 	if s.sb != nil && s.sb.Report().ConfinesEgress() {
 		e.mode = EgressEnforced
 	}
@@ -218,7 +227,7 @@ func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
 	if e == nil {
 		return nil, nil
 	}
-	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent}
+	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent, Ask: ss.askEgress}
 	if e.netns {
 		// The session's network namespace (one per supervisor of the
 		// session) has a listener of its own, made inside it; the proxy
@@ -298,8 +307,10 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		e.polMu.Lock()
 		e.proxy.SetPolicy(pol)
 		e.refresh(s)
+		e.polMu.Unlock()
 		s.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
 	default:
 		methodNotAllowed(w, "GET, HEAD, POST, PUT")

@@ -39,6 +39,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveEnvironment(w, r)
 	case p == "/egress":
 		s.serveEgress(w, r)
+	case p == "/egress/log":
+		s.serveEgressLog(w, r) // audit_route.go
 	case p == "/metrics":
 		s.serveMetrics(w, r)
 	case p == "/sessions":

@@ -9,6 +9,7 @@
 //	GET /environment       the box's environment and capabilities (bearer)
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
+//	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
 //	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
@@ -460,6 +461,9 @@ func (s *Server) Close(ctx context.Context) error {
 	// Every connection has ended (or was cut above): none is parked.
 	if p := s.parker.Load(); p != nil {
 		p.stop()
+	}
+	if s.egress != nil && s.egress.audit != nil {
+		s.egress.audit.Close()
 	}
 	if cerr := s.closeStorage(); cerr != nil && err == nil {
 		err = cerr

@@ -156,6 +156,7 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.family("glovebox_egress_bytes_total", "counter", "Bytes the egress proxy carried, by direction.")
 	m.sample("glovebox_egress_bytes_total", labels("direction", "out"), itoa(es.BytesOut))
 	m.sample("glovebox_egress_bytes_total", labels("direction", "in"), itoa(es.BytesIn))
+	s.auditMetrics(m) // audit_route.go
 
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

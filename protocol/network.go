@@ -18,6 +18,15 @@ type NetworkSpec struct {
 	Default string   `json:"default,omitempty"`
 	Allow   []string `json:"allow,omitempty"`
 	Deny    []string `json:"deny,omitempty"`
+	// Ask, when true, holds a connection no rule covers (the default
+	// would decide it) while the kit asks the session's client through an
+	// egress-ask display slot (RendererEgressAsk); no answer within
+	// AskTimeout denies it. A session with no client, or no prompt
+	// running, decides by the default as before. Additive.
+	Ask bool `json:"ask,omitempty"`
+	// AskTimeout bounds an ask (ParseDuration's forms; empty means
+	// DefaultAskTimeout). Additive.
+	AskTimeout string `json:"ask_timeout,omitempty"`
 }
 
 // Network defaults.
@@ -73,6 +82,20 @@ type EgressEvent struct {
 	// Scrubbed counts the real values removed from the answer of a
 	// brokered host (an upstream that echoed one back). Additive.
 	Scrubbed int `json:"scrubbed,omitempty"`
+	// The audit trail's fields (GET /egress/log). Additive.
+	//
+	// Seq numbers the box's decisions, from 1, across restarts when the
+	// box keeps its audit trail on disk.
+	Seq uint64 `json:"seq,omitempty"`
+	// Addrs are the addresses the proxy resolved and checked.
+	Addrs []string `json:"addrs,omitempty"`
+	// Line is the glovebox.toml [network] line the rule is written as
+	// (allow = ["api.github.com"], default = "deny"); empty for a
+	// built-in rule.
+	Line string `json:"line,omitempty"`
+	// Ask is the client's answer when the kit asked about the
+	// connection: one of the EgressAsk* answers, or "timeout".
+	Ask string `json:"ask,omitempty"`
 }
 
 // EgressRule is one parsed allow or deny entry:
@@ -220,6 +243,11 @@ func (n *NetworkSpec) Check() error {
 			if _, err := ParseEgressRule(s); err != nil {
 				errs = append(errs, fmt.Errorf("%s[%d]: %w", l.name, i, err))
 			}
+		}
+	}
+	if n.AskTimeout != "" {
+		if _, err := ParseDuration(n.AskTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("ask_timeout: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -58,10 +58,11 @@ const (
 	ScopeUpload      = "upload"      // PUT /uploads/{name}: files into the box's store
 	ScopeMetrics     = "metrics"     // GET /metrics
 	ScopeLogs        = "logs"        // GET /logs
+	ScopeAudit       = "audit"       // GET /egress/log: the egress audit trail
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs, ScopeAudit}
 
 // Errors VerifyToken returns, wrapped.
 var (

@@ -50,6 +50,7 @@ var commands = []command{
 	demoCommand,
 	psCommand,
 	logsCommand,
+	egressCommand,
 	endpointsCommand,
 	versionCommand,
 }

@@ -373,8 +373,9 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 	err = tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
-		h.emit(Event{Proto: "https", Host: host, Port: port, Decision: Fail, Rule: d.Rule,
-			Reason: "the agent's TLS handshake failed (does it trust the box CA? see SSL_CERT_FILE): " + err.Error()})
+		ev := event("https", host, port, d)
+		ev.Decision, ev.Reason = Fail, "the agent's TLS handshake failed (does it trust the box CA? see SSL_CERT_FILE): "+err.Error()
+		h.emit(ev)
 		return
 	}
 	lim := &limiter{r: tc}
@@ -408,7 +409,8 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		} else {
 			dd = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
 		}
-		ev.Decision, ev.Rule, ev.Reason = dd.Verdict, dd.Rule, dd.Reason
+		dd = h.ask(pol, host, port, dd)
+		ev = event("https", host, port, dd)
 		if !dd.Allowed() {
 			writeBlock(tc, host, port, dd)
 			h.emit(ev)

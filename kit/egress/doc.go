@@ -34,7 +34,16 @@
 // The egress log. Each decision becomes one Event for the session's sink:
 // a plain-HTTP request or a request inside a brokered tunnel when its
 // answer has been passed on, a tunnel (CONNECT, SOCKS) when it closes,
-// a block at once. Events carry bytes each way; Stats adds them up.
+// a block at once. Events carry bytes each way; Stats adds them up. With
+// Options.Audit each is also a line of the box's audit trail (a Journal:
+// numbered, with the addresses resolved and the glovebox.toml line of its
+// rule, in a bounded ring and a rotated file; audit.go).
+//
+// A human in the loop. With the policy's Ask on, a connection no rule
+// covers (the default would decide it) waits while the session's Ask asks
+// its client: once, for the session, for the box, or deny; no answer in
+// time denies. An approved connection is decided again with the approval
+// as an allow rule, so an approval never opens a closed address (ask.go).
 //
 // Brokering. A secret with hosts and a header reaches agents only as a
 // placeholder ("glovebox-placeholder-NAME-<hash>", stable per box). A

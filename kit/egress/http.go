@@ -83,7 +83,8 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	} else {
 		d = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
 	}
-	ev := Event{Proto: "http", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
+	d = h.ask(pol, host, port, d)
+	ev := event("http", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
 		h.emit(ev)
@@ -220,8 +221,9 @@ func (h *handler) serveConnect(req *http.Request) {
 		return
 	}
 	host = normHost(host)
-	d := h.p.policy.Load().Decide(h.ctx, h.p.guard, h.resolve, host, port)
-	ev := Event{Proto: "connect", Host: host, Port: port, Decision: d.Verdict, Rule: d.Rule, Reason: d.Reason}
+	pol := h.p.policy.Load()
+	d := h.ask(pol, host, port, pol.Decide(h.ctx, h.p.guard, h.resolve, host, port))
+	ev := event("connect", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
 		h.emit(ev)
@@ -278,6 +280,8 @@ func BlockMessage(host string, port int, d Decision) string {
 		if c.What == "cloud metadata" {
 			b.WriteString("  # The metadata service hands out the machine's credentials: open it only if the agent must have them.\n")
 		}
+	case d.Asked != "":
+		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # the box asked the session's client, which did not allow it\n", hostPort(host, port))
 	case d.Rule == `default = "deny"`:
 		fmt.Fprintf(&b, "  [network]\n  allow = [%q]   # or %q for every port", target, host)
 		if i := strings.IndexByte(host, '.'); i > 0 && strings.Count(host, ".") >= 2 {

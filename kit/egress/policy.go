@@ -69,6 +69,9 @@ type Decision struct {
 	Reason string
 	// Addrs are the addresses checked, and the ones to dial when allowed.
 	Addrs []netip.Addr
+	// Asked is the client's answer when the proxy asked about the
+	// connection ([network] ask), "" when it did not.
+	Asked string
 	// closure is what closed the connection, for a "built-in:" rule.
 	closure netguard.Closure
 }

@@ -67,6 +67,8 @@ type Options struct {
 	// MaxConns caps one session's open client connections (default
 	// 512); one more is closed at once.
 	MaxConns int
+	// Audit, when set, records every decision (the box's audit trail).
+	Audit *Journal
 }
 
 // Session is who a listener serves: its id names its events, and Sink
@@ -75,6 +77,9 @@ type Options struct {
 type Session struct {
 	ID   string
 	Sink func(Event)
+	// Ask, when set, asks the session's client about a connection no
+	// rule covers, when the policy says to ask (ask.go).
+	Ask AskFunc
 }
 
 // Event is one line of the egress log: the data of an "egress" event.
@@ -179,6 +184,9 @@ func (p *Proxy) SetPolicy(pol *Policy) {
 	}
 }
 
+// Audit returns the audit trail the proxy records to, nil without one.
+func (p *Proxy) Audit() *Journal { return p.opts.Audit }
+
 // Policy returns the policy in force.
 func (p *Proxy) Policy() *Policy { return p.policy.Load() }
 
@@ -276,6 +284,8 @@ type handler struct {
 	c   net.Conn
 	lim *limiter // caps each request head read through br
 	br  *bufio.Reader
+	// approved holds the connection's approvals by rule (ask.go).
+	approved map[string]string
 }
 
 func newHandler(p *Proxy, s Session, ctx context.Context, c net.Conn) *handler {
@@ -352,6 +362,9 @@ func (h *handler) emit(ev Event) {
 	}
 	h.p.bytesOut.Add(ev.BytesOut)
 	h.p.bytesIn.Add(ev.BytesIn)
+	if h.p.opts.Audit != nil {
+		h.p.opts.Audit.Record(&ev)
+	}
 	if h.s.Sink != nil {
 		h.s.Sink(ev)
 	}

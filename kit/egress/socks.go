@@ -138,8 +138,9 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	d := h.p.policy.Load().Decide(h.ctx, h.p.guard, h.resolve, host, req.port)
-	ev.Decision, ev.Rule, ev.Reason = d.Verdict, d.Rule, d.Reason
+	pol := h.p.policy.Load()
+	d := h.ask(pol, host, req.port, pol.Decide(h.ctx, h.p.guard, h.resolve, host, req.port))
+	ev = event("socks", host, req.port, d)
 	if !d.Allowed() {
 		code := byte(socksNotAllowed)
 		if d.Verdict == Fail {

@@ -7,5 +7,6 @@ export { Box, guessMime, type Endpoint, type InputFile, type PromptOptions, type
 export { Result, type DisplayEvent, type PromptEvent, type ReadOptions } from "./result.js";
 export { ClientCodes, GloveboxError, isGloveboxError, type Completion } from "./errors.js";
 export { decodeBase64, encodeBase64 } from "./base64.js";
+export { EGRESS_ASK_CHOICES, EGRESS_ASK_RENDERER, egressAsk, type EgressAsk, type EgressAskAnswer } from "./egress.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
 export * from "./wire.js";

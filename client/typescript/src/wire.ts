@@ -155,13 +155,17 @@ export interface GcsRef {
   object: string;
 }
 
-/** The body of GET /health (no auth). A newer box may add fields. */
+/** The body of GET /health (no auth needed; the sandbox fields only with the box key or a token). A newer box may add fields. */
 export interface Health {
   ok: boolean;
   name: string;
   version: string;
-  /** The sandbox layers in force. */
+  /** The sandbox layers in force. Only with the box key or a token: /health tells anyone else nothing about the sandbox. */
   isolation?: string[];
+  /** With the box key or a token: true when the box serves although its layers cannot keep sessions apart or cannot enforce its egress policy (see isolation.degraded). */
+  degraded?: boolean;
+  /** With the box key or a token: each sandbox layer not in force, and what that means for the box's users. */
+  gaps?: Record<string, string>;
   /** True while the box shuts down; /health then answers 503. */
   draining?: boolean;
   [field: string]: unknown;
@@ -182,8 +186,16 @@ export interface Isolation {
   inactive?: Record<string, string>;
   uids?: string;
   cgroup?: string;
+  /** The Landlock ABI version in force with the landlock layer. */
+  landlock?: number;
+  /** What the privileges layer holds where it is less than the whole layer. */
+  privileges?: string;
   /** memory and disk (bytes), cpu (cores), pids, files. */
   limits: Record<string, unknown>;
+  /** True when the box serves although its layers cannot keep sessions apart or cannot enforce its egress policy: its operator opted in (sandbox.allow_degraded) or turned the sandbox off. Absent from boxes that predate it. */
+  degraded?: boolean;
+  /** Each layer not in force, and what that means for the box's users, one sentence each. */
+  gaps?: Record<string, string>;
   [field: string]: unknown;
 }
 
@@ -272,7 +284,7 @@ export interface Slot {
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */
-export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs"] as const;
+export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs","audit"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** A URL the receiver fetches, with optional request headers (inputs only, in this box). */

@@ -43,3 +43,13 @@ test("the message cap counts UTF-8 bytes", async () => {
   await assert.rejects(c.box("a").prompt(text).done, (e) => e.code === "TooLarge" && /is 1\d\d bytes, over the 120-byte limit/.test(e.message));
   await c.close();
 });
+
+test("egressAsk recognises an egress-ask slot and nothing else", async () => {
+  const { egressAsk, EGRESS_ASK_CHOICES } = await import("@glovebox-dev/client");
+  const input = { message: "the agent wants api.github.com:443", host: "api.github.com", port: 443, choices: [...EGRESS_ASK_CHOICES], line: 'allow = ["api.github.com:443"]', timeout_ms: 60000 };
+  assert.deepEqual(egressAsk({ type: "push", slot_id: "slot_1", slot: { renderer: "glovebox.egress_ask", input, id: "slot_1" } }), input);
+  assert.equal(egressAsk({ type: "push", slot_id: "slot_2", slot: { renderer: "confirm", input, id: "slot_2" } }), undefined);
+  assert.equal(egressAsk({ type: "push", slot_id: "slot_3", slot: { renderer: "glovebox.egress_ask", input: "junk", id: "slot_3" } }), undefined);
+  assert.equal(egressAsk({ type: "clear", slot_id: "slot_1" }), undefined);
+  assert.deepEqual([...EGRESS_ASK_CHOICES], ["once", "session", "box", "deny"]);
+});

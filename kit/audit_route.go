@@ -1,0 +1,137 @@
+package kit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// The egress audit trail. Every decision of the egress proxy (time,
+// session, host, port, the addresses it resolved, the verdict, the rule
+// and its glovebox.toml line, bytes each way once the connection ends,
+// brokered secrets, scrubbed answers, the client's answer to an ask) is
+// one JSON line, numbered by seq: the latest 10000 (at most 8 MiB) in
+// memory, and, when the state dir is writable, appended to
+// <state>/egress-audit/audit.jsonl, rotated at 8 MiB and kept three files
+// back, which the kit rereads when it starts again. A box whose state dir
+// is not writable keeps the ring only.
+//
+// GET /egress/log (the key, or a token with the audit or admin scope)
+// answers the kept lines (application/x-ndjson); ?since= keeps those after
+// a seq (the last one read), at or after an RFC 3339 time, or a duration
+// back from now; ?session= one session's; ?follow=1 keeps the answer open
+// and sends each new line as it is recorded, until the client leaves or
+// the box closes. A follower too slow for 512 waiting lines loses some
+// and gets a line saying how many; at most 32 follow at once.
+
+// openAudit opens the box's audit trail, on disk when it can.
+func (s *Server) openAudit() *egress.Journal {
+	o := s.opts.Egress.Audit
+	o.Logger = s.log
+	if o.Dir == "" && dirOK(s.stateDir) {
+		o.Dir = filepath.Join(s.stateDir, "egress-audit")
+	}
+	j, err := egress.OpenJournal(o)
+	if err != nil {
+		s.log.Warn("egress audit trail: kept in memory only", "err", err)
+		o.Dir = ""
+		j, _ = egress.OpenJournal(o)
+	}
+	return j
+}
+
+func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	if !s.admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
+		return
+	}
+	if s.egress == nil || s.egress.audit == nil {
+		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
+		return
+	}
+	q, err := egress.ParseQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		http.Error(w, "egress log: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	lines, f, err := s.egress.audit.Since(q)
+	if errors.Is(err, egress.ErrTooManyFollowers) {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if f != nil {
+		defer f.Stop()
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for _, line := range lines {
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+	}
+	if f == nil {
+		return
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case line := <-f.Lines():
+			if n := f.TakeDropped(); n > 0 {
+				fmt.Fprintf(w, `{"time":%q,"dropped":%d,"reason":"egress log lines dropped: this reader fell behind"}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
+			}
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			for more := true; more; {
+				select {
+				case line := <-f.Lines():
+					if _, err := w.Write(line); err != nil {
+						return
+					}
+				default:
+					more = false
+				}
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// auditMetrics adds the audit trail's counters to /metrics: the asks by
+// answer, the lines recorded and the writes that failed.
+func (s *Server) auditMetrics(m metricWriter) {
+	var st egress.JournalStats
+	if s.egress != nil && s.egress.audit != nil {
+		st = s.egress.audit.Stats()
+	}
+	m.family("glovebox_egress_asks_total", "counter", "Connections no rule covered that the egress proxy asked the session's client about, by answer (timeout: none in time).")
+	for _, a := range append(slices.Clone(protocol.EgressAskChoices), protocol.EgressAskTimeout) {
+		m.sample("glovebox_egress_asks_total", labels("answer", a), itoa(st.Asks[a]))
+	}
+	m.family("glovebox_egress_audit_records_total", "counter", "Egress decisions recorded in the audit trail.")
+	m.sample("glovebox_egress_audit_records_total", "", itoa(st.Records))
+	m.family("glovebox_egress_audit_write_errors_total", "counter", "Audit trail lines the kit could not write to its file (kept in memory only).")
+	m.sample("glovebox_egress_audit_write_errors_total", "", itoa(st.WriteErrors))
+}
