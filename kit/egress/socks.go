@@ -138,7 +138,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	d := h.p.policy.Load().Decide(h.ctx, h.p.guard, h.resolve, host, req.port)
+	d := h.decide(host, req.port)
 	ev.Decision, ev.Rule, ev.Reason = d.Verdict, d.Rule, d.Reason
 	if !d.Allowed() {
 		code := byte(socksNotAllowed)
@@ -149,7 +149,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	if h.p.brokers(host, req.port) {
+	if d.inspect || h.p.brokers(host, req.port) {
 		if err := socksReply(h.c, socksSucceeded); err == nil {
 			h.serveBrokered(host, req.port, d)
 		}
