@@ -230,7 +230,7 @@ func (v rules) decide(ctx context.Context, g *netguard.Guard, resolve Resolver, 
 	var addrs []netip.Addr
 	if isName {
 		// Decided without a lookup: a denied name is not even resolved.
-		if !v.box.mayAllowName(host, port) && (v.sess == nil || len(v.box.mayAllow) == 0) {
+		if !v.box.mayAllowName(host, port) && (v.sess == nil || !v.box.maySessionName(host, port)) {
 			return v.box.defaultDeny(target)
 		}
 		if v.sess != nil && !v.sess.mayAllowName(host, port) {
@@ -300,6 +300,18 @@ func (p *Policy) sessionMay(host string, isName bool, port int, addrs []netip.Ad
 		}
 	}
 	return ""
+}
+
+// maySessionName reports whether session_may_allow could cover a
+// connection to the name host: a name rule matching it, or an address
+// rule once it is resolved.
+func (p *Policy) maySessionName(host string, port int) bool {
+	for _, r := range p.mayAllow {
+		if r.Host == "" || matchName(r, host, port) {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionDeny marks a denial as the session's rules'.

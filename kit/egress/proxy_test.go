@@ -242,7 +242,9 @@ func startBoxWith(t testing.TB, spec protocol.NetworkSpec, opts Options) *box {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln, Session{ID: "s1", Sink: func(e Event) { b.events <- e }, Rules: b.rules}) }()
+	go func() {
+		done <- p.Serve(ctx, ln, Session{ID: "s1", Sink: func(e Event) { b.events <- e }, Rules: b.rules})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
