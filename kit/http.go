@@ -43,6 +43,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveMetrics(w, r)
 	case p == "/sessions":
 		s.serveSessions(w, r)
+	case strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3:
+		s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/sessions/"), "/egress"))
 	case p == "/logs":
 		s.serveLogs(w, r)
 	case p == "/files":

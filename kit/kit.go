@@ -13,6 +13,7 @@
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
 //	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
 //	GET /sessions          the live sessions (key or admin token; kit/sessions_route.go)
+//	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)
