@@ -40,7 +40,9 @@ func (b *Box) SetEgress(ctx context.Context, rules protocol.NetworkSpec) (*proto
 	}
 	ch := make(chan *protocol.EgressPolicy, 1)
 	b.mu.Lock()
-	if !b.caps[protocol.CapEgressRules] {
+	// Before the box's hello the frame goes anyway: the box answers it
+	// after the hello (and after the answer to the hello's own rules).
+	if b.caps != nil && !b.caps[protocol.CapEgressRules] {
 		b.mu.Unlock()
 		return nil, fmt.Errorf("box %q: %w (it has no egress proxy, or is older than them)", b.name, ErrNoEgressRules)
 	}

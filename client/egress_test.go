@@ -119,3 +119,25 @@ func TestKitSessionEgress(t *testing.T) {
 		t.Errorf("cleared: api.outside.test = %s, want 451", got)
 	}
 }
+
+// TestKitSetEgressFirst: SetEgress as the first call on a Box opens the
+// session and applies the rules before any prompt.
+func TestKitSetEgressFirst(t *testing.T) {
+	url, port := startEgressKit(t)
+	b := kitBox(t, url, client.WithEgress(protocol.NetworkSpec{Deny: []string{"api.outside.test"}}))
+	ctx := testkit.Context(t, "the box's answers")
+	v, err := b.SetEgress(ctx, protocol.NetworkSpec{Default: "deny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Session == nil || v.Session.Default != "deny" {
+		t.Fatalf("SetEgress = %+v", v)
+	}
+	r, err := b.Prompt(ctx, fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}' http://outside.test:%d/", port), client.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := r.Wait(ctx); err != nil || strings.TrimSpace(done.Message) != "451" {
+		t.Errorf("outside.test after SetEgress default deny = %v %v, want 451", done, err)
+	}
+}
