@@ -1,9 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -103,4 +108,50 @@ func (b *Box) gotEgress(m *protocol.EgressPolicy) {
 		default:
 		}
 	}
+}
+
+// SessionEgress shows (rules nil) or replaces another session's own
+// egress rules through the admin route /sessions/{id}/egress (the key or
+// an admin token), and returns that session's effective policy.
+func (b *Box) SessionEgress(ctx context.Context, id string, rules *protocol.NetworkSpec) (*protocol.EgressEnvironment, error) {
+	if id == "" || strings.ContainsAny(id, "/?#%") {
+		return nil, fmt.Errorf("session id %q: want the id GET /sessions lists", id)
+	}
+	route := "sessions/" + id + "/egress"
+	if rules == nil {
+		var v protocol.EgressEnvironment
+		if err := b.getJSON(ctx, route, true, &v); err != nil {
+			return nil, err
+		}
+		return &v, nil
+	}
+	if err := rules.CheckSession(); err != nil {
+		return nil, fmt.Errorf("session egress rules: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok && b.opts.requestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.opts.requestTimeout)
+		defer cancel()
+	}
+	body, _ := json.Marshal(rules)
+	u := b.route(route)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", route, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.ep.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.opts.httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("box %q: post %s: %w", b.name, route, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError(fmt.Sprintf("box %q: post %s", b.name, u.Redacted()), resp)
+	}
+	var v protocol.EgressEnvironment
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&v); err != nil {
+		return nil, fmt.Errorf("box %q: %s is not the JSON expected: %w", b.name, route, err)
+	}
+	return &v, nil
 }

@@ -49,6 +49,7 @@ var commands = []command{
 	devCommand,
 	demoCommand,
 	psCommand,
+	egressCommand,
 	logsCommand,
 	endpointsCommand,
 	versionCommand,
