@@ -82,6 +82,16 @@ func TestRequestRulesClients(t *testing.T) {
 			t.Errorf("the 451 does not say how to allow it (%s):\n%s", want, body)
 		}
 	})
+	t.Run("socks", func(t *testing.T) {
+		// A SOCKS tunnel to a limited host is terminated the same way.
+		socks := []string{"--proxy", "socks5h://" + b.addr}
+		if code, _ := curl(t, append(socks, https+"/repos/acme/x")...); code != 200 {
+			t.Errorf("allowed GET over SOCKS = %d", code)
+		}
+		if code, body := curl(t, append(socks, https+"/repos/other/x")...); code != 451 || !strings.Contains(body, rule.String()) {
+			t.Errorf("GET of another path over SOCKS = %d %q, want 451", code, body)
+		}
+	})
 	t.Run("python", func(t *testing.T) {
 		script := `import sys, urllib.request, urllib.error
 for u in sys.argv[1:]:
