@@ -117,7 +117,7 @@ func FuzzRequestDecision(f *testing.F) {
 		d := rules{box: box}.request("h.test", 443, method, escaped)
 		if d.Allowed() {
 			path, err := protocol.CleanRequestPath(escaped)
-			if escaped == "" {
+			if escaped == "" && method != "CONNECT" {
 				path, err = "/", nil
 			}
 			if err != nil {

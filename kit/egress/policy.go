@@ -359,8 +359,8 @@ func (p *Policy) decideRequest(host string, port int, method, path string) Decis
 // be unambiguous, and every rule set that inspects the host must allow
 // it.
 func (v rules) request(host string, port int, method, escapedPath string) Decision {
-	if escapedPath == "" {
-		escapedPath = "/"
+	if escapedPath == "" && method != "CONNECT" {
+		escapedPath = "/" // http://host with no path asks for /
 	}
 	path, err := protocol.CleanRequestPath(escapedPath)
 	if err != nil {

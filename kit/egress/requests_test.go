@@ -208,6 +208,14 @@ func TestSessionRules(t *testing.T) {
 	if d := rs.request("outside.test", 443, "GET", "/x"); !d.Allowed() {
 		t.Errorf("GET on a GET-only session rule = %+v", d)
 	}
+	// Inside a terminated tunnel a CONNECT has no path: never a match.
+	wide := rules{box: box, sess: sess2(t, protocol.RequestRule{Host: "outside.test"})}
+	if d := wide.request("outside.test", 443, "CONNECT", ""); d.Allowed() {
+		t.Errorf("CONNECT inside an inspected tunnel = %+v, want refused", d)
+	}
+	if d := wide.request("outside.test", 443, "OPTIONS", "*"); d.Allowed() {
+		t.Errorf("OPTIONS * = %+v, want refused", d)
+	}
 }
 
 // TestSessionRulesLive: through the real proxy with curl, a session's
@@ -244,4 +252,13 @@ func TestSessionRulesLive(t *testing.T) {
 	if code, _ := get("outside.test"); code != 200 {
 		t.Fatalf("rules cleared: %d", code)
 	}
+}
+
+func sess2(t *testing.T, rs ...protocol.RequestRule) *Policy {
+	t.Helper()
+	p, err := NewSessionPolicy(protocol.NetworkSpec{AllowRequests: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
