@@ -110,3 +110,34 @@ func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id s
 	out, _ := json.Marshal(ss.egressView())
 	writeJSON(w, r, out)
 }
+
+// sessionEnvironment is GET /environment?session=ID: the environment with
+// the session's effective egress policy under "network". The key and
+// admin tokens see any session; another credential only a session it
+// opened (the same token, or a token for the same subject).
+func (s *Server) sessionEnvironment(w http.ResponseWriter, r *http.Request, id string) {
+	bearer, _ := bearerHeader(r)
+	s.mu.Lock()
+	ss := s.sessions[id]
+	s.mu.Unlock()
+	mine := false
+	if ss != nil && ss.opened.Load() {
+		if s.isKey(bearer) {
+			mine = true
+		} else if c, ok := s.tokenClaims(bearer); ok {
+			mine = c.Allows(protocol.ScopeAdmin) || identity(bearer, c, false) == ss.owner
+		}
+	}
+	if !mine {
+		http.Error(w, "no session "+id+" of this credential on this box", http.StatusNotFound)
+		return
+	}
+	var env protocol.Environment
+	if err := json.Unmarshal(s.environmentBody(), &env); err != nil {
+		http.Error(w, "the environment does not decode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	env.Network = ss.egressView()
+	out, _ := json.Marshal(env)
+	writeJSON(w, r, out)
+}

@@ -106,7 +106,23 @@ func TestEgressSessionRules(t *testing.T) {
 	if all := curl(c, "p4", "api.outside.test"); !strings.Contains(all, "was blocked") {
 		t.Errorf("after the admin route narrowed it, api.outside.test still reached:\n%s", all)
 	}
-	resp, body := b.get("/sessions/"+id+"/egress", b.auth())
+	// /environment?session=ID: the session's effective policy, for the
+	// key, and for no other session's credential.
+	resp, body := b.get("/environment?session="+id, b.auth())
+	var env protocol.Environment
+	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 200 || env.Network == nil || env.Network.Session == nil || env.Network.Session.Default != "deny" {
+		t.Errorf("GET /environment?session=ID = %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.get("/environment?session="+id, bearer(b.token(protocol.ScopeConnect, protocol.ScopeEnvironment))); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /environment?session=ID with another credential = %d %s, want 404", resp.StatusCode, body)
+	}
+	tok := b.token(protocol.ScopeConnect, protocol.ScopeEnvironment)
+	own := b.dial("/", bearer(tok))
+	ownID, _ := own.hello["session_id"].(string)
+	if resp, body := b.get("/environment?session="+ownID, bearer(tok)); resp.StatusCode != 200 || !strings.Contains(string(body), `"network"`) {
+		t.Errorf("GET /environment?session=ID with the session's own token = %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get("/sessions/"+id+"/egress", b.auth())
 	var v protocol.EgressEnvironment
 	if err := json.Unmarshal(body, &v); err != nil || resp.StatusCode != 200 || v.Session == nil || v.Session.Default != "deny" {
 		t.Errorf("GET /sessions/{id}/egress = %d %s", resp.StatusCode, body)

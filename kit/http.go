@@ -113,6 +113,10 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 	if !s.admit(w, r, protocol.ScopeEnvironment) {
 		return
 	}
+	if id := r.URL.Query().Get("session"); id != "" {
+		s.sessionEnvironment(w, r, id) // kit/egress_session.go
+		return
+	}
 	body := s.environmentBody()
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

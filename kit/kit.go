@@ -6,7 +6,7 @@
 // reports every problem at once, one line each. A Server then answers
 //
 //	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token
-//	GET /environment       the box's environment and capabilities (bearer)
+//	GET /environment       the box's environment and capabilities (bearer); ?session=ID: with that session's egress policy
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
