@@ -102,11 +102,15 @@ func (b *Box) gotEgress(m *protocol.EgressPolicy) {
 		}
 		return
 	}
-	if b.egressWait != nil {
-		select {
-		case b.egressWait <- m:
-		default:
+	if b.egressWait == nil {
+		if m.Error != "" {
+			b.log.Error("the box refused the session egress rules", "err", m.Error)
 		}
+		return
+	}
+	select {
+	case b.egressWait <- m:
+	default:
 	}
 }
 
