@@ -39,6 +39,15 @@ type Box struct {
 	drainUntil time.Time       // when the box that said it drains cuts; zero if none did
 
 	env envCache
+
+	// The session's own egress rules (egress.go): the rules its hello
+	// carries, the effective policy last reported, whether the answer to
+	// the hello's rules is still to come, and SetEgress's waiter.
+	egress      *protocol.NetworkSpec
+	egressView  *protocol.EgressEnvironment
+	egressHello bool
+	egressWait  chan *protocol.EgressPolicy
+	egressMu    sync.Mutex // one SetEgress at a time
 }
 
 func newBox(name string, ep Endpoint, o options) (*Box, error) {
@@ -48,7 +57,7 @@ func newBox(name string, ep Endpoint, o options) (*Box, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Box{name: name, ep: ep, ws: ws, base: base, opts: o, log: o.logger.With("box", name),
-		ctx: ctx, close: cancel, inflight: map[string]*Result{}}, nil
+		ctx: ctx, close: cancel, inflight: map[string]*Result{}, egress: o.egress}, nil
 }
 
 // Name is the box's endpoint name.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Endpoint is where a box listens and the key it accepts. URL is the
@@ -37,6 +39,7 @@ type options struct {
 	eventBuffer    int
 	maxMessage     int64
 	onDraining     func(box string, deadline time.Time)
+	egress         *protocol.NetworkSpec // WithEgress
 }
 
 func defaultOptions() options {

@@ -115,7 +115,10 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 	}
 	ws.SetReadLimit(b.opts.maxMessage)
 	c := &conn{ws: ws, out: make(chan []byte, 64), quit: make(chan struct{})}
-	hello, _ := protocol.Encode(&protocol.ClientHello{Capabilities: []string{protocol.CapResume}})
+	b.mu.Lock()
+	egress := b.egress
+	b.mu.Unlock()
+	hello, _ := protocol.Encode(&protocol.ClientHello{Capabilities: []string{protocol.CapResume}, Egress: egress})
 	ws.SetWriteDeadline(time.Now().Add(b.opts.dialTimeout))
 	if err := ws.WriteText(hello); err != nil {
 		ws.Close()
@@ -144,6 +147,7 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 	c.replayUntil = h2.LastSeq
 	b.mu.Lock()
 	b.applyHello(h2)
+	b.egressHello = egress != nil && b.caps[protocol.CapEgressRules]
 	b.mu.Unlock()
 	return c, nil
 }
@@ -159,6 +163,7 @@ func (b *Box) applyHello(h *protocol.ServerHello) {
 	for _, c := range h.Capabilities {
 		b.caps[c] = true
 	}
+	b.egressView = h.Egress
 }
 
 // install makes c the live connection and starts its goroutines. b.mu is

@@ -31,6 +31,11 @@ func (b *Box) handle(c *conn, data []byte) {
 	switch m := m.(type) {
 	case *protocol.ServerHello:
 		b.applyHello(m)
+		// A box that takes session rules answers the hello's with an
+		// egress frame, after this hello.
+		b.egressHello = b.egress != nil && b.caps[protocol.CapEgressRules]
+	case *protocol.EgressPolicy:
+		b.gotEgress(m)
 	case *protocol.Draining:
 		b.drainUntil = time.UnixMilli(m.Deadline)
 		b.log.Info("box is shutting down", "deadline", b.drainUntil, "message", m.Message)

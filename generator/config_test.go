@@ -443,6 +443,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("[[storage.outputs]]\nuse = \"inline\"\n[storage.outputs.x]\n"))
 	f.Add([]byte("a.b.c = 1\n[a]\n[[x.y]]\n[x.y.z]\nq = {r = [1, {s = 2}]}\n"))
+	f.Add([]byte("[network]\nallow = [\"a.com\", { host = \"b.com\", methods = [\"GET\"], paths = [\"/x/\"] }]\nsession_may_allow = [\"c.com\"]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.toml", data)
 		if err != nil {

@@ -621,7 +621,13 @@ func kubeEgress(c *Config) []any {
 	ports := map[int]bool{80: true, 443: true}
 	anyPort := false
 	var ranges []protocol.EgressRule
-	for _, a := range n.Allow {
+	// What a session's own rules may open, and the hosts request rules
+	// name, are allowed too.
+	rules := slices.Concat(n.Allow, n.SessionMayAllow)
+	for _, rr := range n.AllowRequests {
+		rules = append(rules, rr.Host)
+	}
+	for _, a := range rules {
 		r, err := protocol.ParseEgressRule(a)
 		switch {
 		case err != nil:

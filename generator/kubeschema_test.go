@@ -310,6 +310,9 @@ func TestKubernetesNetworkPolicy(t *testing.T) {
 				`{"ports":[{"protocol":"TCP"}],"to":[{"ipBlock":{"cidr":"0.0.0.0/0","except":["169.254.0.0/16","192.168.0.0/16"]}},{"ipBlock":{"cidr":"::/0","except":["fe80::/10","fd00::/8"]}}]},` +
 				`{"to":[{"ipBlock":{"cidr":"10.1.0.0/16"}}]},` +
 				`{"ports":[{"port":5432,"protocol":"TCP"}],"to":[{"ipBlock":{"cidr":"fd00::1/128"}}]}]`},
+		{"request rules and session_may_allow", "[network]\ndefault = \"deny\"\nallow = [{ host = \"git.example.com:8443\", paths = [\"/a/\"] }]\nsession_may_allow = [\"db.example.com:5432\"]\n",
+			`[{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}]},` +
+				`{"ports":[{"port":80,"protocol":"TCP"},{"port":443,"protocol":"TCP"},{"port":5432,"protocol":"TCP"},{"port":8443,"protocol":"TCP"}],"to":[{"ipBlock":{"cidr":"0.0.0.0/0","except":["169.254.0.0/16"]}},{"ipBlock":{"cidr":"::/0","except":["fe80::/10"]}}]}]`},
 		{"nothing allowed", "[network]\ndefault = \"deny\"\n",
 			`[{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}]},` +
 				`{"ports":[{"port":80,"protocol":"TCP"},{"port":443,"protocol":"TCP"}],"to":[{"ipBlock":{"cidr":"0.0.0.0/0","except":["169.254.0.0/16"]}},{"ipBlock":{"cidr":"::/0","except":["fe80::/10"]}}]}]`},

@@ -80,7 +80,7 @@ inject = { hosts = ["api.example.com"], port = 70000 }
 		`glovebox.toml:2: network.default: "block" is neither "allow" nor "deny"`,
 		`glovebox.toml:3: network.allow[1]: "*.*.example": not a host name`,
 		`glovebox.toml:3: network.allow[2]: "ok.example" is listed twice`,
-		`glovebox.toml:3: network.allow[3]: want a string, got the integer 7`,
+		`glovebox.toml:3: network.allow[3]: want a rule string such as "api.example.com" or a table`,
 		`glovebox.toml:4: network.deny[0]: "10.0.0.0/33": "10.0.0.0/33" is not a CIDR range`,
 		`glovebox.toml:5: network.mode: unknown key "mode"`,
 		`glovebox.toml:8: env.KEY.inject: inject needs secret = true`,
@@ -117,6 +117,92 @@ inject = { hosts = ["other.org"], port = 8443 }
 		t.Errorf("Parse = %v, want errors for hosts[1] and hosts[2] only", err)
 	}
 	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
+		}
+	}
+}
+
+// TestParseNetworkRequestRules: the table form of an allow entry, beside
+// the string form, decoded strictly with file:line errors, carried in the
+// manifest; session_may_allow; a Basic-form inject.
+func TestParseNetworkRequestRules(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("glovebox.toml", []byte(`[network]
+default = "deny"
+allow = [
+  "pypi.org",
+  { host = "api.github.com", methods = ["GET"], paths = ["/repos/acme/"] },
+  { host = "github.com", paths = ["/acme/repo.git"] },
+]
+session_may_allow = ["*.npmjs.org"]
+
+[env.GITHUB_TOKEN]
+secret = true
+inject = { hosts = ["github.com"], form = "basic", user = "x-access-token" }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &protocol.NetworkSpec{
+		Default: "deny",
+		Allow:   []string{"pypi.org"},
+		AllowRequests: []protocol.RequestRule{
+			{Host: "api.github.com", Methods: []string{"GET"}, Paths: []string{"/repos/acme/"}},
+			{Host: "github.com", Paths: []string{"/acme/repo.git"}},
+		},
+		SessionMayAllow: []string{"*.npmjs.org"},
+	}
+	if diff := cmp.Diff(want, c.Network); diff != "" {
+		t.Errorf("Network mismatch (-want +got):\n%s", diff)
+	}
+	if in := c.Env["GITHUB_TOKEN"].Inject; in.Form != "basic" || in.User != "x-access-token" {
+		t.Errorf("inject = %+v", in)
+	}
+	m := c.Manifest("fp")
+	m.KeyFingerprint = "fp"
+	if err := m.Check(); err != nil {
+		t.Errorf("manifest does not pass Check: %v", err)
+	}
+	if m.Network.AllowRequests[0].Paths[0] != "/repos/acme/" {
+		t.Errorf("the manifest lost the request rules: %+v", m.Network)
+	}
+
+	_, err = Parse("glovebox.toml", []byte(`[network]
+allow = [
+  { host = "api.github.com", methods = ["get"] },
+  { host = "10.0.0.1", paths = ["/x"] },
+  { methods = ["GET"] },
+  { host = "a.com", paths = ["repos", "/a/../b", "/a%2fb", "/x;y", "/ok", "/ok"] },
+  { host = "a.com", port = 1 },
+  { host = "b.com", methods = [] },
+]
+deny = [{ host = "x.com" }]
+session_may_allow = ["bad host"]
+
+[env.T]
+secret = true
+inject = { hosts = ["github.com"], form = "digest", user = "a:b" }
+`))
+	if err == nil {
+		t.Fatal("Parse accepted bad request rules")
+	}
+	for _, w := range []string{
+		`glovebox.toml:3: network.allow[0].methods[0]: "get" is not an HTTP method`,
+		`glovebox.toml:4: network.allow[1].host: "10.0.0.1" is an address`,
+		`glovebox.toml:5: network.allow[2]: a rule table needs host`,
+		`glovebox.toml:6: network.allow[3].paths[0]: path "repos": want a path starting with /`,
+		`glovebox.toml:6: network.allow[3].paths[1]: path "/a/../b": a ".." segment`,
+		`glovebox.toml:6: network.allow[3].paths[2]: path "/a%2fb": '%' is not allowed`,
+		`glovebox.toml:6: network.allow[3].paths[3]: path "/x;y": ';' is not allowed`,
+		`glovebox.toml:6: network.allow[3].paths[5]: "/ok" is listed twice`,
+		`glovebox.toml:7: network.allow[4].port: unknown key "port"`,
+		`glovebox.toml:8: network.allow[5].methods: an empty list allows nothing`,
+		`glovebox.toml:10: network.deny[0]: want a rule string such as "api.example.com", got`,
+		`glovebox.toml:11: network.session_may_allow[0]: "bad host"`,
+		`glovebox.toml:15: env.T.inject.form: "digest": want "basic"`,
+		`glovebox.toml:15: env.T.inject.user: user goes with form = "basic"`,
+	} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Parse error lacks %q; got:\n%v", w, err)
 		}

@@ -120,7 +120,8 @@ func (s *Server) bootEgress(b *boot) {
 		if v == "" {
 			v = spec.Default
 		}
-		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header, Port: spec.Inject.Port})
+		secrets = append(secrets, egress.Secret{Name: name, Value: v, Hosts: spec.Inject.Hosts, Header: spec.Inject.Header, Port: spec.Inject.Port,
+			Form: spec.Inject.Form, User: spec.Inject.User})
 	}
 	// Where sessions have network namespaces of their own the proxy is
 	// their only way out, so every box runs one (allowing what the policy
@@ -180,7 +181,7 @@ func (s *Server) bootEgress(b *boot) {
 			s.baseEnv[i] = k + "=" + v
 		}
 	}
-	s.caps = append(slices.Clip(s.caps), protocol.CapEgress)
+	s.caps = append(slices.Clip(s.caps), protocol.CapEgress, protocol.CapEgressRules)
 	s.egress = e
 	e.refresh(s)
 	s.log.Info("egress proxy", "mode", e.mode, "default", pol.Spec().Default, "allow", len(spec.Allow), "deny", len(spec.Deny), "brokered", p.Brokered())
@@ -200,7 +201,8 @@ func (e *kitEgress) view() *protocol.EgressEnvironment {
 	return &protocol.EgressEnvironment{
 		Mode: e.mode, Default: spec.Default,
 		Allow: nonNil(spec.Allow), Deny: nonNil(spec.Deny),
-		Brokered: e.proxy.Brokered(),
+		Brokered:      e.proxy.Brokered(),
+		AllowRequests: spec.AllowRequests, SessionMayAllow: spec.SessionMayAllow,
 	}
 }
 
@@ -227,7 +229,7 @@ func (ss *session) egressEnv(box *sandbox.Session) ([]string, error) {
 	if e == nil {
 		return nil, nil
 	}
-	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent, Ask: ss.askEgress}
+	sess := egress.Session{ID: ss.id, Sink: ss.egressEvent, Ask: ss.askEgress, Rules: &ss.egressRules}
 	if e.netns {
 		// The session's network namespace (one per supervisor of the
 		// session) has a listener of its own, made inside it; the proxy

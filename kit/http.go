@@ -45,6 +45,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveMetrics(w, r)
 	case p == "/sessions":
 		s.serveSessions(w, r)
+	case strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3:
+		s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/sessions/"), "/egress"))
 	case p == "/logs":
 		s.serveLogs(w, r)
 	case p == "/files":
@@ -111,6 +113,10 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.admit(w, r, protocol.ScopeEnvironment) {
+		return
+	}
+	if id := r.URL.Query().Get("session"); id != "" {
+		s.sessionEnvironment(w, r, id) // kit/egress_session.go
 		return
 	}
 	body := s.environmentBody()

@@ -6,7 +6,7 @@
 // reports every problem at once, one line each. A Server then answers
 //
 //	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token
-//	GET /environment       the box's environment and capabilities (bearer)
+//	GET /environment       the box's environment and capabilities (bearer); ?session=ID: with that session's egress policy
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
@@ -14,6 +14,7 @@
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
 //	/inspect/...           the inspector, when enabled (key, inspect token or its cookie; kit/inspect.go)
 //	GET /sessions          the live sessions (key or admin token; kit/sessions_route.go)
+//	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)

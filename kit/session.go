@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/egress"
 )
 
 // Causes of a prompt's cancellation.
@@ -71,8 +72,10 @@ type session struct {
 	// first prompt (or a warm-up); owned as the workspace is.
 	conv agent.Conversation
 
-	obs      observers         // the inspector's view (observe.go); empty when it is off
-	warmLost []<-chan struct{} // a warm session's: closed when it is no longer warm
+	obs observers // the inspector's view (observe.go); empty when it is off
+	// egressRules are the session's own egress rules (egress_session.go).
+	egressRules egress.SessionRules
+	warmLost    []<-chan struct{} // a warm session's: closed when it is no longer warm
 }
 
 // logger returns the session's logger, made on first use: most idle

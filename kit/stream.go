@@ -52,6 +52,7 @@ func (st *stream) hello(resumed bool) []byte {
 		Name:            srv.man.Name,
 		Version:         srv.man.Version,
 		Resumed:         resumed,
+		Egress:          st.ss.egressView(),
 	}
 	if resumed {
 		h.LastSeq = st.seq

@@ -239,6 +239,11 @@ func (ss *session) handle(c *conn, data []byte) {
 				ss.stream.allowResume()
 			}
 		}
+		if m.Egress != nil {
+			ss.egressFrame(c, *m.Egress)
+		}
+	case *protocol.EgressSet:
+		ss.egressFrame(c, m.Rules)
 	}
 }
 

@@ -322,6 +322,17 @@ type EgressEnvironment struct {
 	Deny    []string `json:"deny"`
 	// Brokered names the env vars agents see only as placeholders.
 	Brokered []string `json:"brokered,omitempty"`
+	// AllowRequests are the allow rules with methods and paths.
+	// Additive.
+	AllowRequests []RequestRule `json:"allow_requests,omitempty"`
+	// SessionMayAllow is what a session's rules may open beyond the
+	// box's policy. Additive.
+	SessionMayAllow []string `json:"session_may_allow,omitempty"`
+	// Session is a session's own rule set, in a session's view (its
+	// hello, its egress frame, GET /sessions/{id}/egress): a connection
+	// goes ahead when the box's policy and these rules both allow it (or
+	// these allow it by a rule SessionMayAllow covers). Additive.
+	Session *NetworkSpec `json:"session,omitempty"`
 }
 
 // Health is the body of GET /health.

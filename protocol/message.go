@@ -29,6 +29,7 @@ const (
 	TypePong           = "pong"
 	TypeHello          = "hello"    // both directions; additive
 	TypeDraining       = "draining" // server to client; additive
+	TypeEgress         = "egress"   // both directions; additive (CapEgressRules)
 )
 
 // Capabilities announced in the server's hello frame and in /environment.
@@ -41,6 +42,10 @@ const (
 	CapSessions     = "sessions"      // each connection has its own agent state and directories
 	CapSubprotocol  = "bearer_subprotocol"
 	CapDrain        = "drain" // the box announces a shutdown with a draining frame
+	// CapEgressRules: a session's egress can be narrowed (or widened
+	// within the box's session_may_allow) with ClientHello.Egress or an
+	// egress frame, and POST /sessions/{id}/egress.
+	CapEgressRules = "egress_rules"
 )
 
 // Error codes. v1 used the name of the JavaScript error that was thrown, so
@@ -101,6 +106,28 @@ type Ping struct {
 // resume grace period when the socket drops, instead of cancelling it.
 type ClientHello struct {
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Egress is the session's own egress rule set, in force before any
+	// prompt of the session runs (see EgressSet). Additive.
+	Egress *NetworkSpec `json:"egress,omitempty"`
+}
+
+// EgressSet replaces the session's egress rule set (client to box, wire
+// type "egress"): new connections follow it at once. A connection goes
+// ahead when the box's policy and these rules both allow it, or when the
+// box's policy denies it only by its default, these rules allow it by an
+// allow rule, and the box's session_may_allow covers it. Rules with no
+// rules and no default clear the set. The box answers with an
+// EgressPolicy frame.
+type EgressSet struct {
+	Rules NetworkSpec `json:"rules"`
+}
+
+// EgressPolicy is the box's answer to a hello with egress rules or an
+// EgressSet (wire type "egress"): the session's effective policy, or
+// Error when the rules were refused (the session keeps the rules it had).
+type EgressPolicy struct {
+	Policy *EgressEnvironment `json:"policy,omitempty"`
+	Error  string             `json:"error,omitempty"`
 }
 
 // Event is one agent event for a prompt.
@@ -172,6 +199,9 @@ type ServerHello struct {
 	LastSeq         uint64   `json:"last_seq,omitempty"`
 	Name            string   `json:"name,omitempty"`
 	Version         string   `json:"version,omitempty"`
+	// Egress is the session's effective egress policy, when the box has
+	// an egress proxy. Additive.
+	Egress *EgressEnvironment `json:"egress,omitempty"`
 }
 
 // Draining is the additive frame a box sends to every connected client
@@ -191,6 +221,7 @@ func (*DisplayResolve) clientMessage() {}
 func (*DisplayReject) clientMessage()  {}
 func (*Ping) clientMessage()           {}
 func (*ClientHello) clientMessage()    {}
+func (*EgressSet) clientMessage()      {}
 
 func (*Event) serverMessage()        {}
 func (*DisplayPush) serverMessage()  {}
@@ -200,6 +231,7 @@ func (*Error) serverMessage()        {}
 func (*Pong) serverMessage()         {}
 func (*ServerHello) serverMessage()  {}
 func (*Draining) serverMessage()     {}
+func (*EgressPolicy) serverMessage() {}
 
 // TypeOf returns the wire type of a message.
 func TypeOf(m any) string {
@@ -230,6 +262,8 @@ func TypeOf(m any) string {
 		return TypePong
 	case *Draining:
 		return TypeDraining
+	case *EgressSet, *EgressPolicy:
+		return TypeEgress
 	}
 	return ""
 }
@@ -319,6 +353,8 @@ type clientWire struct {
 	Error         json.RawMessage `json:"error"`
 	TS            json.RawMessage `json:"ts"`
 	Capabilities  json.RawMessage `json:"capabilities"`
+	Egress        json.RawMessage `json:"egress"`
+	Rules         json.RawMessage `json:"rules"`
 }
 
 // DecodeClient decodes a frame a client sent. Unknown fields are ignored (a
@@ -382,7 +418,19 @@ func DecodeClient(data []byte) (ClientMessage, error) {
 		if err := rawDecode(w.Capabilities, &h.Capabilities, t); err != nil {
 			return nil, err
 		}
+		if err := rawDecode(w.Egress, &h.Egress, t); err != nil {
+			return nil, err
+		}
 		return h, nil
+	case TypeEgress:
+		e := new(EgressSet)
+		if w.Rules == nil || string(w.Rules) == "null" {
+			return nil, fmt.Errorf("%w: egress: missing \"rules\"", ErrBadMessage)
+		}
+		if err := rawDecode(w.Rules, &e.Rules, t); err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -587,6 +635,12 @@ func DecodeServer(data []byte) (ServerMessage, error) {
 			return nil, err
 		}
 		return d, nil
+	case TypeEgress:
+		e := new(EgressPolicy)
+		if err := decodeInto(data, e, t); err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }

@@ -27,6 +27,16 @@ type NetworkSpec struct {
 	// AskTimeout bounds an ask (ParseDuration's forms; empty means
 	// DefaultAskTimeout). Additive.
 	AskTimeout string `json:"ask_timeout,omitempty"`
+	// AllowRequests are the allow rules with methods and paths
+	// (glovebox.toml's table form of an allow entry). Additive.
+	AllowRequests []RequestRule `json:"allow_requests,omitempty"`
+	// SessionMayAllow lists what a session's own rule set may open
+	// beyond this policy (rules as in Allow): a connection this policy
+	// denies only by its default is allowed when the session's rules
+	// allow it by an allow rule and one of these matches. Deny rules and
+	// the addresses closed by default stay closed. Box policies only.
+	// Additive.
+	SessionMayAllow []string `json:"session_may_allow,omitempty"`
 }
 
 // Network defaults.
@@ -46,7 +56,24 @@ type InjectSpec struct {
 	// connection to another port of the hosts is a plain tunnel that
 	// carries only the placeholder. Additive.
 	Port int `json:"port,omitempty"`
+	// Form is how the value travels: "" (the named header, and an
+	// Authorization bearer whose token is the placeholder) or "basic"
+	// (an Authorization: Basic header whose user or password is the
+	// placeholder becomes Basic base64(User:value), the form git hosts
+	// take). Additive.
+	Form string `json:"form,omitempty"`
+	// User is the Basic user name with Form "basic" (empty means
+	// InjectBasicUser). Additive.
+	User string `json:"user,omitempty"`
 }
+
+// Inject forms.
+const (
+	InjectFormBasic = "basic"
+	// InjectBasicUser is the user name git hosts take with a token as
+	// the password (GitHub's convention; GitLab takes "oauth2").
+	InjectBasicUser = "x-access-token"
+)
 
 // InjectPort is the port brokered secrets go to when InjectSpec.Port is 0.
 const InjectPort = 443
@@ -234,7 +261,7 @@ func (n *NetworkSpec) Check() error {
 	for _, l := range []struct {
 		name  string
 		rules []string
-	}{{"allow", n.Allow}, {"deny", n.Deny}} {
+	}{{"allow", n.Allow}, {"deny", n.Deny}, {"session_may_allow", n.SessionMayAllow}} {
 		if len(l.rules) > 10000 {
 			errs = append(errs, fmt.Errorf("%s: %d rules, more than 10000", l.name, len(l.rules)))
 			continue
@@ -250,7 +277,27 @@ func (n *NetworkSpec) Check() error {
 			errs = append(errs, fmt.Errorf("ask_timeout: %w", err))
 		}
 	}
+	if len(n.AllowRequests) > 10000 {
+		errs = append(errs, fmt.Errorf("allow_requests: %d rules, more than 10000", len(n.AllowRequests)))
+	} else {
+		for i, r := range n.AllowRequests {
+			if err := r.Check(); err != nil {
+				errs = append(errs, fmt.Errorf("allow_requests[%d] %s: %w", i, r, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// CheckSession reports every problem of a session's rule set: a network
+// spec without session_may_allow (only the box's policy says what
+// sessions may open).
+func (n *NetworkSpec) CheckSession() error {
+	err := n.Check()
+	if len(n.SessionMayAllow) > 0 {
+		err = errors.Join(err, errors.New("session_may_allow: only the box's policy (glovebox.toml [network]) says what sessions may open; leave it out of a session's rules"))
+	}
+	return err
 }
 
 // Check reports every problem of an inject spec.
@@ -270,6 +317,18 @@ func (in *InjectSpec) Check() error {
 	if in.Header != "" && !validHeaderName(in.Header) {
 		errs = append(errs, fmt.Errorf("header %q is not an HTTP header name", in.Header))
 	}
+	switch in.Form {
+	case "":
+		if in.User != "" {
+			errs = append(errs, errors.New("user: a user name goes with form = \"basic\""))
+		}
+	case InjectFormBasic:
+		if in.User != "" && !validBasicUser(in.User) {
+			errs = append(errs, fmt.Errorf("user %q: want 1 to 100 printable characters without a colon", in.User))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("form %q: want \"basic\" (Authorization: Basic user:secret, as git hosts take it) or leave it out (the header, and a bearer)", in.Form))
+	}
 	return errors.Join(errs...)
 }
 
@@ -283,4 +342,16 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+func validBasicUser(s string) bool {
+	if s == "" || len(s) > 100 {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x21 || c > 0x7e || c == ':' {
+			return false
+		}
+	}
+	return true
 }

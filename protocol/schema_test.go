@@ -384,6 +384,10 @@ var schemaTypes = map[string]reflect.Type{
 	"pong":               reflect.TypeFor[Pong](),
 	"server_hello":       reflect.TypeFor[ServerHello](),
 	"draining":           reflect.TypeFor[Draining](),
+	"egress_set":         reflect.TypeFor[EgressSet](),
+	"egress_policy":      reflect.TypeFor[EgressPolicy](),
+	"network_spec":       reflect.TypeFor[NetworkSpec](),
+	"request_rule":       reflect.TypeFor[RequestRule](),
 	"inline_ref":         reflect.TypeFor[inlineWire](),
 	"url_ref":            reflect.TypeFor[urlWire](),
 	"server_ref":         reflect.TypeFor[serverWire](),
@@ -403,6 +407,7 @@ var schemaTypes = map[string]reflect.Type{
 var messageDefs = []string{
 	"prompt", "abort", "display_resolve", "display_reject", "ping", "client_hello",
 	"event", "display_push", "display_clear", "complete", "error", "pong", "server_hello", "draining",
+	"egress_set", "egress_policy",
 }
 
 // TestSchemaGoTypes checks every mapped Go struct against its definition:

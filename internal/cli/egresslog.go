@@ -16,12 +16,6 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-var egressCommand = command{
-	name:    "egress",
-	summary: "a box's egress audit trail: gbx egress log [--follow] | suggest",
-	run:     runEgress,
-}
-
 const egressUsage = `egress log [--follow] [--session ID] [--since SEQ|10m|TIME] [--json] | suggest [--url URL --key KEY | --box NAME]
 
 The box's egress audit trail (GET /egress/log: the key, or a token with the
@@ -33,11 +27,13 @@ and the client's answer when the box asked ([network] ask).
   suggest  print the [network] allow lines the trail suggests: hosts approved
            for the box or a session, and hosts no rule covered that were blocked`
 
-func runEgress(ctx context.Context, stdio IO, args []string) error {
+// runEgressAudit runs gbx egress log and gbx egress suggest: args[0] is
+// the verb.
+func runEgressAudit(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var follow, asJSON bool
 	var since, session string
-	fs := newFlags(stdio, "egress", egressUsage+"\n"+endpointsHelp)
+	fs := newFlags(stdio, "egress "+args[0], egressUsage+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.BoolVarP(&follow, "follow", "f", false, "log: keep streaming new decisions until Ctrl-C")
 	fs.StringVar(&session, "session", "", "only this session's decisions")

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -25,6 +26,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/netguard"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Placeholder is the value agents see in place of the secret name: stable
@@ -311,9 +315,31 @@ func (p *Proxy) broker(hd http.Header, host string, port int) (brokered, strippe
 				vs[i] = "Bearer " + s.Value
 				brokered = appendNew(brokered, s.Name)
 			}
+			if s.Form != protocol.InjectFormBasic {
+				continue
+			}
+			if user, pass, ok := cutBasic(v); ok && (user == s.placeholder || pass == s.placeholder) {
+				vs[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(s.User+":"+s.Value))
+				brokered = appendNew(brokered, s.Name)
+			}
 		}
 	}
 	return brokered, p.strip(hd)
+}
+
+// cutBasic decodes an Authorization: Basic value. The placeholder may be
+// either half: git sends the URL's user name alone when it has no
+// password.
+func cutBasic(v string) (user, pass string, ok bool) {
+	if len(v) < 6 || !strings.EqualFold(v[:6], "basic ") {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[6:]))
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, _ = strings.Cut(string(raw), ":")
+	return user, pass, true
 }
 
 func cutBearer(v string) (string, bool) {
@@ -401,15 +427,22 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 			return
 		}
 		h.c.SetReadDeadline(time.Time{})
-		ev := Event{Proto: "https", Host: host, Port: port}
-		pol := h.p.policy.Load()
+		var ev Event
+		rs := h.rules()
 		var dd Decision
 		if up != nil {
-			dd = pol.decideAddrs(h.p.guard, host, true, port, []netip.Addr{up.addr})
+			_, isAddr := netguard.ParseHost(host)
+			dd = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{up.addr})
 		} else {
-			dd = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
+			dd = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
 		}
-		dd = h.ask(pol, host, port, dd)
+		dd = h.ask(h.p.policy.Load(), host, port, dd)
+		if dd.Allowed() && dd.inspect {
+			if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
+				rd.Addrs = dd.Addrs
+				dd = rd
+			}
+		}
 		ev = event("https", host, port, dd)
 		if !dd.Allowed() {
 			writeBlock(tc, host, port, dd)

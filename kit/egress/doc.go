@@ -45,12 +45,30 @@
 // time denies. An approved connection is decided again with the approval
 // as an allow rule, so an approval never opens a closed address (ask.go).
 //
+// Request rules. A host that a request rule (NetworkSpec.AllowRequests:
+// host, methods, path prefixes) names is reached only by the requests
+// such rules allow: plain HTTP is read as it is forwarded, and a tunnel
+// (CONNECT, SOCKS) is terminated with the box CA as for brokering, each
+// request decided before it is sent. Paths match on the request's path
+// decoded once (protocol.CleanRequestPath); a path servers could read
+// another way (dot or empty segments, ;, \, control characters, double
+// encoding) is refused whatever the rules say.
+//
+// Session rules. A Session may carry its own rule set (SessionRules,
+// replaceable at any time): a connection goes ahead when the box's policy
+// and the session's rules both allow it, or when the box's policy denies
+// it only by its default, the session's rules allow it by an allow rule
+// and the box's session_may_allow covers it. Decisions by a session's
+// rules name them ("session: ...") and say who can change them.
+//
 // Brokering. A secret with hosts and a header reaches agents only as a
 // placeholder ("glovebox-placeholder-NAME-<hash>", stable per box). A
 // CONNECT to one of its hosts on its port (443 unless the secret names
 // another) is terminated with a per-box CA, made at New and kept in
 // memory; the proxy puts the real value in place of the placeholder in
-// the named header and in an Authorization bearer, asks the host for an
+// the named header and in an Authorization bearer (and, for a secret of
+// form "basic", in an Authorization: Basic whose user or password is the
+// placeholder, as git hosts take a token), asks the host for an
 // identity (uncompressed) answer, and forwards over TLS, verifying the
 // real server's certificate. Everything the host sends back is scrubbed
 // of the real value: headers get the placeholder in its place, bodies

@@ -46,7 +46,8 @@ func FuzzServeConn(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	pol, err := NewPolicy(protocol.NetworkSpec{Default: "allow", Deny: []string{"evil.test"}})
+	pol, err := NewPolicy(protocol.NetworkSpec{Default: "allow", Deny: []string{"evil.test"},
+		AllowRequests: []protocol.RequestRule{{Host: "outside.test", Methods: []string{"GET"}, Paths: []string{"/a/"}}}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -92,6 +93,46 @@ func FuzzServeConn(f *testing.F) {
 		case <-done:
 		case <-ctx.Done():
 			t.Fatalf("the proxy still served %q 10s after the client finished writing", data)
+		}
+	})
+}
+
+// FuzzRequestDecision: whatever the method, path and rule, a request
+// rules allow has a clean path under the rule's prefix, at a segment
+// boundary, and a method the rule lists; session rules only narrow it.
+func FuzzRequestDecision(f *testing.F) {
+	f.Add("GET", "/repos/acme/x", "/repos/acme/", "GET", "/repos/")
+	f.Add("GET", "/repos/acme/..%2fother", "/repos/acme/", "GET", "/")
+	f.Add("POST", "/repos/acme%2Fx", "/repos/acme", "", "/repos/acme/x")
+	f.Add("GET", "//x", "/", "", "/")
+	f.Fuzz(func(t *testing.T, method, escaped, prefix, ruleMethod, sessPrefix string) {
+		r := protocol.RequestRule{Host: "h.test", Paths: []string{prefix}}
+		if ruleMethod != "" {
+			r.Methods = []string{ruleMethod}
+		}
+		box, err := NewPolicy(protocol.NetworkSpec{AllowRequests: []protocol.RequestRule{r}})
+		if err != nil {
+			return
+		}
+		d := rules{box: box}.request("h.test", 443, method, escaped)
+		if d.Allowed() {
+			path, err := protocol.CleanRequestPath(escaped)
+			if escaped == "" && method != "CONNECT" {
+				path, err = "/", nil
+			}
+			if err != nil {
+				t.Fatalf("%s %q allowed, but its path is ambiguous: %v", method, escaped, err)
+			}
+			if !protocol.MatchPath(prefix, path) || (ruleMethod != "" && method != ruleMethod) {
+				t.Fatalf("%s %q (%q) allowed by %s", method, escaped, path, r)
+			}
+		}
+		sess, err := NewSessionPolicy(protocol.NetworkSpec{AllowRequests: []protocol.RequestRule{{Host: "h.test", Paths: []string{sessPrefix}}}})
+		if err != nil || sess == nil {
+			return
+		}
+		if sd := (rules{box: box, sess: sess}).request("h.test", 443, method, escaped); sd.Allowed() && !d.Allowed() {
+			t.Fatalf("session rules widened a request: %s %q", method, escaped)
 		}
 	})
 }

@@ -75,15 +75,21 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 		}
 		port = n
 	}
-	pol := h.p.policy.Load()
+	rs := h.rules()
 	var d Decision
 	if u := *up; u != nil && u.host == host && u.port == port {
 		_, isAddr := netguard.ParseHost(host)
-		d = pol.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{u.addr})
+		d = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{u.addr})
 	} else {
-		d = pol.Decide(h.ctx, h.p.guard, h.resolve, host, port)
+		d = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
 	}
-	d = h.ask(pol, host, port, d)
+	d = h.ask(h.p.policy.Load(), host, port, d)
+	if d.Allowed() && d.inspect {
+		if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
+			rd.Addrs = d.Addrs
+			d = rd
+		}
+	}
 	ev := event("http", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
@@ -146,6 +152,16 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	ev.BytesOut, ev.BytesIn = u.out.Load()-out0, u.in.Load()-in0
 	h.emit(ev)
 	return keep
+}
+
+// requestPath is the path of req as it goes upstream, escaped as sent:
+// what request rules match (decoded once, by CleanRequestPath). An
+// opaque target has none, so it matches no path rule.
+func requestPath(req *http.Request) string {
+	if req.URL.Opaque != "" {
+		return "\x00opaque"
+	}
+	return req.URL.EscapedPath()
 }
 
 // roundTrip writes req on an upstream connection and reads its answer,
@@ -221,15 +237,16 @@ func (h *handler) serveConnect(req *http.Request) {
 		return
 	}
 	host = normHost(host)
-	pol := h.p.policy.Load()
-	d := h.ask(pol, host, port, pol.Decide(h.ctx, h.p.guard, h.resolve, host, port))
+	d := h.ask(h.p.policy.Load(), host, port, h.decide(host, port))
 	ev := event("connect", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
 		h.emit(ev)
 		return
 	}
-	if h.p.brokers(host, port) {
+	if d.inspect || h.p.brokers(host, port) {
+		// Brokered, or limited by request rules: the proxy terminates the
+		// agent's TLS with the box CA to read each request.
 		if _, err := io.WriteString(h.c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
@@ -262,6 +279,16 @@ func BlockMessage(host string, port int, d Decision) string {
 	fmt.Fprintf(&b, "Rule: %s\n", d.Rule)
 	b.WriteString("To allow it, change [network] in the box's glovebox.toml (or ask the box's operator to change the policy at runtime):\n")
 	switch {
+	case strings.HasPrefix(d.Rule, "session: "):
+		b.Reset()
+		fmt.Fprintf(&b, "glovebox: the connection to %s was blocked by this session's own egress rules.\n", target)
+		fmt.Fprintf(&b, "Reason: %s.\n", d.Reason)
+		fmt.Fprintf(&b, "Rule: %s\n", d.Rule)
+		b.WriteString("The app that opened this session set these rules (an egress frame, or POST /sessions/{id}/egress); only it can change them, and never past the box's glovebox.toml [network] (its session_may_allow lists what a session may open).\n")
+	case d.Rule == "built-in: ambiguous paths":
+		b.WriteString("  nothing: send the path without dot segments (. or ..), empty segments (//), ;, \\, control characters or double %-encoding; servers differ on what such a path names\n")
+	case d.inspect && d.method != "":
+		fmt.Fprintf(&b, "  [network]\n  allow = [{ host = %q, methods = [%q], paths = [%q] }]   # a request rule for this method and path, beside %s\n", host, d.method, d.path, d.Rule)
 	case d.closure.Addr.IsValid():
 		c := d.closure
 		addr := c.Addr.String()

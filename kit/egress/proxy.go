@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,12 @@ type Secret struct {
 	// A connection to another port is a plain tunnel: only the
 	// placeholder can travel in it.
 	Port int
+	// Form "basic" (protocol.InjectFormBasic) also puts the value into an
+	// Authorization: Basic header whose user or password is the
+	// placeholder, as Basic base64(User:value): the form git hosts take.
+	Form string
+	// User is the Basic user name (empty means protocol.InjectBasicUser).
+	User string
 }
 
 // Options configure a Proxy.
@@ -80,6 +87,25 @@ type Session struct {
 	// Ask, when set, asks the session's client about a connection no
 	// rule covers, when the policy says to ask (ask.go).
 	Ask AskFunc
+	// Rules holds the session's own rule set (nil: none); it may be
+	// replaced at any time, and each new connection and request follows
+	// the set in force.
+	Rules *SessionRules
+}
+
+// SessionRules holds one session's own egress rules (a Policy from
+// NewSessionPolicy, or nil for none), replaced whole.
+type SessionRules struct{ p atomic.Pointer[Policy] }
+
+// Set replaces the session's rules; nil clears them.
+func (r *SessionRules) Set(p *Policy) { r.p.Store(p) }
+
+// Get returns the session's rules, nil for none.
+func (r *SessionRules) Get() *Policy {
+	if r == nil {
+		return nil
+	}
+	return r.p.Load()
 }
 
 // Event is one line of the egress log: the data of an "egress" event.
@@ -164,6 +190,18 @@ func New(opts Options) (*Proxy, error) {
 		}
 		if s.Port < 1 || s.Port > 65535 {
 			return nil, fmt.Errorf("egress: secret %s: port %d is not from 1 to 65535", s.Name, s.Port)
+		}
+		switch s.Form {
+		case "":
+		case protocol.InjectFormBasic:
+			if s.User == "" {
+				s.User = protocol.InjectBasicUser
+			}
+			if strings.Contains(s.User, ":") {
+				return nil, fmt.Errorf("egress: secret %s: a Basic user name cannot hold a colon", s.Name)
+			}
+		default:
+			return nil, fmt.Errorf("egress: secret %s: form %q is not %q or empty", s.Name, s.Form, protocol.InjectFormBasic)
 		}
 		p.secrets = append(p.secrets, secret{Secret: s, placeholder: Placeholder(opts.Seed, s.Name)})
 	}
@@ -336,6 +374,16 @@ func (h *handler) serve() {
 		return
 	}
 	h.serveHTTP()
+}
+
+// rules returns the rules in force for the handler's session now.
+func (h *handler) rules() rules {
+	return rules{box: h.p.policy.Load(), sess: h.s.Rules.Get()}
+}
+
+// decide decides a new connection by the rules in force.
+func (h *handler) decide(host string, port int) Decision {
+	return h.rules().decide(h.ctx, h.p.guard, h.resolve, host, port)
 }
 
 // resolveTimeout bounds one name lookup.

@@ -205,6 +205,7 @@ type box struct {
 	addr   string
 	bundle string // the CA bundle file agents trust
 	events chan Event
+	rules  *SessionRules // the session's own rules
 }
 
 const testKey = "sk-real-secret-value-0123456789"
@@ -234,14 +235,16 @@ func startBoxWith(t testing.TB, spec protocol.NetworkSpec, opts Options) *box {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &box{p: p, addr: ln.Addr().String(), events: make(chan Event, 1000)}
+	b := &box{p: p, addr: ln.Addr().String(), events: make(chan Event, 1000), rules: &SessionRules{}}
 	b.bundle = filepath.Join(t.TempDir(), "ca-bundle.crt")
 	if err := p.WriteBundle(b.bundle, ""); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln, Session{ID: "s1", Sink: func(e Event) { b.events <- e }}) }()
+	go func() {
+		done <- p.Serve(ctx, ln, Session{ID: "s1", Sink: func(e Event) { b.events <- e }, Rules: b.rules})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -138,8 +138,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	pol := h.p.policy.Load()
-	d := h.ask(pol, host, req.port, pol.Decide(h.ctx, h.p.guard, h.resolve, host, req.port))
+	d := h.ask(h.p.policy.Load(), host, req.port, h.decide(host, req.port))
 	ev = event("socks", host, req.port, d)
 	if !d.Allowed() {
 		code := byte(socksNotAllowed)
@@ -150,7 +149,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	if h.p.brokers(host, req.port) {
+	if d.inspect || h.p.brokers(host, req.port) {
 		if err := socksReply(h.c, socksSucceeded); err == nil {
 			h.serveBrokered(host, req.port, d)
 		}

@@ -2,7 +2,7 @@ import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, Environment, FileRef, Health, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
+import type { AbortFrame, ClientHelloFrame, EgressEnvironment, EgressPolicyFrame, EgressSetFrame, Environment, FileRef, Health, NetworkSpec, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
 
 /** Where a box listens and the credential it accepts. */
 export interface Endpoint {
@@ -51,6 +51,7 @@ export interface BoxSettings {
   execExitAsError: boolean;
   log: (msg: string, fields?: Record<string, unknown>) => void;
   onDraining?: ((box: string, deadline: number) => void) | undefined;
+  egress?: NetworkSpec | undefined;
 }
 
 interface Conn {
@@ -92,6 +93,14 @@ export class Box {
   #env: Promise<Environment> | undefined;
   #sendErrorListeners = new Set<SendErrorListener>();
   #host: ResultHost;
+  /** The session's own egress rules its hello carries. */
+  #egress: NetworkSpec | undefined;
+  /** The session's effective egress policy, as the box last reported it. */
+  #egressView: EgressEnvironment | undefined;
+  /** The answer to the hello's egress rules is still to come. */
+  #egressHello = false;
+  #egressWait: ((f: EgressPolicyFrame) => void) | undefined;
+  #egressQueue: Promise<unknown> = Promise.resolve();
 
   /** @internal use GloveboxClient.box */
   constructor(name: string, ep: Endpoint, s: BoxSettings) {
@@ -101,6 +110,7 @@ export class Box {
     this.#ws = ws;
     this.#base = base;
     this.#s = s;
+    this.#egress = s.egress;
     this.#host = {
       sendFrame: (frame, what) => this.#sendFrame(frame, what),
       abortPrompt: (r, reason) => this.#cancelPrompt(r, reason, true),
@@ -116,6 +126,51 @@ export class Box {
   /** When the box this session is on cuts what still runs, in ms since the epoch, once it said it is shutting down (a draining frame); undefined otherwise. A new session clears it. */
   get draining(): number | undefined {
     return this.#drainUntil;
+  }
+
+  /** The session's effective egress policy as the box last reported it (its hello, or the answer to the session's rules); undefined before the session opened or from a box without an egress proxy. */
+  get egress(): EgressEnvironment | undefined {
+    return this.#egressView;
+  }
+
+  /**
+   * Replaces the session's own egress rules (opening the session if need
+   * be) and resolves to its effective policy. New connections of the
+   * session's agents follow them at once. Rules with no rules and no
+   * default clear them. A box that refuses them (the error says why)
+   * keeps the rules it had; a box without an egress proxy fails with
+   * code BadRequest.
+   */
+  setEgress(rules: NetworkSpec): Promise<EgressEnvironment> {
+    const run = this.#egressQueue.then(() => this.#setEgress(rules));
+    this.#egressQueue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #setEgress(rules: NetworkSpec): Promise<EgressEnvironment> {
+    const c = await this.#getConn(undefined);
+    // Before the box's hello the frame goes anyway: the box answers it
+    // after the hello (and after the answer to the hello's own rules).
+    if (this.#caps && !this.#caps.has("egress_rules")) {
+      throw new GloveboxError(ClientCodes.BadRequest, `box ${JSON.stringify(this.name)} takes no session egress rules (it has no egress proxy, or is older than them)`);
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const answer = new Promise<EgressPolicyFrame | undefined>((res) => {
+      this.#egressWait = res;
+      timer = setTimeout(() => res(undefined), this.#s.requestTimeoutMs);
+    });
+    if (!c.sock.send(JSON.stringify({ type: "egress", rules } satisfies EgressSetFrame))) {
+      clearTimeout(timer);
+      this.#egressWait = undefined;
+      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: the socket went away before the egress rules were sent; retry`);
+    }
+    const f = await answer;
+    clearTimeout(timer);
+    this.#egressWait = undefined;
+    if (!f) throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: no answer to the session egress rules within ${this.#s.requestTimeoutMs}ms`);
+    if (f.error) throw new GloveboxError(ClientCodes.BadRequest, `box ${JSON.stringify(this.name)} refused the session egress rules: ${f.error}`, { fromBox: true });
+    this.#egress = rules;
+    return f.policy!;
   }
 
   /** The box's session id, from its hello ("" from a v1 box). */
@@ -330,7 +385,9 @@ export class Box {
         this.#dropped(c, cause);
       },
     );
-    sock.send(JSON.stringify({ type: "hello", capabilities: ["resume"] } satisfies ClientHelloFrame));
+    const hello: ClientHelloFrame = { type: "hello", capabilities: ["resume"] };
+    if (this.#egress) hello.egress = this.#egress;
+    sock.send(JSON.stringify(hello));
     if (helloWait) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const h = await Promise.race([helloWait, new Promise<undefined>((res) => (timer = setTimeout(() => res(undefined), this.#s.dialTimeoutMs)))]);
@@ -469,7 +526,20 @@ export class Box {
         }
         this.#session = m.session_id;
         this.#caps = new Set(Array.isArray(m.capabilities) ? m.capabilities.filter((x: unknown) => typeof x === "string") : []);
+        this.#egressView = m.egress && typeof m.egress === "object" ? m.egress : undefined;
+        // A box that takes session rules answers the hello's with an egress frame, after this hello.
+        this.#egressHello = !!this.#egress && this.#caps.has("egress_rules");
         c.hello?.(m as ServerHelloFrame);
+        break;
+      }
+      case "egress": {
+        if (m.policy && typeof m.policy === "object") this.#egressView = m.policy;
+        if (this.#egressHello) {
+          this.#egressHello = false;
+          if (typeof m.error === "string") this.#s.log("the box refused the session egress rules", { box: this.name, err: m.error });
+          break;
+        }
+        this.#egressWait?.(m as EgressPolicyFrame);
         break;
       }
       case "draining": {

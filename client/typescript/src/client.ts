@@ -1,6 +1,7 @@
 import { Box, type BoxSettings, type Endpoint, parseEndpoint } from "./box.js";
 import { ClientCodes, GloveboxError } from "./errors.js";
 import { isBrowser, type WebSocketConstructor } from "./socket.js";
+import type { NetworkSpec } from "./wire.js";
 
 /** GloveboxClient's options. Every duration is in milliseconds. */
 export interface ClientOptions {
@@ -38,6 +39,15 @@ export interface ClientOptions {
    * prompts elsewhere. Box.draining reports the same.
    */
   onDraining?: (box: string, deadline: number) => void;
+  /**
+   * Every session's own egress rules, sent in its hello so that they are
+   * in force before its first prompt (and again on a new session after a
+   * reconnect). A box with an egress proxy (capability "egress_rules")
+   * lets the session's agents reach only what both its policy and these
+   * rules allow, or what these rules allow within its [network]
+   * session_may_allow. Box.setEgress changes them during the session.
+   */
+  egress?: NetworkSpec;
 }
 
 /** One client per app, with one named entry per box. Boxes connect lazily, on first prompt. */
@@ -92,6 +102,7 @@ export class GloveboxClient {
       execExitAsError: opts.execExitAsError ?? false,
       log: opts.log ?? (() => {}),
       onDraining: opts.onDraining,
+      egress: opts.egress,
     };
     if (opts.WebSocket) this.#settings.WebSocket = opts.WebSocket;
   }

@@ -7,17 +7,19 @@ export interface AbortFrame {
 }
 
 /** Capabilities a box announces in its hello and in /environment. A peer uses a feature only when the other side announced it; unknown ones are ignored. */
-export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens","drain"] as const;
+export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens","drain","egress_rules"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
 /** Additive first frame of a capable client. With "resume" the box keeps the session through a dropped socket. */
 export interface ClientHelloFrame {
   type: "hello";
   capabilities?: string[];
+  /** The session's own egress rule set, in force before any prompt runs (box capability egress_rules). */
+  egress?: NetworkSpec;
 }
 
 /** A frame a client sends to a box, told apart by "type". */
-export type ClientMessage = PromptFrame | AbortFrame | DisplayResolveFrame | DisplayRejectFrame | PingFrame | ClientHelloFrame;
+export type ClientMessage = PromptFrame | AbortFrame | DisplayResolveFrame | DisplayRejectFrame | PingFrame | ClientHelloFrame | EgressSetFrame;
 
 /** Ends a prompt successfully. Every event of the prompt precedes it (capability "ordered"). */
 export interface CompleteFrame {
@@ -82,7 +84,24 @@ export interface EgressEnvironment {
   allow: string[];
   deny: string[];
   brokered?: string[];
+  allow_requests?: RequestRule[];
+  session_may_allow?: string[];
+  /** A session's own rules, in a session's view (its hello, its egress frame, GET /sessions/{id}/egress). */
+  session?: NetworkSpec;
   [field: string]: unknown;
+}
+
+/** Additive: the box's answer to a hello with egress rules or an egress frame: the session's effective policy, or error when the rules were refused (the session keeps the rules it had). */
+export interface EgressPolicyFrame {
+  type: "egress";
+  policy?: EgressEnvironment;
+  error?: string;
+}
+
+/** Additive: replaces the session's egress rule set (box capability egress_rules); new connections follow it at once. A connection goes ahead when the box's policy and these rules both allow it, or when the box's policy denies it only by its default, these rules allow it by an allow rule and the box's session_may_allow covers it. Rules without rules or default clear the set. The box answers with an egress frame. */
+export interface EgressSetFrame {
+  type: "egress";
+  rules: NetworkSpec;
 }
 
 /** The body of GET /environment (bearer, or a token with the environment scope). A newer box may add fields. */
@@ -199,6 +218,16 @@ export interface Isolation {
   [field: string]: unknown;
 }
 
+/** An egress rule set: a box's [network] policy or a session's own rules. Rules are host names, *.domain, *, addresses or CIDRs with an optional :port; deny always wins. */
+export interface NetworkSpec {
+  default?: "allow" | "deny";
+  allow?: string[];
+  deny?: string[];
+  allow_requests?: RequestRule[];
+  /** Box policies only: what a session's rules may open beyond the box's default. */
+  session_may_allow?: string[];
+}
+
 /** A prompt's outputs_policy: per-prompt changes to the box's outputs policy. */
 export interface OutputsOverride {
   /** A size such as "256KB". */
@@ -232,6 +261,13 @@ export interface PromptFrame {
   outputs_policy?: OutputsOverride;
 }
 
+/** An allow rule with methods and paths: a host it names is reached only by the requests such rules allow (HTTPS is terminated with the box CA). Paths are prefixes matched case-sensitively on the decoded path; ambiguous paths are refused. */
+export interface RequestRule {
+  host: string;
+  methods?: string[];
+  paths?: string[];
+}
+
 /** Sends every output of the prompt to S3. */
 export interface S3Override {
   bucket: string;
@@ -260,10 +296,12 @@ export interface ServerHelloFrame {
   last_seq?: number;
   name?: string;
   version?: string;
+  /** The session's effective egress policy, when the box has an egress proxy. */
+  egress?: EgressEnvironment;
 }
 
 /** A frame a box sends to a client, told apart by "type". */
-export type ServerMessage = EventFrame | DisplayPushFrame | DisplayClearFrame | CompleteFrame | ErrorFrame | PongFrame | ServerHelloFrame | DrainingFrame;
+export type ServerMessage = EventFrame | DisplayPushFrame | DisplayClearFrame | CompleteFrame | ErrorFrame | PongFrame | ServerHelloFrame | DrainingFrame | EgressPolicyFrame;
 
 /** A file parked on the box, read through GET /files/{id} with the bearer (or a files token in ?token=). */
 export interface ServerRef {
