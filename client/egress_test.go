@@ -20,11 +20,11 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// startEgressKit serves a real kit whose policy allows outside.test only
+// startRulesKit serves a real kit whose policy allows outside.test only
 // (and lets sessions open api.outside.test); every name resolves to a
 // documentation address the test's guard opens, dialled to a loopback
 // server.
-func startEgressKit(t *testing.T) (url string, port int) {
+func startRulesKit(t *testing.T) (url string, port int) {
 	t.Helper()
 	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s\n", r.Host)
@@ -75,7 +75,7 @@ func startEgressKit(t *testing.T) (url string, port int) {
 // prompt; SetEgress widens it within session_may_allow during it; the
 // box reports the effective policy; bad rules are refused.
 func TestKitSessionEgress(t *testing.T) {
-	url, port := startEgressKit(t)
+	url, port := startRulesKit(t)
 	b := kitBox(t, url, client.WithEgress(protocol.NetworkSpec{Default: "deny"}))
 	ctx := testkit.Context(t, "the box's answers")
 	curl := func(host string) string {
@@ -123,7 +123,7 @@ func TestKitSessionEgress(t *testing.T) {
 // TestKitSetEgressFirst: SetEgress as the first call on a Box opens the
 // session and applies the rules before any prompt.
 func TestKitSetEgressFirst(t *testing.T) {
-	url, port := startEgressKit(t)
+	url, port := startRulesKit(t)
 	b := kitBox(t, url, client.WithEgress(protocol.NetworkSpec{Deny: []string{"api.outside.test"}}))
 	ctx := testkit.Context(t, "the box's answers")
 	v, err := b.SetEgress(ctx, protocol.NetworkSpec{Default: "deny"})
