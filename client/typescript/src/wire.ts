@@ -226,6 +226,10 @@ export interface NetworkSpec {
   allow_requests?: RequestRule[];
   /** Box policies only: what a session's rules may open beyond the box's default. */
   session_may_allow?: string[];
+  /** Hold a connection no rule covers while the session's client is asked (a glovebox.egress_ask display slot). */
+  ask?: boolean;
+  /** How long an ask waits before it denies (a duration, default 60s). */
+  ask_timeout?: string;
 }
 
 /** A prompt's outputs_policy: per-prompt changes to the box's outputs policy. */
