@@ -86,36 +86,49 @@ func (b *Box) Logs(ctx context.Context, o LogOptions) iter.Seq2[json.RawMessage,
 			q.Set("follow", "1")
 		}
 		u.RawQuery = q.Encode()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			yield(nil, fmt.Errorf("logs: %w", err))
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+b.ep.Key)
-		resp, err := b.opts.httpClient.Do(req)
-		if err != nil {
-			yield(nil, fmt.Errorf("box %q: get logs: %w", b.name, err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			yield(nil, statusError(fmt.Sprintf("box %q: get logs", b.name), resp))
-			return
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			line := append(json.RawMessage(nil), sc.Bytes()...)
+		err := b.jsonLines(ctx, u, "logs", func(line []byte) (bool, error) {
 			if !json.Valid(line) {
-				yield(nil, fmt.Errorf("box %q: a log line is not JSON: %.80q", b.name, line))
-				return
+				return false, fmt.Errorf("box %q: a log line is not JSON: %.80q", b.name, line)
 			}
-			if !yield(line, nil) {
-				return
-			}
-		}
-		if err := sc.Err(); err != nil && ctx.Err() == nil && err != io.EOF {
-			yield(nil, fmt.Errorf("box %q: read logs: %w", b.name, err))
+			return yield(append(json.RawMessage(nil), line...), nil), nil
+		})
+		if err != nil {
+			yield(nil, err)
 		}
 	}
+}
+
+// jsonLines GETs u, a route that answers one JSON document a line (what
+// names it in errors: "logs"), and hands each line to each until it says
+// stop or fails. The line is valid only during the call. With a follow
+// query, it reads until ctx ends (not an error) or the box closes.
+func (b *Box) jsonLines(ctx context.Context, u *url.URL, what string, each func(line []byte) (bool, error)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.ep.Key)
+	resp, err := b.opts.httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("box %q: get %s: %w", b.name, what, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError(fmt.Sprintf("box %q: get %s", b.name, what), resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		more, err := each(sc.Bytes())
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil && err != io.EOF {
+		return fmt.Errorf("box %q: read %s: %w", b.name, what, err)
+	}
+	return nil
 }

@@ -1,13 +1,10 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"iter"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -79,36 +76,15 @@ func (b *Box) EgressLog(ctx context.Context, o EgressLogOptions) iter.Seq2[proto
 			q.Set("follow", "1")
 		}
 		u.RawQuery = q.Encode()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			yield(zero, fmt.Errorf("egress log: %w", err))
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+b.ep.Key)
-		resp, err := b.opts.httpClient.Do(req)
-		if err != nil {
-			yield(zero, fmt.Errorf("box %q: get the egress log: %w", b.name, err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			yield(zero, statusError(fmt.Sprintf("box %q: get the egress log", b.name), resp))
-			return
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
+		err := b.jsonLines(ctx, u, "the egress log", func(line []byte) (bool, error) {
 			var ev protocol.EgressEvent
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				yield(zero, fmt.Errorf("box %q: an egress log line is not a decision: %.80q", b.name, sc.Bytes()))
-				return
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return false, fmt.Errorf("box %q: an egress log line is not a decision: %.80q", b.name, line)
 			}
-			if !yield(ev, nil) {
-				return
-			}
-		}
-		if err := sc.Err(); err != nil && ctx.Err() == nil && err != io.EOF {
-			yield(zero, fmt.Errorf("box %q: read the egress log: %w", b.name, err))
+			return yield(ev, nil), nil
+		})
+		if err != nil {
+			yield(zero, err)
 		}
 	}
 }
