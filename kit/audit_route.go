@@ -72,51 +72,18 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 	if f != nil {
 		defer f.Stop()
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for _, line := range lines {
-		if _, err := w.Write(line); err != nil {
-			return
-		}
-	}
-	if f == nil {
-		return
-	}
-	if err := rc.Flush(); err != nil {
-		return
-	}
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-s.ctx.Done():
-			return
-		case line := <-f.Lines():
+	var follow <-chan []byte
+	var dropped func() []byte
+	if f != nil {
+		follow = f.Lines()
+		dropped = func() []byte {
 			if n := f.TakeDropped(); n > 0 {
-				fmt.Fprintf(w, `{"time":%q,"dropped":%d,"reason":"egress log lines dropped: this reader fell behind"}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
+				return fmt.Appendf(nil, `{"time":%q,"dropped":%d,"reason":"egress log lines dropped: this reader fell behind"}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
 			}
-			if _, err := w.Write(line); err != nil {
-				return
-			}
-			for more := true; more; {
-				select {
-				case line := <-f.Lines():
-					if _, err := w.Write(line); err != nil {
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if err := rc.Flush(); err != nil {
-				return
-			}
+			return nil
 		}
 	}
+	serveLines(w, r, s.ctx.Done(), lines, follow, dropped)
 }
 
 // auditMetrics adds the audit trail's counters to /metrics: the asks by

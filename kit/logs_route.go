@@ -51,20 +51,40 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if f != nil {
 		defer s.logs.unsubscribe(f)
 	}
+	var lines <-chan []byte
+	var dropped func() []byte
+	if f != nil {
+		lines = f.ch
+		dropped = func() []byte {
+			if n := f.takeDropped(); n > 0 {
+				return fmt.Appendf(nil, `{"time":%q,"level":"WARN","msg":"log records dropped: this reader fell behind","dropped":%d}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
+			}
+			return nil
+		}
+	}
+	serveLines(w, r, s.ctx.Done(), recs, lines, dropped)
+}
+
+// serveLines answers a GET of JSON lines: backlog, then, when lines is
+// not nil (a follower), each line as it comes, until the client or the
+// kit (done) goes. dropped, asked before each line that follows, returns
+// a line that says how many this reader missed, or nil. What waits is
+// sent in one go, then flushed.
+func serveLines(w http.ResponseWriter, r *http.Request, done <-chan struct{}, backlog [][]byte, lines <-chan []byte, dropped func() []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for _, line := range recs {
+	for _, line := range backlog {
 		if _, err := w.Write(line); err != nil {
 			return
 		}
 	}
-	if f == nil {
+	if lines == nil {
 		return
 	}
+	rc := http.NewResponseController(w)
 	if err := rc.Flush(); err != nil {
 		return
 	}
@@ -72,19 +92,20 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.ctx.Done():
+		case <-done:
 			return
-		case line := <-f.ch:
-			if n := f.takeDropped(); n > 0 {
-				fmt.Fprintf(w, `{"time":%q,"level":"WARN","msg":"log records dropped: this reader fell behind","dropped":%d}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), n)
+		case line := <-lines:
+			if d := dropped(); d != nil {
+				if _, err := w.Write(d); err != nil {
+					return
+				}
 			}
 			if _, err := w.Write(line); err != nil {
 				return
 			}
-			// Send what is waiting in one go.
 			for more := true; more; {
 				select {
-				case line := <-f.ch:
+				case line := <-lines:
 					if _, err := w.Write(line); err != nil {
 						return
 					}
