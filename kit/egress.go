@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -292,16 +293,8 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPost, http.MethodPut:
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-		if err != nil || len(body) > 1<<20 {
-			http.Error(w, "the policy must be JSON of at most 1MB", http.StatusBadRequest)
-			return
-		}
-		var spec protocol.NetworkSpec
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
-			http.Error(w, "the policy is not {\"default\": ..., \"allow\": [...], \"deny\": [...]}: "+err.Error(), http.StatusBadRequest)
+		spec, ok := readNetworkSpec(w, r, "policy")
+		if !ok {
 			return
 		}
 		pol, err := egress.NewPolicy(spec)
@@ -335,4 +328,23 @@ func (s *Server) EgressStats() egress.Stats {
 		return egress.Stats{}
 	}
 	return s.egress.proxy.Stats()
+}
+
+// readNetworkSpec reads a request's body as a network policy (what names
+// it in errors: "policy", "rules"), strictly and at most 1 MB; on a bad
+// body it answers 400 and reports false.
+func readNetworkSpec(w http.ResponseWriter, r *http.Request, what string) (protocol.NetworkSpec, bool) {
+	var spec protocol.NetworkSpec
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	if err != nil || len(body) > 1<<20 {
+		http.Error(w, "the "+what+" must be JSON of at most 1MB", http.StatusBadRequest)
+		return spec, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		http.Error(w, `the `+what+` is not {"default": ..., "allow": [...], "deny": [...], "allow_requests": [...]}: `+err.Error(), http.StatusBadRequest)
+		return spec, false
+	}
+	return spec, true
 }

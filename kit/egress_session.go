@@ -3,9 +3,7 @@ package kit
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -87,16 +85,8 @@ func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id s
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPost, http.MethodPut:
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-		if err != nil || len(body) > 1<<20 {
-			http.Error(w, "the rules must be JSON of at most 1MB", http.StatusBadRequest)
-			return
-		}
-		var spec protocol.NetworkSpec
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
-			http.Error(w, `the rules are not {"default": ..., "allow": [...], "deny": [...], "allow_requests": [...]}: `+err.Error(), http.StatusBadRequest)
+		spec, ok := readNetworkSpec(w, r, "rules")
+		if !ok {
 			return
 		}
 		if _, err := ss.setEgress(spec); err != nil {
