@@ -205,7 +205,12 @@ func TestGoldenDemo(t *testing.T) {
 	n := &normaliser{}
 	n.add(dir, "<DIR>")
 	// Who runs the command depends on the sandbox this machine allows.
-	n.extra = []rule{{regexp.MustCompile(`running as \S+ in \S+`), "running as <USER> in <WORKDIR>"}}
+	// The command's stderr line and its stdout lines come through two
+	// pipes, read apart: stdout's are put first, in their own order.
+	n.extra = []rule{
+		{regexp.MustCompile(`running as \S+ in \S+`), "running as <USER> in <WORKDIR>"},
+		{regexp.MustCompile(`(?m)^(  ┆ running as <USER> in <WORKDIR>\n)((?:  │ [^\n]*\n)+)`), "$2$1"},
+	}
 	stdout, stderr, status := runStatus(t, nil, dir, "demo")
 	golden(t, "demo", transcript(n, []string{"demo"}, stdout, stderr, status))
 }
