@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,31 +14,16 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp/internal/testagents"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // testAgent is the SDK test agent's command, or a skip (a failure when
-// CI is set) when node or its npm packages are missing.
+// CI is set) when node is missing or its npm packages cannot be installed.
 func testAgent(t testing.TB) []string {
 	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set, so this is a failure, not a skip)", why)
-		}
-		t.Skip(why)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skip("node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk")); err != nil {
-		skip("the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
-	}
-	script, err := filepath.Abs(filepath.Join("testdata", "agent", "agent.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []string{node, script}
+	node := testagents.Node(t)
+	return []string{node, filepath.Join(testagents.Dir(t, "agent"), "agent.mjs")}
 }
 
 // wsClient is a v1 client: JSON frames over a real WebSocket.
