@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -80,6 +81,11 @@ func lockNpm(t testing.TB, c *Config, dist string) []byte {
 // network).
 func needRegistry(t testing.TB, err error) {
 	t.Helper()
+	if errors.Is(err, ErrNpmIncomplete) {
+		// Not the network: the registry reached lacks packages of the
+		// tree (a partial mirror), so no lock from it can be built.
+		t.Skipf("the npm registry reached here lacks packages of this tree: %v", err)
+	}
 	msg := fmt.Sprintf("this test locks npm packages with npm from the npm registry, which failed (offline?): %v", err)
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + " (CI is set, so this is a failure, not a skip)")

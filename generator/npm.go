@@ -2,6 +2,7 @@ package generator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,15 +82,19 @@ func NpmManifest(c *Config) []byte {
 // npmLock is the part of a package-lock.json (lockfileVersion 2 or 3)
 // that is checked.
 type npmLock struct {
-	LockfileVersion int `json:"lockfileVersion"`
-	Packages        map[string]struct {
-		Version      string            `json:"version"`
-		Resolved     string            `json:"resolved"`
-		Integrity    string            `json:"integrity"`
-		Link         bool              `json:"link"`
-		Dependencies map[string]string `json:"dependencies"`
-		Bin          json.RawMessage   `json:"bin"`
-	} `json:"packages"`
+	LockfileVersion int                       `json:"lockfileVersion"`
+	Packages        map[string]npmLockPackage `json:"packages"`
+}
+
+type npmLockPackage struct {
+	Version      string            `json:"version"`
+	Resolved     string            `json:"resolved"`
+	Integrity    string            `json:"integrity"`
+	Link         bool              `json:"link"`
+	InBundle     bool              `json:"inBundle"`
+	Dependencies map[string]string `json:"dependencies"`
+	Optional     map[string]string `json:"optionalDependencies"`
+	Bin          json.RawMessage   `json:"bin"`
 }
 
 var integrityRE = regexp.MustCompile(`^sha(512|384|256|1)-[A-Za-z0-9+/]+={0,2}$`)
@@ -116,8 +121,8 @@ func CheckNpmLock(c *Config, lock []byte) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(l.Packages)) {
 		p := l.Packages[k]
-		if k == "" || p.Link {
-			continue
+		if k == "" || p.Link || p.InBundle {
+			continue // bundled packages come inside their parent's tarball
 		}
 		if !strings.HasPrefix(k, "node_modules/") {
 			return fmt.Errorf("%s: package %q is not under node_modules/ (a workspace or a local path cannot be built from the registry)", NpmLockFile, k)
@@ -129,7 +134,45 @@ func CheckNpmLock(c *Config, lock []byte) error {
 			return fmt.Errorf("%s: %s has no integrity hash", NpmLockFile, k)
 		}
 	}
+	// npm ci (in the Nix build too) refuses a lock missing a dependency,
+	// even an optional one for another platform: npm leaves one out when
+	// the registry has no such version.
+	for _, k := range slices.Sorted(maps.Keys(l.Packages)) {
+		p := l.Packages[k]
+		if p.Link {
+			continue
+		}
+		for _, deps := range []map[string]string{p.Dependencies, p.Optional} {
+			for _, dep := range slices.Sorted(maps.Keys(deps)) {
+				if !lockHas(l.Packages, k, dep) {
+					return fmt.Errorf("%s: %s depends on %s@%s, which the lock lacks (npm leaves out a package the registry does not have; npm ci refuses such a lock): %w", NpmLockFile, cmp.Or(k, "the root"), dep, deps[dep], ErrNpmIncomplete)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// ErrNpmIncomplete is a lock that misses a package the tree needs.
+var ErrNpmIncomplete = errors.New("the registry served an incomplete tree")
+
+// lockHas reports whether a package at path from finds dep as node does:
+// in its own node_modules, then in each parent's, up to the root's.
+func lockHas(pkgs map[string]npmLockPackage, from, dep string) bool {
+	for dir := from; ; {
+		if _, ok := pkgs[strings.TrimPrefix(dir+"/node_modules/"+dep, "/")]; ok {
+			return true
+		}
+		if dir == "" {
+			return false
+		}
+		i := strings.LastIndex(dir, "/node_modules/")
+		if i < 0 {
+			dir = ""
+		} else {
+			dir = dir[:i]
+		}
+	}
 }
 
 func depList(deps map[string]string) string {

@@ -176,6 +176,13 @@ func TestNpmLockChecked(t *testing.T) {
 	if err := CheckNpmLock(c, []byte(good)); err != nil {
 		t.Fatalf("a good lock: %v", err)
 	}
+	// Dependencies are found as node finds them: nested, then hoisted.
+	nested := strings.Replace(good, `"integrity":"sha512-AAAA"}`, `"integrity":"sha512-AAAA","dependencies":{"a":"1","b":"1"}},`+
+		`"node_modules/cowsay/node_modules/a":{"resolved":"https://r/a.tgz","integrity":"sha512-AAAA","dependencies":{"b":"1"}},`+
+		`"node_modules/b":{"resolved":"https://r/b.tgz","integrity":"sha512-AAAA"}`, 1)
+	if err := CheckNpmLock(c, []byte(nested)); err != nil {
+		t.Fatalf("a nested lock: %v", err)
+	}
 	for _, tc := range []struct{ lock, want string }{
 		{`{"lockfileVersion":1,"dependencies":{}}`, "lockfileVersion 1"},
 		{`{"lockfileVersion":3,"packages":{"":{"dependencies":{"cowsay":"1.5.0"}}}}`, "is for [cowsay@1.5.0], not for [packages] npm [cowsay@1.6.0]"},
@@ -183,6 +190,8 @@ func TestNpmLockChecked(t *testing.T) {
 		{strings.Replace(good, `"integrity":"sha512-AAAA"`, `"integrity":""`, 1), "node_modules/cowsay has no integrity hash"},
 		{strings.Replace(good, `"node_modules/cowsay"`, `"../elsewhere"`, 1), "is not under node_modules/"},
 		{`not json`, "is not a package-lock.json"},
+		{strings.Replace(good, `"integrity":"sha512-AAAA"`, `"integrity":"sha512-AAAA","optionalDependencies":{"cowsay-linux-arm64":"1.6.0"}`, 1),
+			"node_modules/cowsay depends on cowsay-linux-arm64@1.6.0, which the lock lacks"},
 	} {
 		if err := CheckNpmLock(c, []byte(tc.lock)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("CheckNpmLock(%s) = %v, want %q", tc.lock, err, tc.want)

@@ -28,13 +28,13 @@ func testAgent(t testing.TB) []string {
 
 // wsClient is a v1 client: JSON frames over a real WebSocket.
 type wsClient struct {
-	t      *testing.T
+	t      testing.TB
 	c      *wsconn.Conn
 	frames chan map[string]any
 	done   chan struct{}
 }
 
-func dial(t *testing.T, srvURL, key string) *wsClient {
+func dial(t testing.TB, srvURL, key string) *wsClient {
 	t.Helper()
 	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
 		Header: http.Header{"Authorization": {"Bearer " + key}},

@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,6 +101,31 @@ func install(name string) (string, error) {
 			return "", err
 		}
 	}
+	return npmCI(dir)
+}
+
+// Lock installs the npm packages of a package.json and package-lock.json
+// (as `gbx generate` writes them to dist/npm) with `npm ci` into a
+// directory under /var/tmp that sessions can read, as the image builds
+// them: the directory, with node_modules/.bin holding the programs. Like
+// Dir it skips the test when npm ci fails.
+func Lock(t testing.TB, name string, manifest, lock []byte) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	dir, err := writeOut(name, map[string][]byte{"package.json": manifest, "package-lock.json": lock})
+	if err == nil {
+		dir, err = npmCI(dir)
+	}
+	if err != nil {
+		Skip(t, fmt.Sprintf("npm packages of %s: %v", name, err))
+	}
+	return dir
+}
+
+// npmCI installs dir's package-lock.json with npm ci unless node_modules
+// holds it already.
+func npmCI(dir string) (string, error) {
 	lock := filepath.Join(dir, "package-lock.json")
 	data, err := os.ReadFile(lock)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -164,7 +191,6 @@ func Hidden(path string) bool {
 // can read.
 func copyOut(src, name string) (string, error) {
 	files := map[string][]byte{}
-	h := sha256.New()
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -181,12 +207,21 @@ func copyOut(src, name string) (string, error) {
 			return err
 		}
 		files[rel] = data
-		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(data))
-		h.Write(data)
 		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", src, err)
+	}
+	return writeOut(name, files)
+}
+
+// writeOut writes files to /var/tmp/glovebox-acp-<uid>/<name>-<hash of
+// the files>.
+func writeOut(name string, files map[string][]byte) (string, error) {
+	h := sha256.New()
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(files[rel]))
+		h.Write(files[rel])
 	}
 	top := filepath.Join("/var/tmp", fmt.Sprintf("glovebox-acp-%d", os.Getuid()))
 	if err := os.Mkdir(top, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
