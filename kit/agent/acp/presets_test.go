@@ -70,7 +70,7 @@ const presetStart = 2*time.Minute + 30*time.Second
 // the egress proxy with the preset's policy (deny all but the API host),
 // the API key brokered; PATH leads to the preset's programs as the image's
 // does. warm is the warm pool's size.
-func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level) *acpKit {
+func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level, opts ...func(*kit.Options)) *acpKit {
 	t.Helper()
 	m := *p.manifest
 	spec := *m.Agent
@@ -88,13 +88,17 @@ func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level) *acpKi
 	}
 	root := t.TempDir()
 	env := []string{"PATH=" + p.bin + ":/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
-	srv, err := kit.New(kit.Options{Manifest: &m, Key: testKeyValue, Root: root, Agent: ag, Logger: log, Environ: env,
+	o := kit.Options{Manifest: &m, Key: testKeyValue, Root: root, Agent: ag, Logger: log, Environ: env,
 		Getenv: func(k string) string {
 			if k == p.secret {
 				return "sk-test-not-a-real-key"
 			}
 			return ""
-		}})
+		}}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := kit.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
