@@ -3,10 +3,10 @@ package acp_test
 import (
 	"context"
 	"errors"
-	"net"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
