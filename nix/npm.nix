@@ -32,7 +32,12 @@ pkgs.buildNpmPackage {
   npmConfigHook = pkgs.importNpmLock.npmConfigHook;
   dontNpmBuild = true;
   nativeBuildInputs = [ pkgs.autoPatchelfHook ];
-  buildInputs = [ pkgs.stdenv.cc.cc.lib ];
+  # nodejs for patchShebangs (the programs' #!/usr/bin/env node), the C++
+  # runtime for native programs.
+  buildInputs = [
+    nodejs
+    pkgs.stdenv.cc.cc.lib
+  ];
   autoPatchelfIgnoreMissingDeps = [ "*" ];
   installPhase = ''
     runHook preInstall
