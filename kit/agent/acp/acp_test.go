@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -1124,5 +1125,24 @@ func TestPromptAlreadyCancelled(t *testing.T) {
 	tt.finish()
 	if _, msg := mustPrompt(t, c, s, "count"); c.pid() != pid || msg != "1" {
 		t.Errorf("after a cancelled prompt: count %q on pid %d, want the same process %d", msg, c.pid(), pid)
+	}
+}
+
+// TestFindCommandInAgentPath: the agent's command is looked up in the PATH
+// the agent gets (gbx dev's tools, the image's /bin), not the kit's own.
+func TestFindCommandInAgentPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "only-in-agent-path"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=/nowhere", "PATH=/usr/bin:" + dir}
+	if err := findCommand("only-in-agent-path", env); err != nil {
+		t.Errorf("findCommand in the agent's PATH: %v", err)
+	}
+	if err := findCommand("only-in-agent-path", []string{"PATH=/usr/bin"}); !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "not in the agent's PATH /usr/bin") {
+		t.Errorf("findCommand outside the agent's PATH = %v", err)
+	}
+	if err := findCommand(filepath.Join(dir, "only-in-agent-path"), nil); err != nil {
+		t.Errorf("findCommand by path: %v", err)
 	}
 }

@@ -68,18 +68,13 @@ const presetStart = 2*time.Minute + 30*time.Second
 
 // servePreset serves the preset's box in a real kit: sandboxed sessions,
 // the egress proxy with the preset's policy (deny all but the API host),
-// the API key brokered; PATH leads to the preset's programs as the image's
-// does. warm is the warm pool's size.
+// the API key brokered; the agents' PATH leads to the preset's programs,
+// by name, as the image's /bin does. warm is the warm pool's size.
 func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level, opts ...func(*kit.Options)) *acpKit {
 	t.Helper()
 	m := *p.manifest
 	spec := *m.Agent
 	spec.Warm = &warm
-	// The image has the program in /bin, on the kit's PATH; here it is
-	// named by its path in the install.
-	if bin := filepath.Join(p.bin, spec.Command[0]); !filepath.IsAbs(spec.Command[0]) {
-		spec.Command = append([]string{bin}, spec.Command[1:]...)
-	}
 	m.Agent = &spec
 	log := testkit.Logger(t, level)
 	ag, err := acp.New(m.Agent, log)
