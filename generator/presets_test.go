@@ -227,3 +227,25 @@ func fakeNpmLock(c *Config) []byte {
 	b, _ := marshalJSON(map[string]any{"lockfileVersion": 3, "packages": pkgs})
 	return b
 }
+
+// FuzzCheckNpmLock: any bytes in dist/npm/package-lock.json get an error
+// or pass, never a panic or a hang.
+func FuzzCheckNpmLock(f *testing.F) {
+	for _, dir := range []string{"media"} {
+		if data, err := os.ReadFile(filepath.Join("testdata", dir, "dist", NpmLockFile)); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(`{"lockfileVersion":3,"packages":{"":{"dependencies":{"cowsay":"*"}},"node_modules/a/node_modules/b/node_modules/":{"dependencies":{"x":"1"}}}}`))
+	c, err := Parse("glovebox.toml", []byte("[packages]\nnpm = [\"cowsay\"]\n"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, lock []byte) {
+		if err := CheckNpmLock(c, lock); err == nil {
+			if _, err := Generate(c, Options{Key: testKey, NpmLock: lock}); err != nil {
+				t.Fatalf("CheckNpmLock passed a lock Generate refuses: %v", err)
+			}
+		}
+	})
+}
