@@ -249,3 +249,38 @@ func FuzzCheckNpmLock(f *testing.F) {
 		}
 	})
 }
+
+// TestScaffoldAgent: gbx init --agent NAME writes a glovebox.toml with the
+// preset that parses without warnings and generates; an unknown name is
+// refused with the nearest.
+func TestScaffoldAgent(t *testing.T) {
+	t.Parallel()
+	for _, name := range PresetNames() {
+		files, err := ScaffoldAgent("my box", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toml []byte
+		for _, f := range files {
+			if f.Name == ConfigFile {
+				toml = f.Data
+			}
+		}
+		if !strings.Contains(string(toml), "preset = \""+name+"\"") {
+			t.Errorf("%s: glovebox.toml does not name the preset:\n%s", name, toml)
+		}
+		c, err := Parse(ConfigFile, toml)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, toml)
+		}
+		if c.Agent.Type != "acp" || c.Agent.Command[0] != Presets[name].Bin || c.Limits.Timeout != "30m" {
+			t.Errorf("%s: agent %+v, limits %+v", name, c.Agent, c.Limits)
+		}
+		if _, err := Generate(c, Options{Key: testKey, NpmLock: fakeNpmLock(c)}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ScaffoldAgent("x", "claud-code"); err == nil || !strings.Contains(err.Error(), `did you mean "claude-code"`) {
+		t.Errorf("ScaffoldAgent(claud-code) = %v", err)
+	}
+}
