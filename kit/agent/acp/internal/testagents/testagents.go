@@ -92,6 +92,13 @@ func install(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return installFrom(src, name)
+}
+
+// installFrom installs the test agent in src (a copy of it where src is
+// hidden from sessions) and returns its directory.
+func installFrom(src, name string) (string, error) {
+	var err error
 	if real, err := filepath.EvalSymlinks(src); err == nil {
 		src = real
 	}
