@@ -138,13 +138,18 @@ func TestPresetBrokersKey(t *testing.T) {
 		if len(keys) > 0 {
 			break
 		}
-		if ctx.Err() != nil {
+		select {
+		case f := <-c.frames:
+			if f["id"] == "p1" && (f["type"] == "complete" || f["type"] == "error") {
+				t.Fatalf("the prompt ended with %v before any request reached the fake api.anthropic.com", f)
+			}
+		case <-ctx.Done():
 			t.Fatalf("no request reached the fake api.anthropic.com within %v", presetStart)
+		case <-time.After(20 * time.Millisecond):
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	// The agent's processes: every process of the session's uids.
-	env := sessionEnvirons(t)
+	// The agent's processes: every process of the kit's session uids.
+	env := sessionEnvirons(t, k.uidBase, k.uidBase+uidsPerKit)
 	if len(env) == 0 {
 		t.Fatal("found no process of a session uid")
 	}
@@ -172,9 +177,9 @@ func TestPresetBrokersKey(t *testing.T) {
 	t.Logf("the fake API got %v", paths)
 }
 
-// sessionEnvirons reads the environment of every process whose uid is a
-// session's (the sandbox's uids start at 200000).
-func sessionEnvirons(t *testing.T) map[int][]byte {
+// sessionEnvirons reads the environment of every process whose uid is in
+// [lo, hi): a kit's session uids.
+func sessionEnvirons(t *testing.T, lo, hi int) map[int][]byte {
 	t.Helper()
 	out := map[int][]byte{}
 	ents, err := os.ReadDir("/proc")
@@ -196,7 +201,7 @@ func sessionEnvirons(t *testing.T) map[int][]byte {
 				fmt.Sscan(f[1], &uid)
 			}
 		}
-		if uid < 200000 {
+		if uid < lo || uid >= hi {
 			continue
 		}
 		if env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ")); err == nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,11 @@ func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level, opts .
 	spec := *m.Agent
 	spec.Warm = &warm
 	m.Agent = &spec
+	// Uids of this kit's own: a sandbox kills every process of a uid its
+	// session ended with, and kits of other tests, in this process and in
+	// other packages' test binaries, hand out the default range.
+	base := uidBase()
+	m.Sandbox = &protocol.SandboxSpec{UIDBase: base, UIDCount: uidsPerKit}
 	log := testkit.Logger(t, level)
 	ag, err := acp.New(m.Agent, log)
 	if err != nil {
@@ -107,7 +113,17 @@ func servePreset(t testing.TB, p presetAgent, warm int, level slog.Level, opts .
 		ts.Close()
 	}
 	t.Cleanup(closeKit)
-	return &acpKit{srv: srv, url: ts.URL, key: testKeyValue, root: root, close: closeKit}
+	return &acpKit{srv: srv, url: ts.URL, key: testKeyValue, root: root, close: closeKit, uidBase: base}
+}
+
+const uidsPerKit = 16
+
+var nextKit atomic.Int64
+
+// uidBase is a range of uids no other kit of the test binaries hands out:
+// 400000 and up, by process and by kit.
+func uidBase() int {
+	return 400000 + (os.Getpid()%4096)*1024 + int(nextKit.Add(1)%64)*uidsPerKit
 }
 
 // waitWarm waits until the pool holds n handshaken sessions (the agent

@@ -28,6 +28,7 @@ type acpKit struct {
 	url, key string
 	root     string
 	close    func() // closes the kit and its server, once; also a cleanup
+	uidBase  int    // the first of the kit's session uids, 0 for the default
 }
 
 // newACPKit serves command as the box's ACP agent with warm warm sessions.
