@@ -455,7 +455,7 @@ func FuzzParse(f *testing.F) {
 		}
 		// Whatever parses must generate and give a manifest that passes
 		// the kit's own check.
-		if _, err := Generate(c, Options{Key: testKey}); err != nil {
+		if _, err := Generate(c, Options{Key: testKey, NpmLock: fakeNpmLock(c)}); err != nil {
 			t.Fatalf("Parse accepted a config Generate refuses: %v\n%s", err, data)
 		}
 	})

@@ -16,9 +16,10 @@
 // adds python3Packages.<name> (the name normalised as nixpkgs does: lower
 // case, runs of "-", "_" and "." as "-") to the image's python3, and
 // nixpacks installs them with pip into a virtual environment. packages.npm
-// lists npm packages: nixpacks installs them with `npm install -g`; the Nix
-// image has no npm step, so an npm package is only in the Nix image when its
-// nixpkgs attribute is also listed under packages.nix (Generate warns).
+// lists npm packages, locked into dist/npm (npm.go): the Nix image builds
+// them from that lock with importNpmLock, nixpacks runs npm ci from it.
+// [agent] preset brings a coding agent's package, command, brokered key,
+// egress policy and limits (presets.go).
 // packages.apt, v1's list, is refused: apt names are not nixpkgs names.
 //
 // Locking. flake.nix follows nixpkgs' nixos-26.05 branch and the glovebox

@@ -64,7 +64,17 @@ type imageInfo struct {
 	// streamLayeredImage recorded.
 	Config   imageConfig `json:"config"`
 	FakeRoot string      `json:"fakeRoot"`
-	Contents []string    `json:"contents"`
+	// Npm are the image's buildNpmPackage contents, with the arguments
+	// importNpmLock recorded (the lock's packages).
+	Npm []struct {
+		Pname string `json:"pname"`
+		Deps  struct {
+			Packages     []string          `json:"packages"`
+			Dependencies map[string]string `json:"dependencies"`
+		} `json:"deps"`
+		Hook string `json:"hook"`
+	} `json:"npm"`
+	Contents []string `json:"contents"`
 }
 
 // env is the image's Env as a map.
@@ -96,6 +106,8 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
   fakeRoot = p.default.standIn.args.fakeRootCommands;
   contents = map (c: c.pname or c.name) p.default.standIn.args.contents;
   kitInstall = builtins.concatStringsSep "" (map (c: c.standIn.args.postInstall or "") (builtins.filter (c: builtins.match ".*-agent" (c.pname or "") != null) p.default.standIn.args.contents));
+  npm = map (c: { pname = c.pname; function = c.standIn.function; deps = c.standIn.args.npmDeps; hook = c.standIn.args.npmConfigHook.pname or null; })
+    (builtins.filter (c: (c.standIn.function or "") == "buildNpmPackage") p.default.standIn.args.contents);
   manifest = builtins.fromJSON (builtins.readFile (builtins.elemAt (builtins.match ".*cp ([^ ]*glovebox.json) .*" p.default.standIn.args.fakeRootCommands) 0));
 }) packages`
 
@@ -248,6 +260,34 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 		name := p[strings.LastIndex(p, ".")+1:]
 		if !slices.Contains(img.Contents, name) {
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
+		}
+	}
+	// [packages] npm: one package built from the lock in dist/npm with
+	// importNpmLock, every package of the lock fetched.
+	if len(c.Packages.Npm) == 0 {
+		if len(img.Npm) != 0 {
+			t.Errorf("%s: npm packages %+v in a box without [packages] npm", system, img.Npm)
+		}
+	} else {
+		var l struct {
+			Packages map[string]json.RawMessage `json:"packages"`
+		}
+		if err := json.Unmarshal(fileData(t, res, NpmLockFile), &l); err != nil {
+			t.Fatal(err)
+		}
+		delete(l.Packages, "")
+		if len(img.Npm) != 1 {
+			t.Fatalf("%s: npm packages %+v, want one buildNpmPackage", system, img.Npm)
+		}
+		n := img.Npm[0]
+		if n.Pname != c.Name+"-npm-packages" || n.Hook != "npm-config-hook" {
+			t.Errorf("%s: npm package %+v, want %s-npm-packages with importNpmLock's npmConfigHook", system, n, c.Name)
+		}
+		if diff := cmp.Diff(sortedKeys(l.Packages), n.Deps.Packages); diff != "" {
+			t.Errorf("%s: importNpmLock packages differ from the lock's (-lock +nix):\n%s", system, diff)
+		}
+		if diff := cmp.Diff(npmDeps(c.Packages.Npm), n.Deps.Dependencies); diff != "" {
+			t.Errorf("%s: npm dependencies (-want +nix):\n%s", system, diff)
 		}
 	}
 	// The manifest copied into the image is the generated glovebox.json.

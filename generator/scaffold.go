@@ -13,8 +13,23 @@ import (
 // glovebox.toml whose exec agent works as is, a README and a .gitignore
 // that keeps the key out of version control. name is sanitised into a
 // valid box name.
-func Scaffold(name string) ([]File, error) {
-	v := struct{ Name string }{BoxName(name)}
+func Scaffold(name string) ([]File, error) { return ScaffoldAgent(name, "") }
+
+// ScaffoldAgent is Scaffold with the agent of a preset (Presets): `gbx
+// init --agent claude-code`. An empty preset gives the exec agent.
+func ScaffoldAgent(name, preset string) ([]File, error) {
+	v := struct {
+		Name    string
+		Preset  *Preset
+		Presets string
+	}{Name: BoxName(name), Presets: strings.Join(PresetNames(), ", ")}
+	if preset != "" {
+		p, ok := Presets[preset]
+		if !ok {
+			return nil, fmt.Errorf("%q is not an agent preset: use one of %s%s", preset, strings.Join(PresetNames(), ", "), didYouMean(preset, PresetNames()))
+		}
+		v.Preset = &p
+	}
 	var files []File
 	for _, t := range []struct{ file, tmpl string }{
 		{ConfigFile, "init-glovebox.toml.tmpl"},

@@ -24,6 +24,9 @@ func Write(dir string, files []File) ([]string, error) {
 	var changed []string
 	for _, f := range files {
 		path := filepath.Join(dir, f.Name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return changed, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+		}
 		old, err := os.ReadFile(path)
 		if err == nil && bytes.Equal(old, f.Data) {
 			if st, err := os.Stat(path); err == nil && st.Mode().Perm() == f.Mode.Perm() {

@@ -16,6 +16,10 @@
 # pythonPackages ? [ ]; env ? { }; } or the set it returns) with baseName
 # as its label in GLOVEBOX_BASE and the image labels.
 #
+# npm is dist/npm (package.json and package-lock.json from gbx generate):
+# the npm packages, built from that lock with importNpmLock, their
+# programs on PATH.
+#
 # passthru.glovebox records what the image is made of (base, resolved
 # package names, config, directory layout) for tests and tools.
 { self }:
@@ -65,6 +69,10 @@ in
   env ? { },
   tag ? version,
   kit ? kitFor pkgs,
+  # A directory with package.json and package-lock.json (dist/npm): the
+  # npm packages, built from the lock (nix/npm.nix), their programs on
+  # PATH.
+  npm ? null,
 }:
 let
   inherit (pkgs) lib;
@@ -162,7 +170,18 @@ let
     extraGroupLines = [ "glovebox:x:${toString uid}:" ];
   };
 
-  contents = [ kit nss ] ++ common.packages ++ chosen.packages ++ python ++ user;
+  npmPackages = lib.optional (npm != null) (
+    import ./npm.nix {
+      inherit pkgs name;
+      src =
+        if builtins.isPath npm || builtins.isString npm then
+          npm
+        else
+          fail "npm must be a directory with package.json and package-lock.json, got a ${builtins.typeOf npm}";
+    }
+  );
+
+  contents = [ kit nss ] ++ common.packages ++ chosen.packages ++ python ++ user ++ npmPackages;
 
   # A manifest given as a path is read at evaluation (one given as a
   # derivation is not: that would be import from derivation).
@@ -269,6 +288,7 @@ pkgs.dockerTools.streamLayeredImage {
       ;
     packages = packages;
     pythonPackages = pythonNames;
+    npm = if npm == null then null else (builtins.head npmPackages).name;
     contents = map packageName contents;
     env = allEnv;
   };

@@ -74,6 +74,10 @@ const consumerFlake = `{
         specNotAttrs = box { base = { pkgs }: [ pkgs.jq ]; };
         baseWrongType = box { base = 3; };
         baseNameWrongType = box { base = { packages = [ ]; }; baseName = 1; };
+        npmWrongType = box { npm = 3; };
+        npmNoLock = box { npm = ./npm-nolock; };
+        npmNoIntegrity = box { npm = ./npm-nointegrity; };
+        npmStale = box { npm = ./npm-stale; };
         unsupportedSystem = glovebox.lib.mkBox {
           pkgs = pkgs // { stdenv = pkgs.stdenv // { hostPlatform = { system = "riscv64-linux"; }; }; };
           name = "x";
@@ -94,12 +98,20 @@ func consumer(t *testing.T) (dir string, flags []string) {
 		t.Fatal(err)
 	}
 	for name, data := range map[string]string{
-		"flake.nix":           consumerFlake,
-		"glovebox.json":       string(manifest),
-		"not-a-manifest.json": `{"name": "x"}`,
+		"flake.nix":                         consumerFlake,
+		"glovebox.json":                     string(manifest),
+		"not-a-manifest.json":               `{"name": "x"}`,
+		"npm-nolock/package.json":           `{"name": "x", "dependencies": {"cowsay": "1.6.0"}}`,
+		"npm-nointegrity/package.json":      `{"name": "x", "dependencies": {"cowsay": "1.6.0"}}`,
+		"npm-nointegrity/package-lock.json": `{"lockfileVersion": 3, "packages": {"": {"dependencies": {"cowsay": "1.6.0"}}, "node_modules/cowsay": {"version": "1.6.0", "resolved": "https://registry.npmjs.org/cowsay/-/cowsay-1.6.0.tgz"}}}`,
+		"npm-stale/package.json":            `{"name": "x", "dependencies": {"cowsay": "1.6.0"}}`,
+		"npm-stale/package-lock.json":       `{"lockfileVersion": 3, "packages": {"": {"dependencies": {"cowsay": "1.5.0"}}}}`,
 		"mounts.json": strings.Replace(string(manifest), `"fs": {`,
 			`"fs": {"data": {"path": "/data", "writable": true}, "odd": {"path": "/srv/it's", "writable": false},`, 1),
 	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -262,6 +274,10 @@ func TestMkBoxErrors(t *testing.T) {
 		{"specNotAttrs", `base custom: the spec is a list, not an attribute set`},
 		{"baseWrongType", `base must be one of base, browser, docs, media, python or a base spec ({ pkgs }: { description; packages;`},
 		{"baseNameWrongType", `baseName must be a string, got a int`},
+		{"npmWrongType", `npm must be a directory with package.json and package-lock.json, got a int`},
+		{"npmNoLock", `npm must be a directory with package.json and package-lock.json (dist/npm, written by gbx generate)`},
+		{"npmNoIntegrity", `importNpmLock: node_modules/cowsay has no resolved https URL or no integrity`},
+		{"npmStale", `importNpmLock: package-lock.json does not match package.json's dependencies`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

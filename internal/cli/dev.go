@@ -87,6 +87,13 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if tools.warning != "" {
 		fmt.Fprintln(stdio.Stderr, tools.warning)
 	}
+	// [packages] npm (an agent preset's CLI): from the box's lock, first on
+	// PATH, as the image's /bin.
+	if npmBin, err := devNpm(ctx, stdio, dir, state); err != nil {
+		return err
+	} else if npmBin != "" {
+		tools.path = npmBin + string(os.PathListSeparator) + tools.path
+	}
 	if err := enterableState(state); err != nil {
 		return err
 	}

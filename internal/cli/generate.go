@@ -65,12 +65,31 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read fly.toml: %w", err)
 	}
-	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock}
+	prevNpm, err := os.ReadFile(filepath.Join(outDir, generator.NpmLockFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read npm lock: %w", err)
+	}
+	// The npm lock is kept while [packages] npm is unchanged; generate makes
+	// a new one with npm (from the registry) when they change. --check
+	// resolves nothing: a lock that is missing or for other packages is
+	// drift.
+	npmLock := prevNpm
+	if !*check {
+		if npmLock, err = generator.ResolveNpm(ctx, cfg, prevNpm); err != nil {
+			return err
+		}
+	}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
 	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
 		pin.Ref = opts.KitVersion // the tag flake.nix names
 		opts.Glovebox = &pin
 	}
 	res, err := generator.Generate(cfg, opts)
+	if *check && errors.Is(err, generator.ErrNpmUnresolved) {
+		fmt.Fprintf(stdio.Stdout, "%s: %v\n", show(filepath.Join(outDir, generator.NpmLockFile)), strings.TrimPrefix(err.Error(), "generate: "))
+		fmt.Fprintf(stdio.Stdout, "run `gbx generate` to update %s\n", show(outDir))
+		return &ExitError{Code: 1}
+	}
 	if err != nil {
 		return err
 	}

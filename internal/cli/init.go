@@ -19,9 +19,10 @@ var initCommand = command{
 }
 
 func runInit(ctx context.Context, stdio IO, args []string) error {
-	flags := newFlags(stdio, "init", "init [DIR] [--name NAME] [--force]\n\n"+
+	flags := newFlags(stdio, "init", "init [DIR] [--name NAME] [--agent PRESET] [--force]\n\n"+
 		"Creates DIR (default .) with glovebox.toml, README.md and .gitignore.")
 	force := flags.Bool("force", false, "overwrite files that already exist")
+	agentPreset := flags.String("agent", "", "an ACP agent preset: "+strings.Join(generator.PresetNames(), ", ")+" (default: a shell-command agent)")
 	name := flags.String("name", "", "box name (default: the directory's name)")
 	if err := parseFlags(flags, args); err != nil {
 		return helpOK(err)
@@ -37,9 +38,9 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 	if n == "" {
 		n = filepath.Base(dir)
 	}
-	files, err := generator.Scaffold(n)
+	files, err := generator.ScaffoldAgent(n, *agentPreset)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: --agent: %v", ErrUsage, err)
 	}
 	if !*force {
 		var exist []string
@@ -59,6 +60,10 @@ func runInit(ctx context.Context, stdio IO, args []string) error {
 	}
 	for _, f := range files {
 		fmt.Fprintf(stdio.Stdout, "wrote %s\n", shownPath(stdio.Dir, filepath.Join(dir, f.Name)))
+	}
+	if p, ok := generator.Presets[*agentPreset]; ok {
+		fmt.Fprintf(stdio.Stdout, "next: `gbx generate` to lock %s's package and write dist/, then `%s=... gbx dev` to run the box locally\n", p.Name, p.Secret)
+		return nil
 	}
 	fmt.Fprintf(stdio.Stdout, "next: `gbx dev` to run the box locally, `gbx generate` to write dist/\n")
 	return nil

@@ -129,6 +129,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
@@ -219,7 +220,8 @@ func (a *acpAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversati
 	}
 	c.terms = newTerminals(c)
 	// A command that cannot start is the manifest's problem: say so now.
-	if _, err := exec.LookPath(a.command[0]); err != nil {
+	// It is looked up in the PATH the agent gets, as its start does.
+	if err := findCommand(a.command[0], c.env); err != nil {
 		return nil, &agent.Error{Code: protocol.CodeAgent, Err: fmt.Errorf("acp: agent command %q: %w", a.command[0], err)}
 	}
 	c.ctx, c.stop = context.WithCancel(context.Background())
@@ -258,6 +260,30 @@ func sessionAreas(s *agent.Session) []area {
 
 // baseEnv is the session's environment; a session without one (not the
 // kit's) gets the process's own.
+// findCommand reports whether name is an executable: a path, or a name
+// found in the PATH of env (the last PATH= entry, as the process sees it).
+func findCommand(name string, env []string) error {
+	if strings.Contains(name, "/") {
+		_, err := exec.LookPath(name)
+		return err
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		if _, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: not in the agent's PATH %s", exec.ErrNotFound, path)
+}
+
 func baseEnv(s *agent.Session) []string {
 	if s.Env == nil {
 		return os.Environ()

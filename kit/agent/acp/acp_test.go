@@ -24,49 +24,26 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp/internal/testagents"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// needNode skips the test when the ACP test agents' runtime or npm
-// packages are missing, unless CI is set: CI installs them, so there the
-// test fails instead.
-func needNode(t testing.TB, withSDK bool) string {
+// needNode is node, or a skip (a failure when CI is set) when it is not
+// installed.
+func needNode(t testing.TB) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed")
-	}
-	if withSDK {
-		if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
-			missing(t, "the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
-		}
-	}
-	return node
-}
-
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set, so this is a failure, not a skip)", why)
-	}
-	t.Skip(why)
+	return testagents.Node(t)
 }
 
 func sdkAgentSpec(t testing.TB) *protocol.AgentSpec {
-	node := needNode(t, true)
-	script, err := filepath.Abs(filepath.Join("testdata", "agent", "agent.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := needNode(t)
+	script := filepath.Join(testagents.Dir(t, "agent"), "agent.mjs")
 	return &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{node, script}, Env: map[string]string{"ACP_TEST_EXTRA": "from-spec"}}
 }
 
 func rawAgentSpec(t testing.TB, env map[string]string) *protocol.AgentSpec {
-	node := needNode(t, false)
-	script, err := filepath.Abs(filepath.Join("testdata", "raw", "agent.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := needNode(t)
+	script := filepath.Join(testagents.Dir(t, "raw"), "agent.mjs")
 	return &protocol.AgentSpec{Type: protocol.AgentACP, Command: []string{node, script}, Env: env}
 }
 
@@ -1148,5 +1125,24 @@ func TestPromptAlreadyCancelled(t *testing.T) {
 	tt.finish()
 	if _, msg := mustPrompt(t, c, s, "count"); c.pid() != pid || msg != "1" {
 		t.Errorf("after a cancelled prompt: count %q on pid %d, want the same process %d", msg, c.pid(), pid)
+	}
+}
+
+// TestFindCommandInAgentPath: the agent's command is looked up in the PATH
+// the agent gets (gbx dev's tools, the image's /bin), not the kit's own.
+func TestFindCommandInAgentPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "only-in-agent-path"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=/nowhere", "PATH=/usr/bin:" + dir}
+	if err := findCommand("only-in-agent-path", env); err != nil {
+		t.Errorf("findCommand in the agent's PATH: %v", err)
+	}
+	if err := findCommand("only-in-agent-path", []string{"PATH=/usr/bin"}); !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "not in the agent's PATH /usr/bin") {
+		t.Errorf("findCommand outside the agent's PATH = %v", err)
+	}
+	if err := findCommand(filepath.Join(dir, "only-in-agent-path"), nil); err != nil {
+		t.Errorf("findCommand by path: %v", err)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,42 +14,27 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp/internal/testagents"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // testAgent is the SDK test agent's command, or a skip (a failure when
-// CI is set) when node or its npm packages are missing.
+// CI is set) when node is missing or its npm packages cannot be installed.
 func testAgent(t testing.TB) []string {
 	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set, so this is a failure, not a skip)", why)
-		}
-		t.Skip(why)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skip("node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join("testdata", "agent", "node_modules", "@agentclientprotocol", "sdk")); err != nil {
-		skip("the test agent's npm packages are missing: run `npm ci` in kit/agent/acp/testdata/agent")
-	}
-	script, err := filepath.Abs(filepath.Join("testdata", "agent", "agent.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []string{node, script}
+	node := testagents.Node(t)
+	return []string{node, filepath.Join(testagents.Dir(t, "agent"), "agent.mjs")}
 }
 
 // wsClient is a v1 client: JSON frames over a real WebSocket.
 type wsClient struct {
-	t      *testing.T
+	t      testing.TB
 	c      *wsconn.Conn
 	frames chan map[string]any
 	done   chan struct{}
 }
 
-func dial(t *testing.T, srvURL, key string) *wsClient {
+func dial(t testing.TB, srvURL, key string) *wsClient {
 	t.Helper()
 	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
 		Header: http.Header{"Authorization": {"Bearer " + key}},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp/internal/testagents"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -37,15 +37,8 @@ func promptCtx(t *testing.T, what string) (context.Context, context.CancelFunc) 
 // testdata/realagents, or a skip (a failure when CI is set).
 func realAgent(t *testing.T, bin string) string {
 	t.Helper()
-	needNode(t, false)
-	path, err := filepath.Abs(filepath.Join("testdata", "realagents", "node_modules", ".bin", bin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		missing(t, "the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents")
-	}
-	return path
+	needNode(t)
+	return filepath.Join(testagents.Dir(t, "realagents"), "node_modules", ".bin", bin)
 }
 
 // TestRealClaudeCodeACP boxes Zed's Claude Code adapter. Offline and

@@ -19,6 +19,7 @@ import (
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent/acp"
+	"github.com/glovebox-dev/glovebox/kit/agent/acp/internal/testagents"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -27,6 +28,7 @@ type acpKit struct {
 	url, key string
 	root     string
 	close    func() // closes the kit and its server, once; also a cleanup
+	uidBase  int    // the first of the kit's session uids, 0 for the default
 }
 
 // newACPKit serves command as the box's ACP agent with warm warm sessions.
@@ -192,17 +194,8 @@ func TestWarmACPAgentKilledIsReplaced(t *testing.T) {
 // session/new reach that prompt, which fails asking for authentication.
 func TestWarmRealClaudeCodeACP(t *testing.T) {
 	t.Parallel()
-	testAgent(t) // node
-	bin, err := filepath.Abs(filepath.Join("testdata", "realagents", "node_modules", ".bin", "claude-code-acp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents (CI is set, so this is a failure)")
-		}
-		t.Skip("the real agent CLIs are missing: run `npm ci` in kit/agent/acp/testdata/realagents")
-	}
+	testagents.Node(t)
+	bin := filepath.Join(testagents.Dir(t, "realagents"), "node_modules", ".bin", "claude-code-acp")
 	k := newACPKit(t, []string{bin}, 1, map[string]string{
 		"HOME":              "/tmp",
 		"IS_SANDBOX":        "1",

@@ -65,6 +65,8 @@
     "nodejs_24"
     "gcc"
     "skopeo"
+    # agents (the goose preset; the others come from npm locks)
+    "goose-cli"
   ];
 
   pythonPackages = [

@@ -125,6 +125,35 @@ let
     binSh = leaf "bin-sh";
   };
 
+  # importNpmLock { npmRoot }: the npm dependencies of a package-lock.json,
+  # each fetched by its URL and integrity hash. Like the real one, it
+  # fails on a package the lock gives no resolved URL or integrity.
+  importNpmLock = {
+    npmConfigHook = leaf "npm-config-hook";
+    __functor =
+      self: args:
+      assert lib.assertMsg (args ? npmRoot) "importNpmLock: npmRoot is required (or package and packageLock)";
+      let
+        lock = builtins.fromJSON (builtins.readFile (args.npmRoot + "/package-lock.json"));
+        manifest = builtins.fromJSON (builtins.readFile (args.npmRoot + "/package.json"));
+        entries = lib.filterAttrs (k: v: k != "" && !(v.link or false)) (lock.packages or { });
+        bad = builtins.filter (
+          k:
+          !(builtins.isString (entries.${k}.resolved or null) && lib.hasPrefix "https://" entries.${k}.resolved)
+          || !(builtins.isString (entries.${k}.integrity or null))
+        ) (builtins.attrNames entries);
+      in
+      assert lib.assertMsg ((lock.lockfileVersion or 1) >= 2) "importNpmLock: lockfileVersion must be 2 or 3";
+      assert lib.assertMsg (bad == [ ]) "importNpmLock: ${builtins.head bad} has no resolved https URL or no integrity";
+      assert lib.assertMsg (
+        (lock.packages."".dependencies or { }) == (manifest.dependencies or { })
+      ) "importNpmLock: package-lock.json does not match package.json's dependencies";
+      called "importNpmLock" "${manifest.name or "npm"}-npm-deps" {
+        packages = builtins.attrNames entries;
+        dependencies = manifest.dependencies or { };
+      } { };
+  };
+
   pkgs =
     lib.genAttrs leafNames leaf
     // {
@@ -137,8 +166,33 @@ let
           isLinux = true;
         };
         buildPlatform = pkgs.stdenv.hostPlatform;
-        cc = leaf "gcc-wrapper";
+        cc = leaf "gcc-wrapper" // {
+          cc = leaf "gcc" // {
+            lib = leaf "gcc-lib";
+          };
+        };
       };
+
+      inherit importNpmLock;
+      autoPatchelfHook = leaf "auto-patchelf-hook";
+
+      buildNpmPackage =
+        args:
+        assert lib.assertMsg (args ? pname && args ? version) "buildNpmPackage: pname and version are required";
+        assert lib.assertMsg (args ? src) "buildNpmPackage: src is required";
+        assert lib.assertMsg (args ? npmDeps || args ? npmDepsHash) "buildNpmPackage: npmDeps or npmDepsHash is required";
+        assert lib.assertMsg (
+          !(args ? npmDeps && (args.npmDeps.standIn.function or "") == "importNpmLock")
+          || (args.npmConfigHook or null) == importNpmLock.npmConfigHook
+        ) "buildNpmPackage: npmDeps from importNpmLock needs npmConfigHook = importNpmLock.npmConfigHook";
+        assert allPackages "buildNpmPackage: nativeBuildInputs" (args.nativeBuildInputs or [ ]);
+        assert allPackages "buildNpmPackage: buildInputs" (args.buildInputs or [ ]);
+        called "buildNpmPackage" "${args.pname}-${args.version}" (builtins.removeAttrs args [ "npmDeps" "src" ] // {
+          npmDeps = args.npmDeps.standIn.args or null;
+        }) {
+          inherit (args) pname version;
+          meta = args.meta or { };
+        };
 
       buildGoModule = mkBuildGoModule go_1_26;
       buildGo126Module = mkBuildGoModule go_1_26;

@@ -27,6 +27,11 @@ let
     "writeText" = pkgs ? writeText;
     "lib.cleanSourceWith" = nixpkgs.lib ? cleanSourceWith;
     "lib.attrByPath" = nixpkgs.lib ? attrByPath;
+    "buildNpmPackage" = pkgs ? buildNpmPackage;
+    "importNpmLock" = pkgs ? importNpmLock;
+    "importNpmLock.npmConfigHook" = pkgs.importNpmLock ? npmConfigHook;
+    "autoPatchelfHook" = pkgs ? autoPatchelfHook;
+    "stdenv.cc.cc.lib" = pkgs.stdenv.cc.cc ? lib;
   };
 in
 missing "" pkgs names.packages

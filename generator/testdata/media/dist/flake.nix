@@ -30,6 +30,9 @@
             LOG_LEVEL = "info";
           };
           manifest = ./glovebox.json;
+          # [packages] npm, built from the lock in ./npm with nixpkgs'
+          # importNpmLock; their programs are on the agents' PATH.
+          npm = ./npm;
         };
     in
     {
