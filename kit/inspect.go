@@ -400,6 +400,19 @@ func (s *Server) inspectEvents(w http.ResponseWriter, r *http.Request, id string
 				return
 			}
 			writeEvent(w, "frame", f)
+			// A burst goes out in one flush, not one per frame.
+			for more := true; more; {
+				select {
+				case f, ok := <-ch:
+					if !ok {
+						more = false
+						break
+					}
+					writeEvent(w, "frame", f)
+				default:
+					more = false
+				}
+			}
 		case <-beat.C:
 			io.WriteString(w, ": beat\n\n")
 		case <-r.Context().Done():
