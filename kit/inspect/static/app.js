@@ -664,7 +664,7 @@ function renderTimeline(s) {
   }
   for (const m of v?.marks || []) {
     if (m.kind === "egress") continue;
-    g.append(svg("circle", { cx: x(m.t), cy: 47, r: 4, class: "m " + m.kind }, svg("title", {}, m.label)));
+    g.append(svg("circle", { cx: x(m.t), cy: 47, r: 4, class: "m mark-" + m.kind }, svg("title", {}, m.label)));
   }
   box.replaceChildren(g, el("div", { class: "axis-labels meta" }, el("span", {}, fmtTime(t0)),
     el("span", {}, "prompts · egress · slots and outputs"), el("span", {}, s.live ? "now" : fmtTime(t1))));

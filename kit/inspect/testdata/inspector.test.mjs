@@ -117,6 +117,9 @@ before(async () => {
     name: "inspected", version: "0.3.0", agent: { type: "go" }, inspect: { enabled: true }, key_fingerprint: fingerprint(key),
     packages: { nix: ["coreutils", "git"], pip: ["requests"] },
     network: { default: "deny", allow: ["api.example.com"] },
+    // The agent runs in the kit, outside any network namespace: it reaches
+    // the egress proxy on loopback, so the box serves without that layer.
+    sandbox: { network: false, allow_degraded: true },
     // Every output parks in the box's store, so the page downloads it from there.
     storage_policy: { outputs: { rules: [{ use: { adapter: "localServer" }, when: { default: true } }] } },
   };
@@ -153,6 +156,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (consoleLines.length) console.log("the page's console:\n" + consoleLines.join("\n"));
   await context?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
   if (kit) {
