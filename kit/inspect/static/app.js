@@ -255,6 +255,7 @@ function select(id) {
   if (state.stream) state.stream.close();
   state.stream = null;
   state.selected = id;
+  status("live");
   const v = view(id);
   $("slots").replaceChildren(...v.slots.values());
   term.show(v);
@@ -274,7 +275,12 @@ function follow(id) {
     const f = JSON.parse(ev.data);
     if (typeof f.seq === "number") {
       if (f.seq <= v.seen) return;
-      if (v.seen && f.seq > v.seen + 1) v.raw.push({ seq: v.seen + 1, kind: "gap", text: `frames ${v.seen + 1}–${f.seq - 1} went by while the page fell behind` });
+      if (v.seen && f.seq > v.seen + 1) {
+        const gap = `frames ${v.seen + 1}–${f.seq - 1} went by while the page fell behind (the box keeps a session's latest frames only)`;
+        v.raw.push({ seq: v.seen + 1, kind: "gap", text: gap });
+        endLine(v);
+        pushLine(v, [["… " + gap, "note"]], "gap");
+      }
       v.seen = f.seq;
     }
     frame(v, f, ev.data);
@@ -612,21 +618,18 @@ function renderEgress(v) {
     const net = state.env?.network;
     return box.replaceChildren(el("p", { class: "meta" }, net ? "no connections from this session yet" : "this box has no egress proxy: add a [network] table to glovebox.toml"));
   }
-  const head = el("tr", {}, ...["time", "", "host", "port", "rule", "glovebox.toml", "out", "in", ""].map((h) => el("th", {}, h)));
+  const head = el("tr", {}, ...["time", "", "host", "rule", "bytes", ""].map((h) => el("th", {}, h)));
   const rows = v.egress.slice(-500).reverse().map((e) => {
-    const blocked = e.decision !== "allow";
     const verdict = e.decision === "allow" ? (e.brokered?.length ? "brokered" : "allowed") : e.decision === "deny" ? "blocked" : "error";
     return el("tr", { class: verdict, "data-host": e.host },
       el("td", { class: "meta" }, fmtTime(e.time)),
       el("td", {}, el("span", { class: "verdict " + verdict }, verdict)),
-      el("td", { class: "host", title: (e.addrs || []).join(", ") }, e.host),
-      el("td", {}, String(e.port)),
-      el("td", {}, e.rule || "", e.reason ? el("div", { class: "meta" }, e.reason) : null),
-      el("td", {}, el("code", {}, e.line || "")),
-      el("td", {}, fmtBytes(e.bytes_out)),
-      el("td", {}, fmtBytes(e.bytes_in)),
-      el("td", {}, e.brokered?.length ? el("span", { class: "meta" }, "secrets: " + e.brokered.join(", ")) : null,
-        blocked && e.decision === "deny" ? el("div", { class: "fix" }, "to allow: ", el("code", {}, allowLine(e))) : null));
+      el("td", { class: "host", title: (e.addrs || []).join(", ") }, `${e.host}:${e.port}`, el("div", { class: "meta" }, e.proto || "")),
+      el("td", {}, e.line ? el("code", { title: "glovebox.toml [network]" }, e.line) : el("span", {}, e.rule || ""),
+        e.reason ? el("div", { class: "meta" }, e.reason) : null),
+      el("td", { class: "bytes" }, `↑ ${fmtBytes(e.bytes_out)}`, el("br"), `↓ ${fmtBytes(e.bytes_in)}`),
+      el("td", {}, e.brokered?.length ? el("div", { class: "meta" }, "secrets brokered: " + e.brokered.join(", ")) : null,
+        e.decision === "deny" ? el("div", { class: "fix" }, "to allow it, add to glovebox.toml [network]: ", el("code", {}, allowLine(e))) : null));
   });
   box.replaceChildren(el("table", { class: "egress" }, el("thead", {}, head), el("tbody", {}, ...rows)));
 }
