@@ -37,6 +37,9 @@ type sessionRecord struct {
 	Frames  int64        `json:"frames"`
 	Bytes   int64        `json:"bytes"`
 	Prompts []promptInfo `json:"prompts"`
+	// Peaks sum up its resource samples (resources.go); zero when it ran
+	// no process in a cgroup.
+	Peaks resourcePeaks `json:"peaks,omitzero"`
 }
 
 // history is a bounded ring of session records, optionally on disk.

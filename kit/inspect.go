@@ -98,8 +98,10 @@ func (s *Server) recordSession(ss *session, cause error) {
 	if s.inspect == nil || !ss.opened.Load() {
 		return
 	}
+	_, peaks := ss.obs.resources()
 	s.inspect.history.add(sessionRecord{
-		ID: ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(), Ended: time.Now().UTC(),
+		Peaks: peaks,
+		ID:    ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(), Ended: time.Now().UTC(),
 		Cause: closeCause(cause), Frames: ss.framesSent.Load(), Bytes: ss.bytesSent.Load(),
 		Prompts: ss.obs.promptList(),
 	})
@@ -330,6 +332,9 @@ type inspectSession struct {
 	Connected bool         `json:"connected"`
 	LastSeq   uint64       `json:"last_seq"`
 	Prompts   []promptInfo `json:"prompts"`
+	// Resources are the samples of its cgroup (resources.go), oldest
+	// first; none when its processes run in no cgroup.
+	Resources []resourceSample `json:"resources,omitempty"`
 }
 
 func (s *Server) inspectSessions(w http.ResponseWriter) {
@@ -341,8 +346,10 @@ func (s *Server) inspectSessions(w http.ResponseWriter) {
 	s.mu.Unlock()
 	out := make([]inspectSession, 0, len(list))
 	for _, ss := range list {
+		res, _ := ss.obs.resources()
 		out = append(out, inspectSession{
-			ID: ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(),
+			Resources: res,
+			ID:        ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(),
 			Connected: ss.stream.conn.Load() != nil, LastSeq: ss.stream.lastSeq.Load(),
 			Prompts: ss.obs.promptList(),
 		})

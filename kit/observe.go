@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -37,6 +38,14 @@ type observers struct {
 	// total counts every session's history bytes (the inspector's);
 	// nil keeps no count (tests).
 	total *atomic.Int64
+
+	// The session's sandbox, sampled for the inspector (resources.go),
+	// and what was sampled.
+	box        atomic.Pointer[sandbox.Session]
+	samples    []resourceSample
+	peaks      resourcePeaks
+	lastCPU    time.Duration
+	lastSample time.Time
 }
 
 // promptInfo is what the inspector shows of one prompt.
