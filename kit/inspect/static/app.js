@@ -163,6 +163,7 @@ function render() {
       el("div", { class: "id" }, s.id, failed ? el("span", { class: "dot bad", title: "a prompt failed" }) : null),
       el("div", { class: "meta" }, `${s.owner} · ${fmtTime(s.started)} for ${fmtDur(dur(s.started, s.ended))} · ${s.prompts.length} prompt(s) · ${s.cause}`)));
   }
+  renderTotals();
   renderSession();
 }
 
@@ -177,6 +178,56 @@ function renderSession() {
   renderPrompts(s);
   renderOutputs(s);
   renderTimeline(s);
+  renderResources(s);
+}
+
+// Resources: the session's cgroup sampled while it runs, as small charts
+// against its limits; the peaks once it has ended.
+function renderResources(s) {
+  const box = $("resources");
+  const lim = state.env?.isolation?.limits || {};
+  if (!s.live) {
+    const p = s.peaks;
+    return box.replaceChildren(p && (p.mem || p.procs) ? el("p", { class: "meta peaks" },
+      `peak memory ${fmtBytes(p.mem)}${lim.memory ? " of " + fmtBytes(lim.memory) : ""} · CPU ${p.cpu_s.toFixed(1)} s · up to ${p.procs} processes`) : "");
+  }
+  const rs = s.resources || [];
+  if (!rs.length) return box.replaceChildren();
+  const last = rs[rs.length - 1];
+  const cpus = rs.map((r) => Math.max(0, r.cpu));
+  box.replaceChildren(
+    chart("memory", rs.map((r) => r.mem), lim.memory, fmtBytes(last.mem) + (lim.memory ? " of " + fmtBytes(lim.memory) : "")),
+    chart("cpu", cpus, lim.cpu || 0, last.cpu >= 0 ? `${last.cpu.toFixed(2)} cores${lim.cpu ? " of " + lim.cpu : ""}` : "not counted"),
+    chart("processes", rs.map((r) => r.procs), lim.pids, `${last.procs}${lim.pids ? " of " + lim.pids : ""}`));
+}
+
+function chart(name, values, limit, label) {
+  const W = 240, H = 44;
+  const top = Math.max(...values, 1e-9) * 1.15;
+  const ceil = limit && limit < top * 4 ? Math.max(limit, top) : top; // draw the limit when it is in sight
+  const n = Math.max(values.length - 1, 1);
+  const pts = values.map((v, i) => `${((i / n) * W).toFixed(1)},${(H - (v / ceil) * (H - 2)).toFixed(1)}`);
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "chart " + name, role: "img", "aria-label": name });
+  if (values.length === 1) pts.push(`${W},${pts[0].split(",")[1]}`);
+  g.append(svg("polygon", { points: `0,${H} ${pts.join(" ")} ${W},${H}`, class: "area" }), svg("polyline", { points: pts.join(" "), class: "stroke" }));
+  if (limit && ceil === Math.max(limit, top)) g.append(svg("line", { x1: 0, x2: W, y1: H - (limit / ceil) * (H - 2), y2: H - (limit / ceil) * (H - 2), class: "limit" }));
+  return el("div", { class: "chart-box", "data-chart": name }, el("div", { class: "meta" }, el("strong", {}, name), " " + label), g);
+}
+
+// renderTotals sums the live sessions' latest samples.
+function renderTotals() {
+  let mem = 0, procs = 0, cpu = 0, sampled = 0;
+  for (const s of state.live) {
+    const r = s.resources?.[s.resources.length - 1];
+    if (!r) continue;
+    sampled++;
+    mem += r.mem;
+    procs += r.procs;
+    cpu += Math.max(0, r.cpu);
+  }
+  const lim = state.env?.isolation?.limits || {};
+  const per = [lim.memory && fmtBytes(lim.memory), lim.cpu && lim.cpu + " cores", lim.pids && lim.pids + " processes"].filter(Boolean).join(", ");
+  $("totals").textContent = `${state.live.length} live session(s)` + (sampled ? ` · now ${fmtBytes(mem)}, ${cpu.toFixed(2)} cores, ${procs} processes` : "") + (per ? ` · each at most ${per}` : "");
 }
 
 function promptOutputs(p) {

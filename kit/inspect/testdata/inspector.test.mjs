@@ -120,6 +120,7 @@ before(async () => {
     // The agent runs in the kit, outside any network namespace: it reaches
     // the egress proxy on loopback, so the box serves without that layer.
     sandbox: { network: false, allow_degraded: true },
+    limits: { memory: "128MB" },
     // Every output parks in the box's store, so the page downloads it from there.
     storage_policy: { outputs: { rules: [{ use: { adapter: "localServer" }, when: { default: true } }] } },
   };
@@ -251,6 +252,20 @@ test("the inspector follows a live session and keeps it once it ends", { skip },
   assert.ok(!(await errLine.textContent()).includes("\x1b"), "an escape sequence reached the page");
   await within(30000, "p-2's exit status", page.locator('#prompts [data-prompt="p-2"] .exit', { hasText: "3" }).waitFor());
 
+  // Resources: the session's cgroup sampled while a command runs in it,
+  // drawn as charts; then a command the memory limit stops.
+  s.prompt("p-hog", "hog 5 24");
+  await within(30000, "the memory chart", page.locator('#resources [data-chart="memory"] svg polyline').waitFor());
+  await within(30000, "a second sample", page.waitForFunction(() => (current()?.resources?.length ?? 0) >= 2, null, { timeout: 30000 }));
+  assert.match(await page.locator('#resources [data-chart="memory"]').textContent(), /MiB of 128\.0 MiB/);
+  assert.match(await page.locator('#resources [data-chart="processes"]').textContent(), /processes [1-9]/);
+  assert.match(await page.locator("#totals").textContent(), /1 live session\(s\) · now .*MiB/);
+  await screenshot("charts");
+  await s.frame("p-hog's complete", (f) => f.type === "complete" && f.id === "p-hog");
+  s.prompt("p-oom", "hog 2 400");
+  await s.frame("p-oom's complete", (f) => f.type === "complete" && f.id === "p-oom");
+  await within(30000, "the limit that stopped p-oom", page.locator('#prompts [data-prompt="p-oom"] .limit', { hasText: "memory" }).waitFor());
+
   // Egress: the session's connections, the blocked ones with the line
   // that would allow them. No name is resolved: the policy denies both.
   s.prompt("p-3", "fetch http://blocked.example/ http://other.example:8080/x");
@@ -287,12 +302,13 @@ test("the inspector follows a live session and keeps it once it ends", { skip },
   await within(30000, "the ended session in the history", ended.waitFor());
   await ended.click();
   await within(30000, "the title to say ended", page.locator("#session-title", { hasText: "(ended)" }).waitFor());
-  for (const [id, state] of [["p-1", "complete"], ["p-2", "complete"], ["p-3", "complete"]]) {
+  for (const [id, state] of [["p-1", "complete"], ["p-2", "complete"], ["p-hog", "complete"], ["p-oom", "complete"], ["p-3", "complete"]]) {
     await within(30000, `${id} ${state} in the history`, page.locator(`#prompts [data-prompt="${id}"] .state.${state}`).waitFor());
   }
   assert.equal(await page.locator("#prompts .state.running").count(), 0, "a prompt of an ended session is still running");
   assert.equal(await page.locator('#prompts [data-prompt="p-1"] .outs a', { hasText: "echo.txt" }).count(), 1);
-  assert.ok(await page.locator("#timeline rect.p").count() >= 3, "the timeline lacks the prompts");
+  assert.ok(await page.locator("#timeline rect.p").count() >= 5, "the timeline lacks the prompts");
+  assert.match(await page.locator("#resources .peaks").textContent(), /peak memory .*MiB of 128\.0 MiB/);
   await screenshot("ended-session");
 
   // The token never went to the box in a URL, and the page logged no error.

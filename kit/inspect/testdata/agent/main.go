@@ -4,6 +4,8 @@
 //	flood N        N text_delta events, stdout and stderr, with ANSI colours
 //	fetch URL...   GET each URL through the session's egress proxy
 //	exit N         some stderr, then an exit event with status N
+//	hog SECONDS MB a shell in the session's sandbox holding MB of memory, a
+//	               few processes and some CPU for that long
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -78,6 +81,27 @@ func run(ctx context.Context, t agent.Turn) (string, error) {
 			t.Emit("text_delta", line)
 		}
 		return "fetched", nil
+	case "hog":
+		a, b, _ := strings.Cut(arg, " ")
+		secs, _ := strconv.Atoi(a)
+		mb, _ := strconv.Atoi(b)
+		script := `x=$(head -c ` + strconv.Itoa(mb<<20) + ` /dev/zero | tr '\0' a); for i in 1 2 3; do sleep ` + strconv.Itoa(secs) + ` & done; ` +
+			`end=$(( $(date +%s) + ` + strconv.Itoa(secs) + ` )); while [ $(date +%s) -lt $end ]; do :; done; wait`
+		dir := t.Session().Dirs.Work
+		p, err := t.Session().Sandbox.Start(sandbox.Spec{Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir,
+			Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}})
+		if err != nil {
+			return "", err
+		}
+		defer p.Kill()
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		st, _ := p.Wait()
+		t.Emit("exit", map[string]any{"code": st.Code, "limit": st.Limit})
+		return "hogged", nil
 	case "exit":
 		n, _ := strconv.Atoi(arg)
 		t.Emit("text_delta", delta{Text: "\x1b[31mfatal:\x1b[0m something went wrong\n", Stream: "stderr"})
