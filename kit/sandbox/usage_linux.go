@@ -12,7 +12,10 @@ type Usage struct {
 	// Memory is the memory charged to the session, in bytes.
 	Memory int64
 	// CPU is the CPU time its processes have used since the cgroup was
-	// made; -1 where the cgroup does not count it (v1 without cpuacct).
+	// made. Under cgroup v1, where the sandbox makes no cpuacct group, it
+	// is the live processes' own times (and their waited-for children's)
+	// from /proc: it forgets processes that have exited, so it may go
+	// down. -1 where neither is known.
 	CPU time.Duration
 	// Procs counts its processes and threads.
 	Procs int
@@ -61,7 +64,34 @@ func (ss *Session) Usage() (u Usage, ok bool) {
 	if d := c.dirs["cpu"]; d != "" {
 		if ns, ok := num(filepath.Join(d, "cpuacct.usage")); ok {
 			u.CPU = time.Duration(ns)
+			return u, true
 		}
 	}
+	var ticks int64
+	for _, pid := range c.pids() {
+		b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue // gone since listed
+		}
+		// The command name (field 2) may hold spaces: fields count from
+		// after its closing parenthesis, which is field 3 (state).
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		for _, k := range f[11:15] { // utime, stime, cutime, cstime
+			n, _ := strconv.ParseInt(k, 10, 64)
+			ticks += n
+		}
+	}
+	u.CPU = time.Duration(ticks) * (time.Second / userHZ)
 	return u, true
 }
+
+// userHZ is the unit of the times in /proc/PID/stat: 100 on every Linux
+// the kit runs on.
+const userHZ = 100

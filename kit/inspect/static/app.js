@@ -99,6 +99,7 @@ async function refresh() {
     if (r.status === 401) return status("signed out: reload the page with a token");
     if (!r.ok) return;
     const live = (await r.json()).sessions || [];
+    for (const s of live) s.prompts ||= [];
     const gone = state.live.some((s) => !live.some((l) => l.id === s.id));
     state.live = live;
     if (gone || state.history.length === 0) await loadHistory();
@@ -111,7 +112,9 @@ async function refresh() {
 
 async function loadHistory() {
   const r = await call("history");
-  if (r.ok) state.history = (await r.json()).sessions || [];
+  if (!r.ok) return;
+  state.history = (await r.json()).sessions || [];
+  for (const s of state.history) s.prompts ||= [];
 }
 
 const fmtTime = (s) => (s ? new Date(s).toLocaleTimeString() : "");
