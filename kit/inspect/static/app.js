@@ -361,6 +361,7 @@ function frame(v, f, text) {
         promptHeader(v, f.id);
         write(v, f.data.text, f.data.stream === "stderr");
       } else if (f.event_type === "exit" && f.data) {
+        promptHeader(v, f.id);
         endLine(v);
         const d = f.data;
         pushLine(v, [[`[exit ${d.code}${d.signal ? " " + d.signal : ""}${d.limit ? ", limit " + d.limit : ""}]`, "note"]], d.code ? "err" : "");
@@ -385,6 +386,7 @@ function frame(v, f, text) {
       if (v.id === state.selected) renderSession();
       break;
     case "error":
+      promptHeader(v, f.id);
       endLine(v);
       pushLine(v, [[`[${f.id}] ${f.error.code}: ${f.error.message}`, "note"]], "err");
       break;
@@ -398,11 +400,11 @@ function frame(v, f, text) {
 
 // promptHeader starts a prompt's output with a line naming it.
 function promptHeader(v, id) {
-  if (v.prompt === id) return;
+  if (!id || v.prompt === id) return;
   v.prompt = id;
   endLine(v);
-  const p = current()?.prompts?.find((x) => x.id === id);
-  pushLine(v, [[`▶ ${id}${p ? "  " + p.text.slice(0, 200) : ""}`, "prompt"]], "prompt");
+  pushLine(v, [], "prompt");
+  v.lines[v.lines.length - 1].prompt = id; // its text is looked up when drawn
 }
 
 function pushLine(v, segs, cls) {
@@ -532,6 +534,10 @@ function write(v, text, isErr) {
 }
 
 function termRow(line) {
+  if (line.prompt) {
+    const p = current()?.prompts?.find((x) => x.id === line.prompt);
+    return el("div", { class: "line prompt" }, el("span", { class: "gutter" }), `▶ ${line.prompt}${p ? "  " + p.text.slice(0, 300) : ""}`);
+  }
   const row = el("div", { class: "line " + (line.cls || "") }, el("span", { class: "gutter", title: line.cls === "err" ? "stderr" : null }, line.cls === "err" ? "err" : ""));
   for (const [text, cls, style] of line.segs) {
     const s = el("span", { class: cls || null }, text.length > 4000 ? text.slice(0, 4000) + "…" : text);
