@@ -179,3 +179,42 @@ func TestInspectorHistoryKeepsEndedSessions(t *testing.T) {
 		t.Errorf("sessions = %s, still lists the ended session", body)
 	}
 }
+
+// A prompt the session's end leaves without an outcome frame is not left
+// "running" or "queued" in what the inspector keeps.
+func TestObserversCloseEndsPromptsWithoutAnOutcome(t *testing.T) {
+	var o observers
+	o.queued("done", "a", nil)
+	o.running("done")
+	o.publish([]byte(`{"type":"complete","id":"done","message":"ok","seq":1}`))
+	o.queued("run", "b", nil)
+	o.running("run")
+	o.queued("wait", "c", nil)
+	o.close()
+	got := o.promptList()
+	want := map[string]string{"done": "complete", "run": "ended", "wait": "ended"}
+	for _, p := range got {
+		if p.State != want[p.ID] || p.Ended.IsZero() {
+			t.Errorf("prompt %s = %s (ended %v), want %s with an end", p.ID, p.State, p.Ended, want[p.ID])
+		}
+	}
+}
+
+// The exit event and the complete frame fill in what the page shows.
+func TestObserversNoteExitLimitAndOutputs(t *testing.T) {
+	var o observers
+	o.queued("p", "hog", nil)
+	o.running("p")
+	o.publish([]byte(`{"type":"event","id":"p","event_type":"exit","data":{"code":137,"signal":"SIGKILL","limit":"memory"},"seq":1}`))
+	o.publish([]byte(`{"type":"complete","id":"p","message":"","outputs":{"a.txt":{"kind":"server","id":"f1","size":3}},"seq":2}`))
+	o.queued("q", "slow", nil)
+	o.running("q")
+	o.publish([]byte(`{"type":"error","id":"q","error":{"code":"TimeoutError","message":"limits.timeout"},"seq":3}`))
+	got := o.promptList()
+	if p := got[0]; p.Exit == nil || *p.Exit != 137 || p.Signal != "SIGKILL" || p.Limit != "memory" || p.Outputs["a.txt"].ID != "f1" || p.State != "complete" {
+		t.Errorf("p = %+v, want complete, exit 137 SIGKILL, limit memory, a.txt", p)
+	}
+	if q := got[1]; q.State != "error" || q.Code != "TimeoutError" || q.Limit != "timeout" {
+		t.Errorf("q = %+v, want an error with the timeout limit", q)
+	}
+}
