@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -216,5 +217,51 @@ func TestObserversNoteExitLimitAndOutputs(t *testing.T) {
 	}
 	if q := got[1]; q.State != "error" || q.Code != "TimeoutError" || q.Limit != "timeout" {
 		t.Errorf("q = %+v, want an error with the timeout limit", q)
+	}
+}
+
+// A box with a writable state dir rereads its history when it starts
+// again.
+func TestInspectorHistorySurvivesARestart(t *testing.T) {
+	root := t.TempDir()
+	sameRoot := func(_ *protocol.Manifest, o *Options) { o.Root = root }
+	b := newBox(t, scripted(nil), withInspector, sameRoot)
+	c := b.dial("/", nil)
+	sid, _ := c.hello["session_id"].(string)
+	c.prompt("p1", "echo hi")
+	c.finish("p1")
+	c.close()
+	waitHistory(t, b, sid)
+	ctx := testkit.Context(t, "the first box to close")
+	if err := b.srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b2 := newBox(t, scripted(nil), withInspector, sameRoot)
+	rec := waitHistory(t, b2, sid)
+	if len(rec.Prompts) != 1 || rec.Prompts[0].State != "complete" || rec.Prompts[0].Text != "echo hi" {
+		t.Errorf("reread record = %+v, want p1 complete", rec)
+	}
+}
+
+// waitHistory waits for session id in the box's history.
+func waitHistory(t *testing.T, b *box, id string) sessionRecord {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := b.get("/inspect/api/history", bearer(b.token(protocol.ScopeInspect)))
+		var list struct {
+			Sessions []sessionRecord `json:"sessions"`
+		}
+		json.Unmarshal(body, &list)
+		for _, r := range list.Sessions {
+			if r.ID == id {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history = %s, want session %s", body, id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
