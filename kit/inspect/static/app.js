@@ -167,7 +167,34 @@ function render() {
       el("div", { class: "meta" }, `${s.owner} · ${fmtTime(s.started)} for ${fmtDur(dur(s.started, s.ended))} · ${s.prompts.length} prompt(s) · ${s.cause}`)));
   }
   renderTotals();
+  renderBoxTimeline();
   renderSession();
+}
+
+// renderBoxTimeline draws the box's latest sessions over time, one row
+// each: live ones up to now, ended ones red when a prompt failed.
+function renderBoxTimeline() {
+  const now = Date.now();
+  const rows = [
+    ...state.live.map((s) => ({ id: s.id, a: new Date(s.started).getTime(), b: now, cls: "live" })),
+    ...state.history.map((s) => ({ id: s.id, a: new Date(s.started).getTime(), b: new Date(s.ended).getTime(), cls: s.prompts.some((p) => p.state === "error" || p.state === "ended") ? "failed" : "ended" })),
+  ].sort((x, y) => y.a - x.a).slice(0, 24).reverse();
+  const box = $("box-timeline");
+  if (!rows.length) return box.replaceChildren();
+  const t0 = Math.min(...rows.map((r) => r.a));
+  const span = Math.max(now - t0, 1000);
+  const W = 300, H = rows.length * 6 + 2;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "sessions-time", role: "img", "aria-label": "sessions over time" });
+  g.style.height = H + "px";
+  rows.forEach((r, i) => {
+    const x = ((r.a - t0) / span) * W;
+    const bar = svg("rect", { x, y: i * 6 + 1, width: Math.max(2, ((r.b - r.a) / span) * W), height: 4, class: r.cls + (r.id === state.selected ? " selected" : ""), "data-session": r.id },
+      svg("title", {}, `${r.id} · ${fmtDur(r.b - r.a)}`));
+    bar.addEventListener("click", () => select(r.id));
+    g.append(bar);
+  });
+  box.replaceChildren(el("div", { class: "meta" }, "sessions over time"), g,
+    el("div", { class: "axis-labels meta" }, el("span", {}, fmtTime(t0)), el("span", {}, "now")));
 }
 
 function renderSession() {

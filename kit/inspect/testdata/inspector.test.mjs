@@ -312,6 +312,7 @@ test("the inspector follows a live session and keeps it once it ends", { skip },
   assert.equal(await page.locator('#prompts [data-prompt="p-1"] .outs a', { hasText: "echo.txt" }).count(), 1);
   assert.ok(await page.locator("#timeline rect.p").count() >= 5, "the timeline lacks the prompts");
   assert.match(await page.locator("#resources .peaks").textContent(), /peak memory .*MiB of 128\.0 MiB/);
+  assert.equal(await page.locator(`#box-timeline rect[data-session="${s.sid}"]`).count(), 1, "the session is not on the box's timeline");
   await screenshot("ended-session");
 
   // The token never went to the box in a URL, and the page logged no error.
