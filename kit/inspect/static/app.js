@@ -227,7 +227,7 @@ function renderResources(s) {
   const cpus = rs.map((r) => Math.max(0, r.cpu));
   box.replaceChildren(
     chart("memory", rs.map((r) => r.mem), lim.memory, fmtBytes(last.mem) + (lim.memory ? " of " + fmtBytes(lim.memory) : "")),
-    chart("cpu", cpus, lim.cpu || 0, last.cpu >= 0 ? `${last.cpu.toFixed(2)} cores${lim.cpu ? " of " + lim.cpu : ""}` : "not counted"),
+    chart("cpu", cpus, lim.cpu || 0, last.cpu >= 0 ? `${last.cpu.toFixed(2)} cores${lim.cpu ? " of " + lim.cpu : ""}` : rs.length < 2 ? "measuring…" : "not counted"),
     chart("processes", rs.map((r) => r.procs), lim.pids, `${last.procs}${lim.pids ? " of " + lim.pids : ""}`));
 }
 
