@@ -39,6 +39,13 @@ import (
 // must also carry the header X-Glovebox-Inspect, which a cross-site form
 // cannot send.
 //
+// What it keeps. Live sessions' recent frames (observe.go); ended sessions
+// and their prompts (status, times, exit status, the limit that stopped
+// one, its outputs), in a bounded history persisted under the state dir
+// (history.go); samples of each session's cgroup while it runs
+// (resources.go). The page reads the egress audit trail through its own
+// route, so an inspect token sees each session's connections.
+//
 //	GET  /inspect/                          the page (index.html, app.js, app.css)
 //	POST /inspect/api/login                 bearer -> cookie
 //	POST /inspect/api/logout                forget the cookie
