@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -37,6 +39,13 @@ import (
 // must also carry the header X-Glovebox-Inspect, which a cross-site form
 // cannot send.
 //
+// What it keeps. Live sessions' recent frames (observe.go); ended sessions
+// and their prompts (status, times, exit status, the limit that stopped
+// one, its outputs), in a bounded history persisted under the state dir
+// (history.go); samples of each session's cgroup while it runs
+// (resources.go). The page reads the egress audit trail through its own
+// route, so an inspect token sees each session's connections.
+//
 //	GET  /inspect/                          the page (index.html, app.js, app.css)
 //	POST /inspect/api/login                 bearer -> cookie
 //	POST /inspect/api/logout                forget the cookie
@@ -44,6 +53,8 @@ import (
 //	GET  /inspect/api/sessions/{id}/events  the session's frames (text/event-stream)
 //	POST /inspect/api/sessions/{id}/slots/{slot}  {"value":...} or {"reject":"why"}
 //	GET  /inspect/api/files/{id}            an output from the box's store
+//	GET  /inspect/api/history               ended sessions and their prompts (history.go)
+//	GET  /inspect/api/egress?session=&since=  the egress audit trail's lines, as GET /egress/log
 //	GET  /inspect/api/environment           what GET /environment says
 const inspectPrefix = "/inspect"
 
@@ -68,6 +79,7 @@ const (
 type inspector struct {
 	static    fs.FS
 	histBytes atomic.Int64 // every session's observer history (observe.go)
+	history   *history     // ended sessions (history.go)
 
 	mu      sync.Mutex
 	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry
@@ -77,7 +89,40 @@ func (s *Server) bootInspect() {
 	if !s.opts.Inspect && (s.man.Inspect == nil || !s.man.Inspect.Enabled) {
 		return
 	}
-	s.inspect = &inspector{static: inspect.Static(), cookies: map[[sha256.Size]byte]time.Time{}}
+	dir := ""
+	if dirOK(s.stateDir) {
+		dir = filepath.Join(s.stateDir, "inspect")
+	}
+	h, err := openHistory(dir, s.log)
+	if err != nil {
+		s.log.Warn("inspector history: kept in memory only", "err", err)
+	}
+	s.inspect = &inspector{static: inspect.Static(), history: h, cookies: map[[sha256.Size]byte]time.Time{}}
+}
+
+// recordSession puts an ended session in the inspector's history.
+func (s *Server) recordSession(ss *session, cause error) {
+	if s.inspect == nil || !ss.opened.Load() {
+		return
+	}
+	_, peaks := ss.obs.resources()
+	s.inspect.history.add(sessionRecord{
+		Peaks: peaks,
+		ID:    ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(), Ended: time.Now().UTC(),
+		Cause: closeCause(cause), Frames: ss.framesSent.Load(), Bytes: ss.bytesSent.Load(),
+		Prompts: ss.obs.promptList(),
+	})
+}
+
+// ownerLabel says whose a session is without naming a secret.
+func ownerLabel(owner string) string {
+	switch {
+	case strings.HasPrefix(owner, "sub:"):
+		return "subject " + strings.TrimPrefix(owner, "sub:")
+	case strings.HasPrefix(owner, "token:"):
+		return "token"
+	}
+	return owner
 }
 
 func (s *Server) now() time.Time {
@@ -193,6 +238,11 @@ func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api str
 	switch {
 	case api == "sessions" && r.Method == http.MethodGet:
 		s.inspectSessions(w)
+	case api == "history" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"sessions": s.inspect.history.list()})
+	case api == "egress" && r.Method == http.MethodGet:
+		s.inspectEgress(w, r)
 	case api == "environment" && r.Method == http.MethodGet:
 		body := s.environmentBody()
 		w.Header().Set("Content-Type", "application/json")
@@ -289,6 +339,9 @@ type inspectSession struct {
 	Connected bool         `json:"connected"`
 	LastSeq   uint64       `json:"last_seq"`
 	Prompts   []promptInfo `json:"prompts"`
+	// Resources are the samples of its cgroup (resources.go), oldest
+	// first; none when its processes run in no cgroup.
+	Resources []resourceSample `json:"resources,omitempty"`
 }
 
 func (s *Server) inspectSessions(w http.ResponseWriter) {
@@ -300,15 +353,10 @@ func (s *Server) inspectSessions(w http.ResponseWriter) {
 	s.mu.Unlock()
 	out := make([]inspectSession, 0, len(list))
 	for _, ss := range list {
-		owner := ss.owner
-		switch {
-		case strings.HasPrefix(owner, "sub:"):
-			owner = "subject " + strings.TrimPrefix(owner, "sub:")
-		case strings.HasPrefix(owner, "token:"):
-			owner = "token"
-		}
+		res, _ := ss.obs.resources()
 		out = append(out, inspectSession{
-			ID: ss.id, Owner: owner, Started: ss.obs.started.UTC(),
+			Resources: res,
+			ID:        ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(),
 			Connected: ss.stream.conn.Load() != nil, LastSeq: ss.stream.lastSeq.Load(),
 			Prompts: ss.obs.promptList(),
 		})
@@ -366,6 +414,19 @@ func (s *Server) inspectEvents(w http.ResponseWriter, r *http.Request, id string
 				return
 			}
 			writeEvent(w, "frame", f)
+			// A burst goes out in one flush, not one per frame.
+			for more := true; more; {
+				select {
+				case f, ok := <-ch:
+					if !ok {
+						more = false
+						break
+					}
+					writeEvent(w, "frame", f)
+				default:
+					more = false
+				}
+			}
 		case <-beat.C:
 			io.WriteString(w, ": beat\n\n")
 		case <-r.Context().Done():
@@ -418,4 +479,30 @@ func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotI
 		ss.slots.settle(slotID, slotResult{value: body.Value})
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// inspectEgress answers the egress audit trail's kept lines as GET
+// /egress/log does (since and session; never follow: the page polls), an
+// empty answer when the box has no egress proxy.
+func (s *Server) inspectEgress(w http.ResponseWriter, r *http.Request) {
+	q, err := egress.ParseQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		http.Error(w, "inspect: egress: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	if s.egress == nil || s.egress.audit == nil {
+		return
+	}
+	q.Follow = false
+	lines, _, err := s.egress.audit.Since(q)
+	if err != nil {
+		http.Error(w, "inspect: egress: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	for _, line := range lines {
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+	}
 }

@@ -350,6 +350,7 @@ func New(opts Options) (*Server, error) {
 	s.corsPolicy = newCORS(s.man.HTTP)
 	s.wg.Add(1)
 	go s.pingLoop()
+	s.startResources()
 	if n := s.man.Agent.WarmSize(); n > 0 {
 		s.warm = newWarmPool(s, n)
 	}

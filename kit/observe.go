@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // Bounds of what a session keeps for the inspector. Nothing is kept when
@@ -35,18 +38,46 @@ type observers struct {
 	// total counts every session's history bytes (the inspector's);
 	// nil keeps no count (tests).
 	total *atomic.Int64
+
+	// The session's sandbox, sampled for the inspector (resources.go),
+	// and what was sampled.
+	box        atomic.Pointer[sandbox.Session]
+	samples    []resourceSample
+	peaks      resourcePeaks
+	lastCPU    time.Duration
+	lastSample time.Time
 }
 
 // promptInfo is what the inspector shows of one prompt.
 type promptInfo struct {
-	ID      string    `json:"id"`
-	Text    string    `json:"text"`
-	Inputs  []string  `json:"inputs,omitempty"`
-	State   string    `json:"state"` // queued, running, complete, error
+	ID     string   `json:"id"`
+	Text   string   `json:"text"`
+	Inputs []string `json:"inputs,omitempty"`
+	// State is queued, running, complete, error, or ended: the session
+	// ended before the prompt reported an outcome.
+	State   string    `json:"state"`
 	Code    string    `json:"code,omitempty"`
 	Queued  time.Time `json:"queued"`
 	Started time.Time `json:"started,omitzero"`
 	Ended   time.Time `json:"ended,omitzero"`
+	// Exit, Signal and Limit are from the prompt's exit event, when its
+	// agent sends one (a command's exit status, the signal that ended
+	// it, the sandbox limit that stopped it); Limit is "timeout" when
+	// limits.timeout ran out.
+	Exit   *int   `json:"exit,omitempty"`
+	Signal string `json:"signal,omitempty"`
+	Limit  string `json:"limit,omitempty"`
+	// Outputs are the prompt's outputs, as its complete frame named them.
+	Outputs map[string]outputSummary `json:"outputs,omitempty"`
+}
+
+// outputSummary is what the inspector keeps of one output: where it is,
+// not its bytes.
+type outputSummary struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	Mime string `json:"mime,omitempty"`
 }
 
 // observed reports whether the session keeps anything for observers.
@@ -94,28 +125,48 @@ func (o *observers) add(n int) {
 	}
 }
 
-// noteOutcome marks a prompt complete or failed from its final frame.
+// noteOutcome marks a prompt complete or failed from its final frame,
+// and notes its exit status from its exit event.
 func (o *observers) noteOutcome(frame []byte) {
 	isComplete := bytes.HasPrefix(frame, []byte(`{"type":"complete"`))
-	if !isComplete && !bytes.HasPrefix(frame, []byte(`{"type":"error"`)) {
+	isExit := bytes.HasPrefix(frame, []byte(`{"type":"event"`)) && bytes.Contains(frame, []byte(`"event_type":"exit"`))
+	if !isComplete && !isExit && !bytes.HasPrefix(frame, []byte(`{"type":"error"`)) {
 		return
 	}
 	var f struct {
-		ID    string `json:"id"`
+		ID        string `json:"id"`
+		EventType string `json:"event_type"`
+		Data      struct {
+			Code   *int   `json:"code"`
+			Signal string `json:"signal"`
+			Limit  string `json:"limit"`
+		} `json:"data"`
 		Error struct {
 			Code string `json:"code"`
 		} `json:"error"`
+		Outputs map[string]outputSummary `json:"outputs"`
 	}
 	if json.Unmarshal(frame, &f) != nil || f.ID == "" {
 		return
 	}
 	for _, p := range o.prompts {
-		if p.ID == f.ID && p.Ended.IsZero() {
-			p.Ended = time.Now()
-			if isComplete {
-				p.State = "complete"
-			} else {
-				p.State, p.Code = "error", f.Error.Code
+		if p.ID != f.ID || !p.Ended.IsZero() {
+			continue
+		}
+		switch {
+		case isExit:
+			if f.EventType == "exit" && f.Data.Code != nil {
+				p.Exit, p.Signal, p.Limit = f.Data.Code, f.Data.Signal, f.Data.Limit
+			}
+		case isComplete:
+			p.Ended, p.State = time.Now(), "complete"
+			if len(f.Outputs) > 0 && len(f.Outputs) <= 256 {
+				p.Outputs = f.Outputs
+			}
+		default:
+			p.Ended, p.State, p.Code = time.Now(), "error", f.Error.Code
+			if p.Code == protocol.CodeTimeout && p.Limit == "" {
+				p.Limit = "timeout"
 			}
 		}
 	}
@@ -176,6 +227,14 @@ func (o *observers) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
+	// A prompt with no outcome yet never gets one: it stays as the
+	// session left it, not "running".
+	now := time.Now()
+	for _, p := range o.prompts {
+		if p.Ended.IsZero() {
+			p.State, p.Ended = "ended", now
+		}
+	}
 	for ch := range o.subs {
 		close(ch)
 	}

@@ -64,6 +64,7 @@ func (w *workspace) prepare() error {
 		box.Close()
 		return err
 	}
+	ss.obs.box.Store(box) // the inspector samples its cgroup
 	w.info = &agent.Session{
 		ID:       ss.id,
 		Dirs:     dirs,
