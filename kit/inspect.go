@@ -35,9 +35,9 @@ import (
 // a log), drops the fragment from the address bar and history, and logs
 // in. The cookie is random, HttpOnly, SameSite=Strict, scoped to /inspect,
 // Secure over https, and lives no longer than the token (at most
-// inspectCookieTTL). Requests that change something (login, slot answers)
-// must also carry the header X-Glovebox-Inspect, which a cross-site form
-// cannot send.
+// inspectCookieTTL). Requests that change something (login, logout, slot
+// answers, aborts) must also carry the header X-Glovebox-Inspect, which a
+// cross-site form cannot send.
 //
 // What it keeps. Live sessions' recent frames (observe.go); ended sessions
 // and their prompts (status, times, exit status, the limit that stopped
@@ -52,6 +52,7 @@ import (
 //	GET  /inspect/api/sessions              live sessions and their prompts (JSON)
 //	GET  /inspect/api/sessions/{id}/events  the session's frames (text/event-stream)
 //	POST /inspect/api/sessions/{id}/slots/{slot}  {"value":...} or {"reject":"why"}
+//	POST /inspect/api/sessions/{id}/prompts/{prompt}/abort  abort it, as the client's abort message
 //	GET  /inspect/api/files/{id}            an output from the box's store
 //	GET  /inspect/api/history               ended sessions and their prompts (history.go)
 //	GET  /inspect/api/egress?session=&since=  the egress audit trail's lines, as GET /egress/log
@@ -261,6 +262,8 @@ func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api str
 		s.inspectEvents(w, r, parts[1])
 	case len(parts) == 4 && parts[0] == "sessions" && parts[2] == "slots" && r.Method == http.MethodPost:
 		s.inspectAnswer(w, r, parts[1], parts[3])
+	case len(parts) == 5 && parts[0] == "sessions" && parts[2] == "prompts" && parts[4] == "abort" && r.Method == http.MethodPost:
+		s.inspectAbort(w, r, parts[1], parts[3])
 	default:
 		http.NotFound(w, r)
 	}
@@ -479,6 +482,31 @@ func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotI
 		ss.slots.settle(slotID, slotResult{value: body.Value})
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// inspectAbort aborts a running or queued prompt from the page, as the
+// session's client's abort message does: a running one is cancelled (its
+// processes stopped), a queued one removed; the client gets the prompt's
+// AbortError either way. 404 for a session or prompt the kit does not
+// know, 409 for a prompt that has already ended.
+func (s *Server) inspectAbort(w http.ResponseWriter, r *http.Request, id, promptID string) {
+	ss := s.lookup(id)
+	if ss == nil {
+		http.Error(w, "inspect: no live session "+id, http.StatusNotFound)
+		return
+	}
+	if ss.prompts.abort(promptID) {
+		ss.logger().Info("prompt aborted from the inspector", "id", promptID)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	for _, p := range ss.obs.promptList() {
+		if p.ID == promptID {
+			http.Error(w, "inspect: prompt "+promptID+" has already ended ("+p.State+")", http.StatusConflict)
+			return
+		}
+	}
+	http.Error(w, "inspect: no prompt "+promptID+" on session "+id, http.StatusNotFound)
 }
 
 // inspectEgress answers the egress audit trail's kept lines as GET

@@ -110,14 +110,15 @@ func (q *prompts) enqueue(m *protocol.Prompt) {
 }
 
 // abort cancels the running prompt with that id, or removes it from the
-// queue (it then gets its error at once and never runs).
-func (q *prompts) abort(id string) {
+// queue (it then gets its error at once and never runs). It reports
+// whether the prompt was running or queued.
+func (q *prompts) abort(id string) bool {
 	ss := q.ss
 	q.mu.Lock()
 	if r := q.running; r != nil && r.msg.ID == id {
 		r.cancel(errAborted)
 		q.mu.Unlock()
-		return
+		return true
 	}
 	for i, p := range q.queue {
 		if p.msg.ID == id {
@@ -125,11 +126,12 @@ func (q *prompts) abort(id string) {
 			q.mu.Unlock()
 			ss.srv.notePromptEnded()
 			ss.stream.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
-			return
+			return true
 		}
 	}
 	q.mu.Unlock()
 	ss.logger().Debug("abort of an unknown prompt ignored", "id", id)
+	return false
 }
 
 // runLoop runs queued prompts one at a time, and exits once the queue has
