@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -338,5 +339,97 @@ func TestObserversShareABoxBudget(t *testing.T) {
 	}
 	if got := total.Load(); got != 0 {
 		t.Errorf("after every session closed the histories count %d bytes, want 0", got)
+	}
+}
+
+// TestInspectorAbortsAPrompt aborts a running exec prompt and a queued
+// one through the inspector's route, with an inspect token's cookie, and
+// the session's client sees the same frames as for its own abort.
+func TestInspectorAbortsAPrompt(t *testing.T) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), withInspector)
+	c := b.dial("/", nil)
+	defer c.close()
+	sid, _ := c.hello["session_id"].(string)
+
+	login := bearer(b.token(protocol.ScopeInspect))
+	login.Set(inspectHeader, "1")
+	resp, _ := b.post("/inspect/api/login", login, "")
+	if resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 1 {
+		t.Fatalf("login = %d with %d cookies, want 200 and one", resp.StatusCode, len(resp.Cookies()))
+	}
+	ck := resp.Cookies()[0]
+	cookie := ck.Name + "=" + ck.Value
+	h := http.Header{"Cookie": {cookie}, inspectHeader: {"1"}}
+	abort := func(session, prompt string) string {
+		return "/inspect/api/sessions/" + session + "/prompts/" + prompt + "/abort"
+	}
+
+	c.prompt("long", "echo running; sleep 30")
+	c.until(func(m map[string]any) bool { return m["id"] == "long" && m["type"] == "event" }) // it runs
+	c.prompt("queued", "echo never")
+
+	// Refused: without the header, without auth, with a token that is
+	// not the inspector's, by GET, for what does not exist.
+	for _, r := range []struct {
+		name   string
+		method string
+		path   string
+		header http.Header
+		want   int
+	}{
+		{"POST without " + inspectHeader, http.MethodPost, abort(sid, "long"), http.Header{"Cookie": {cookie}}, http.StatusForbidden},
+		{"POST without auth", http.MethodPost, abort(sid, "long"), http.Header{inspectHeader: {"1"}}, http.StatusUnauthorized},
+		{"POST with a connect token", http.MethodPost, abort(sid, "long"), func() http.Header {
+			h := bearer(b.token(protocol.ScopeConnect))
+			h.Set(inspectHeader, "1")
+			return h
+		}(), http.StatusUnauthorized},
+		{"GET", http.MethodGet, abort(sid, "long"), h, http.StatusNotFound},
+		{"an unknown session", http.MethodPost, abort("nosuchsession", "long"), h, http.StatusNotFound},
+		{"an unknown prompt", http.MethodPost, abort(sid, "nope"), h, http.StatusNotFound},
+	} {
+		if resp, body := b.do(r.method, r.path, r.header, nil); resp.StatusCode != r.want {
+			t.Errorf("%s = %d %s, want %d", r.name, resp.StatusCode, body, r.want)
+		}
+	}
+
+	// The queued prompt is removed: its AbortError comes at once, and
+	// the long one still runs.
+	if resp, body := b.post(abort(sid, "queued"), h, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("abort of the queued prompt = %d %s, want 204", resp.StatusCode, body)
+	}
+	if m := c.next(); m["type"] != "error" || m["id"] != "queued" || errCode(m) != protocol.CodeAborted {
+		t.Fatalf("after the queued prompt's abort the client got %v, want its %s", m, protocol.CodeAborted)
+	}
+	// The running one is cancelled: its process is stopped and the
+	// client gets its AbortError, long before sleep 30 would end.
+	if resp, body := b.post(abort(sid, "long"), h, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("abort of the running prompt = %d %s, want 204", resp.StatusCode, body)
+	}
+	if m := last(c.finish("long")); m["type"] != "error" || errCode(m) != protocol.CodeAborted {
+		t.Fatalf("the running prompt ended with %v, want its %s", m, protocol.CodeAborted)
+	}
+	for _, p := range []string{"long", "queued"} {
+		if resp, body := b.post(abort(sid, p), h, ""); resp.StatusCode != http.StatusConflict {
+			t.Errorf("abort of %s once it ended = %d %s, want 409", p, resp.StatusCode, body)
+		}
+	}
+
+	// The inspector's list shows both aborted; the session goes on.
+	_, body := b.get("/inspect/api/sessions", http.Header{"Cookie": {cookie}})
+	var list struct {
+		Sessions []inspectSession `json:"sessions"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Sessions) != 1 {
+		t.Fatalf("sessions = %s (%v), want one", body, err)
+	}
+	for _, p := range list.Sessions[0].Prompts {
+		if p.State != "error" || p.Code != protocol.CodeAborted {
+			t.Errorf("prompt %s: state %s code %s, want error %s", p.ID, p.State, p.Code, protocol.CodeAborted)
+		}
+	}
+	c.prompt("after", "echo after")
+	if m := last(c.finish("after")); m["type"] != "complete" {
+		t.Errorf("a prompt after the aborts ended with %v, want complete", m)
 	}
 }
