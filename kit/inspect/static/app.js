@@ -7,7 +7,7 @@ const rowH = 18; // px: one line of the terminal and of the raw events
 const maxLines = 200000; // lines a session's terminal keeps; older ones go
 const maxRaw = 200000; // raw events a session keeps
 const maxViews = 8; // sessions whose output the page keeps
-const state = { selected: null, stream: null, live: [], history: [], views: new Map(), tab: "output", env: null };
+const state = { selected: null, stream: null, live: [], history: [], views: new Map(), tab: "output", env: null, confirming: null, aborting: new Set() };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -267,7 +267,7 @@ function promptOutputs(p) {
 function renderPrompts(s) {
   const box = $("prompts");
   if (!s.prompts.length) return box.replaceChildren(el("p", { class: "meta" }, "no prompts"));
-  const head = el("div", { class: "row head" }, ...["state", "prompt", "", "started", "took", "exit", "outputs"].map((h) => el("span", {}, h)));
+  const head = el("div", { class: "row head" }, ...["state", "prompt", "", "started", "took", "exit", "outputs", ""].map((h) => el("span", {}, h)));
   const rows = s.prompts.map((p) => {
     let label = p.state === "error" && p.code ? `error ${p.code}` : p.state;
     if (p.state === "ended") label = "ended with session";
@@ -281,9 +281,54 @@ function renderPrompts(s) {
       el("span", { class: "meta" }, fmtTime(p.started || p.queued)),
       el("span", {}, p.started ? fmtDur(dur(p.started, p.ended)) : "queued"),
       el("span", { class: "exit" + (p.exit ? " bad" : "") }, exit, p.limit ? el("span", { class: "limit", title: "the limit that stopped it" }, "limit: " + p.limit) : null),
-      el("span", { class: "outs" }, ...promptOutputs(p)));
+      el("span", { class: "outs" }, ...promptOutputs(p)),
+      s.live ? abortControl(s, p) : el("span"));
   });
   box.replaceChildren(head, ...rows);
+}
+
+// abortControl is a live prompt's Abort button, and once pressed the
+// question whether to: the page asks inline, never with a dialog. It is
+// disabled once the prompt has ended.
+function abortControl(s, p) {
+  const key = s.id + "\0" + p.id;
+  const open = p.state === "queued" || p.state === "running";
+  if (!open) {
+    state.aborting.delete(key);
+    if (state.confirming === key) state.confirming = null;
+    return el("span", { class: "abort" }, el("button", { type: "button", class: "abort", disabled: "" }, "Abort"));
+  }
+  if (state.aborting.has(key)) {
+    return el("span", { class: "abort" }, el("button", { type: "button", class: "abort", disabled: "" }, "Aborting…"));
+  }
+  if (state.confirming !== key) {
+    return el("span", { class: "abort" }, el("button", {
+      type: "button", class: "abort", onclick: () => { state.confirming = key; renderPrompts(current()); },
+    }, "Abort"));
+  }
+  return el("span", { class: "abort confirm" }, "Abort this prompt? ",
+    el("button", { type: "button", class: "abort-yes", onclick: () => abortPrompt(s.id, p.id) }, "yes"),
+    el("button", { type: "button", class: "abort-no", onclick: () => { state.confirming = null; renderPrompts(current()); } }, "no"));
+}
+
+// abortPrompt asks the box to abort a prompt, as its client's abort
+// message would; the prompt's new state comes with the session's frames.
+async function abortPrompt(sid, pid) {
+  const key = sid + "\0" + pid;
+  state.confirming = null;
+  state.aborting.add(key);
+  renderPrompts(current());
+  try {
+    const r = await call(`sessions/${encodeURIComponent(sid)}/prompts/${encodeURIComponent(pid)}/abort`, { method: "POST" });
+    if (!r.ok) {
+      state.aborting.delete(key);
+      status(`abort of ${pid}: HTTP ${r.status} ${(await r.text()).trim()}`);
+    }
+  } catch (e) {
+    state.aborting.delete(key);
+    status(`abort of ${pid}: box unreachable`);
+  }
+  refresh();
 }
 
 function outputLink(name, ref) {

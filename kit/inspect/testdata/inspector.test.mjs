@@ -5,7 +5,8 @@
 // playwright-core; no browser is downloaded) following them: the output
 // as a terminal shows it, the display slot answered, the output
 // downloaded, the egress table, the timeline, the box at a glance, the
-// session kept in the history once it ends; screenshots of each view are
+// session kept in the history once it ends, a running and a queued prompt
+// aborted from the page; screenshots of each view are
 // checked for content (INSPECT_SCREENSHOTS=DIR keeps them). Then a
 // session of 100,000 events, with the page's frame time measured.
 import assert from "node:assert/strict";
@@ -317,6 +318,50 @@ test("the inspector follows a live session and keeps it once it ends", { skip },
 
   // The token never went to the box in a URL, and the page logged no error.
   assert.ok(!requests.some((u) => u.includes(token)), `a request carried the token: ${requests.join("\n")}`);
+  const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
+  assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
+});
+
+test("the page aborts a running prompt and a queued one", { skip }, async () => {
+  const s = await session();
+  s.prompt("long", "sleep 30");
+  s.prompt("next", "sleep 30");
+  const row = (id) => page.locator(`#prompts [data-prompt="${id}"]`);
+  const item = page.locator(`#sessions li[data-session="${s.sid}"]`);
+  await within(30000, "the session in the list", item.waitFor());
+  await item.click();
+  await within(30000, "the long prompt running", row("long").locator(".state.running").waitFor());
+  await within(30000, "the next prompt queued", row("next").locator(".state.queued").waitFor());
+
+  // The queued one: Abort asks first, inline; "no" leaves it be.
+  await row("next").locator("button.abort").click();
+  await within(30000, "the question", row("next").locator(".abort.confirm", { hasText: "Abort this prompt?" }).waitFor());
+  await row("next").locator("button.abort-no").click();
+  await within(30000, "the Abort button back", row("next").locator("button.abort", { hasText: "Abort" }).waitFor());
+  assert.equal(await row("next").locator(".state.queued").count(), 1, "the queued prompt changed after no");
+  await row("next").locator("button.abort").click();
+  await row("next").locator("button.abort-yes").click();
+  const next = await s.frame("the queued prompt's AbortError", (f) => f.id === "next" && (f.type === "error" || f.type === "complete"));
+  assert.equal(next.type, "error");
+  assert.equal(next.error.code, "AbortError");
+  await within(30000, "the queued prompt shown aborted", row("next").locator(".state.error", { hasText: "AbortError" }).waitFor());
+  assert.ok(await row("next").locator("button.abort").isDisabled(), "Abort is enabled on an ended prompt");
+  assert.equal(await row("long").locator(".state.running").count(), 1, "the running prompt stopped with the queued one");
+
+  // The running one: its sleep is stopped long before its 30 seconds.
+  await row("long").locator("button.abort").click();
+  await row("long").locator("button.abort-yes").click();
+  const long = await s.frame("the running prompt's AbortError", (f) => f.id === "long" && (f.type === "error" || f.type === "complete"), 20000);
+  assert.equal(long.type, "error");
+  assert.equal(long.error.code, "AbortError");
+  await within(30000, "the running prompt shown aborted", row("long").locator(".state.error", { hasText: "AbortError" }).waitFor());
+  assert.ok(await row("long").locator("button.abort").isDisabled(), "Abort is enabled on an ended prompt");
+  await screenshot("aborted");
+
+  // The session goes on.
+  s.prompt("after", "exit 0");
+  await s.frame("a prompt after the aborts", (f) => f.type === "complete" && f.id === "after");
+  s.ws.close();
   const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
   assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
 });

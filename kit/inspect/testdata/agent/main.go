@@ -6,6 +6,8 @@
 //	exit N         some stderr, then an exit event with status N
 //	hog SECONDS MB a shell in the session's sandbox holding MB of memory, a
 //	               few processes and some CPU for that long
+//	sleep SECONDS  sleep(1) in the session's sandbox for that long, stopped
+//	               when the prompt is aborted
 package main
 
 import (
@@ -102,6 +104,23 @@ func run(ctx context.Context, t agent.Turn) (string, error) {
 		st, _ := p.Wait()
 		t.Emit("exit", map[string]any{"code": st.Code, "limit": st.Limit})
 		return "hogged", nil
+	case "sleep":
+		dir := t.Session().Dirs.Work
+		p, err := t.Session().Sandbox.Start(sandbox.Spec{Path: "/bin/sleep", Args: []string{"sleep", arg}, Dir: dir,
+			Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}})
+		if err != nil {
+			return "", err
+		}
+		defer p.Kill()
+		t.Emit("text_delta", delta{Text: "sleeping " + arg + "s\n", Stream: "stdout"})
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		st, _ := p.Wait()
+		t.Emit("exit", map[string]any{"code": st.Code})
+		return "slept", nil
 	case "exit":
 		n, _ := strconv.Atoi(arg)
 		t.Emit("text_delta", delta{Text: "\x1b[31mfatal:\x1b[0m something went wrong\n", Stream: "stderr"})
