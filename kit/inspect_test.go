@@ -2,6 +2,7 @@ package kit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -367,6 +368,12 @@ func TestInspectorAbortsAPrompt(t *testing.T) {
 	c.prompt("long", "echo running; sleep 30")
 	c.until(func(m map[string]any) bool { return m["id"] == "long" && m["type"] == "event" }) // it runs
 	c.prompt("queued", "echo never")
+	// The kit has it queued once the inspector lists it: the frame is on
+	// its way until then.
+	testkit.Until(t, "the queued prompt listed by the inspector", func() bool {
+		_, body := b.do(http.MethodGet, "/inspect/api/sessions", h, nil)
+		return bytes.Contains(body, []byte(`"queued"`))
+	})
 
 	// Refused: without the header, without auth, with a token that is
 	// not the inspector's, by GET, for what does not exist.
