@@ -25,10 +25,43 @@ type Preset struct {
 	Description string
 	// Secret is the API key the agent needs, brokered to Host.
 	Secret, Host string
+	// KeyName and Console describe the key for its description ("Anthropic
+	// API key", where it is made); Header is the request header the
+	// egress proxy puts it in (empty: the inject default).
+	KeyName, Console, Header string
 	// Bin is the program the agent's command runs.
 	Bin string
-	// TOML is the preset's part of glovebox.toml.
+	// TOML is the preset's [packages] and [agent]: the rest (the key
+	// declared and brokered, an egress policy that allows Host only, the
+	// limits) is the same for every preset and made by toml.
 	TOML string
+}
+
+// presetLimits are every preset's limits: a coding agent and its tools
+// need room, and a conversation runs long.
+const presetLimits = `
+[limits]
+memory = "2Gi"
+timeout = "30m"
+`
+
+// toml is the preset's whole part of glovebox.toml.
+func (p Preset) toml() string {
+	header := ""
+	if p.Header != "" {
+		header = fmt.Sprintf(", header = %q", p.Header)
+	}
+	return p.TOML + fmt.Sprintf(`
+[env.%s]
+required = true
+secret = true
+description = "%s (%s); the agent sees a placeholder, the egress proxy sends the key to %s only"
+inject = { hosts = [%q]%s }
+
+[network]
+default = "deny"
+allow = ["%s:443"]
+`, p.Secret, p.KeyName, p.Console, p.Host, p.Host, header, p.Host) + presetLimits
 }
 
 // The adapters' versions are those the ACP tests box offline
@@ -47,20 +80,8 @@ type = "acp"
 command = ["claude-code-acp"]
 env = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", DISABLE_AUTOUPDATER = "1" }
 
-[env.ANTHROPIC_API_KEY]
-required = true
-secret = true
-description = "Anthropic API key (console.anthropic.com); the agent sees a placeholder, the egress proxy sends the key to api.anthropic.com only"
-inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
-
-[network]
-default = "deny"
-allow = ["api.anthropic.com:443"]
-
-[limits]
-memory = "2Gi"
-timeout = "30m"
 `,
+		KeyName: "Anthropic API key", Console: "console.anthropic.com", Header: "x-api-key",
 	},
 	{
 		Name:        "codex",
@@ -74,20 +95,8 @@ npm = ["@zed-industries/codex-acp@0.16.0"]
 type = "acp"
 command = ["codex-acp"]
 
-[env.OPENAI_API_KEY]
-required = true
-secret = true
-description = "OpenAI API key (platform.openai.com); the agent sees a placeholder, the egress proxy sends the key to api.openai.com only"
-inject = { hosts = ["api.openai.com"] }
-
-[network]
-default = "deny"
-allow = ["api.openai.com:443"]
-
-[limits]
-memory = "2Gi"
-timeout = "30m"
 `,
+		KeyName: "OpenAI API key", Console: "platform.openai.com", Header: "",
 	},
 	{
 		Name:        "gemini",
@@ -101,20 +110,8 @@ npm = ["@google/gemini-cli@0.61.0"]
 type = "acp"
 command = ["gemini", "--experimental-acp"]
 
-[env.GEMINI_API_KEY]
-required = true
-secret = true
-description = "Gemini API key (aistudio.google.com); the agent sees a placeholder, the egress proxy sends the key to generativelanguage.googleapis.com only"
-inject = { hosts = ["generativelanguage.googleapis.com"], header = "x-goog-api-key" }
-
-[network]
-default = "deny"
-allow = ["generativelanguage.googleapis.com:443"]
-
-[limits]
-memory = "2Gi"
-timeout = "30m"
 `,
+		KeyName: "Gemini API key", Console: "aistudio.google.com", Header: "x-goog-api-key",
 	},
 	{
 		Name:        "opencode",
@@ -129,20 +126,8 @@ type = "acp"
 command = ["opencode", "acp"]
 env = { OPENCODE_DISABLE_AUTOUPDATE = "1" }
 
-[env.ANTHROPIC_API_KEY]
-required = true
-secret = true
-description = "Anthropic API key (console.anthropic.com); the agent sees a placeholder, the egress proxy sends the key to api.anthropic.com only"
-inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
-
-[network]
-default = "deny"
-allow = ["api.anthropic.com:443"]
-
-[limits]
-memory = "2Gi"
-timeout = "30m"
 `,
+		KeyName: "Anthropic API key", Console: "console.anthropic.com", Header: "x-api-key",
 	},
 	{
 		Name:        "goose",
@@ -157,20 +142,8 @@ type = "acp"
 command = ["goose", "acp"]
 env = { GOOSE_PROVIDER = "anthropic", GOOSE_DISABLE_KEYRING = "1" }
 
-[env.ANTHROPIC_API_KEY]
-required = true
-secret = true
-description = "Anthropic API key (console.anthropic.com); the agent sees a placeholder, the egress proxy sends the key to api.anthropic.com only"
-inject = { hosts = ["api.anthropic.com"], header = "x-api-key" }
-
-[network]
-default = "deny"
-allow = ["api.anthropic.com:443"]
-
-[limits]
-memory = "2Gi"
-timeout = "30m"
 `,
+		KeyName: "Anthropic API key", Console: "console.anthropic.com", Header: "x-api-key",
 	},
 }
 
@@ -210,7 +183,7 @@ func (d *doc) applyPreset() {
 		return
 	}
 	var base map[string]any
-	if err := toml.Unmarshal([]byte(p.TOML), &base); err != nil {
+	if err := toml.Unmarshal([]byte(p.toml()), &base); err != nil {
 		panic(fmt.Sprintf("preset %s: %v", name, err)) // the presets are tested
 	}
 	if t, ok := agent["type"]; ok && t != "acp" {
