@@ -39,8 +39,9 @@ func byDefault(d Decision) bool {
 func ApprovalRule(host string, port int) string { return hostPort(normHost(host), port) }
 
 // ask turns a decision the default made into the client's, when the
-// policy asks and the session has someone to ask.
-func (h *handler) ask(pol *Policy, host string, port int, d Decision) Decision {
+// box's policy asks and the session has someone to ask.
+func (h *handler) ask(host string, port int, d Decision) Decision {
+	pol := h.p.policy.Load()
 	if !pol.spec.Ask || !byDefault(d) {
 		return d
 	}

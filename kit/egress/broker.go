@@ -436,7 +436,7 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		} else {
 			dd = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
 		}
-		dd = h.ask(h.p.policy.Load(), host, port, dd)
+		dd = h.ask(host, port, dd)
 		if dd.Allowed() && dd.inspect {
 			if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
 				rd.Addrs = dd.Addrs

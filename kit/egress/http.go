@@ -83,7 +83,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	} else {
 		d = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
 	}
-	d = h.ask(h.p.policy.Load(), host, port, d)
+	d = h.ask(host, port, d)
 	if d.Allowed() && d.inspect {
 		if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
 			rd.Addrs = d.Addrs
@@ -237,7 +237,7 @@ func (h *handler) serveConnect(req *http.Request) {
 		return
 	}
 	host = normHost(host)
-	d := h.ask(h.p.policy.Load(), host, port, h.decide(host, port))
+	d := h.ask(host, port, h.decide(host, port))
 	ev := event("connect", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)

@@ -138,7 +138,7 @@ func (h *handler) serveSOCKS() {
 		h.emit(ev)
 		return
 	}
-	d := h.ask(h.p.policy.Load(), host, req.port, h.decide(host, req.port))
+	d := h.ask(host, req.port, h.decide(host, req.port))
 	ev = event("socks", host, req.port, d)
 	if !d.Allowed() {
 		code := byte(socksNotAllowed)
