@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -42,17 +40,7 @@ const (
 func diskUsage(dirs []string) int64 {
 	var total int64
 	for _, d := range dirs {
-		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if e.Type().IsRegular() {
-				if info, err := e.Info(); err == nil {
-					total += info.Size()
-				}
-			}
-			return nil
-		})
+		total += treeSize(d)
 	}
 	return total
 }
