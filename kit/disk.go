@@ -45,12 +45,16 @@ func diskUsage(dirs []string) int64 {
 	return total
 }
 
-// diskUsed is the size of the session's files: its directories and, with
-// a mount namespace, its private /tmp and /dev/shm (tmpfs, measured from
-// outside through its supervisor's root).
+// diskUsed is the size of the session's files: its directories and its
+// private temporary files: with a mount namespace its /tmp and /dev/shm
+// (tmpfs, measured from outside through its supervisor's root), else its
+// TMPDIR.
 func (ss *session) diskUsed() int64 {
 	info := ss.workspace.info
 	used := diskUsage(dirSet(info.Dirs).list())
+	if tmp := info.Sandbox.TmpDir(); tmp != "" {
+		used += treeSize(tmp)
+	}
 	if ss.srv.sb != nil && ss.srv.sb.Report().Has(sandbox.LayerMount) {
 		if pid := info.Sandbox.SupervisorPid(); pid > 0 {
 			used += tmpfsUsed(pid, "/tmp", "/dev/shm")

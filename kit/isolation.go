@@ -56,6 +56,14 @@ func (s *Server) openSandbox(b *boot) {
 	// The egress proxy's CA bundle lives in the state directory; agents
 	// read it there, and nothing else of it.
 	cfg.Expose = []string{filepath.Join(s.stateDir, "egress")}
+	// Sessions without a mount namespace (so without a private /tmp) get
+	// a TMPDIR of their own here. What an earlier kit process left is
+	// its sessions', all ended: this state directory is this kit's.
+	cfg.TmpRoot = filepath.Join(s.stateDir, "tmp")
+	if err := os.RemoveAll(cfg.TmpRoot); err != nil {
+		b.add("state dir: remove %s: %v", cfg.TmpRoot, err)
+		return
+	}
 	sb, err := sandbox.New(cfg, s.log)
 	if err != nil {
 		b.add("%v", sandboxHint(err))
