@@ -1,8 +1,6 @@
 package egress
 
 import (
-	"bufio"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -27,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/kit/netguard"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -378,162 +374,3 @@ func (p *Proxy) hideValues(hd http.Header) {
 		}
 	}
 }
-
-// serveBrokered terminates the agent's TLS with a certificate for host
-// from the box CA and forwards each request over a verified TLS
-// connection to the real host, with the secrets brokered.
-func (h *handler) serveBrokered(host string, port int, d Decision) {
-	now := h.p.now()
-	cert, err := h.p.ca.leaf(host, now)
-	if err != nil {
-		h.p.log.Error("egress: certificate for a brokered host", "host", host, "err", err)
-		return
-	}
-	tc := tls.Server(&bufferedConn{Conn: h.c, r: h.br}, &tls.Config{
-		Certificates: []tls.Certificate{*cert},
-		NextProtos:   []string{"http/1.1"},
-		MinVersion:   tls.VersionTLS12,
-	})
-	defer tc.Close()
-	hctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
-	err = tc.HandshakeContext(hctx)
-	cancel()
-	if err != nil {
-		ev := event("https", host, port, d)
-		ev.Decision, ev.Reason = Fail, "the agent's TLS handshake failed (does it trust the box CA? see SSL_CERT_FILE): "+err.Error()
-		h.emit(ev)
-		return
-	}
-	lim := &limiter{r: tc}
-	br := bufio.NewReader(lim)
-	var up *upstream
-	var upTLS *tls.Conn
-	var upBR *bufio.Reader
-	defer func() {
-		if upTLS != nil {
-			upTLS.Close()
-		}
-	}()
-	for {
-		h.c.SetReadDeadline(time.Now().Add(idleTimeout))
-		lim.head()
-		req, err := http.ReadRequest(br)
-		lim.unlimit()
-		if errors.Is(err, errHeadTooLarge) {
-			writeSimple(tc, http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "glovebox egress proxy: the request head is larger than 1MB\n")
-			return
-		}
-		if err != nil {
-			return
-		}
-		h.c.SetReadDeadline(time.Time{})
-		var ev Event
-		rs := h.rules()
-		var dd Decision
-		if up != nil {
-			_, isAddr := netguard.ParseHost(host)
-			dd = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{up.addr})
-		} else {
-			dd = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
-		}
-		dd = h.ask(host, port, dd)
-		if dd.Allowed() && dd.inspect {
-			if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
-				rd.Addrs = dd.Addrs
-				dd = rd
-			}
-		}
-		ev = event("https", host, port, dd)
-		if !dd.Allowed() {
-			writeBlock(tc, host, port, dd)
-			h.emit(ev)
-			return
-		}
-		if up == nil {
-			u, err := h.connect(host, port, dd)
-			if err == nil {
-				ut := tls.Client(u, &tls.Config{ServerName: host, RootCAs: h.p.opts.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
-				hctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
-				err = ut.HandshakeContext(hctx)
-				cancel()
-				if err != nil {
-					u.Close()
-					err = fmt.Errorf("TLS to %s: %w", hostPort(host, port), err)
-				} else {
-					up, upTLS, upBR = u, ut, bufio.NewReader(ut)
-				}
-			}
-			if err != nil {
-				ev.Decision, ev.Reason = Fail, err.Error()
-				writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+err.Error()+"\n")
-				h.emit(ev)
-				return
-			}
-		}
-		out0, in0 := up.out.Load(), up.in.Load()
-		ev.Brokered, ev.Stripped = h.p.broker(req.Header, host, port)
-		ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
-		if len(ev.Stripped) > 0 {
-			h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
-		}
-		if req.Header.Get("Expect") == "100-continue" {
-			io.WriteString(tc, "HTTP/1.1 100 Continue\r\n\r\n")
-		}
-		removeHopHeaders(req.Header)
-		req.Header.Del("Expect")
-		// The answer is read for the secret, so it must come readable.
-		req.Header.Set("Accept-Encoding", "identity")
-		req.RequestURI = ""
-		req.URL.Scheme, req.URL.Host = "", ""
-		req.Host = host // the key goes with the host it is for, whatever the Host header said
-		if port != 443 {
-			req.Host = hostPort(host, port)
-		}
-		clientClose := req.Close
-		req.Close = false
-		resp, err := roundTrip(upTLS, upBR, req)
-		if err != nil {
-			ev.Decision, ev.Reason = Fail, err.Error()
-			writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+hostPort(host, port)+": "+err.Error()+"\n")
-			ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
-			h.emit(ev)
-			return
-		}
-		upClose := resp.Close
-		removeHopHeaders(resp.Header)
-		hits := 0
-		if err := h.p.scrubResponse(resp, &hits); err != nil {
-			resp.Body.Close()
-			ev.Decision, ev.Reason = Fail, err.Error()
-			writeSimple(tc, http.StatusBadGateway, "Bad Gateway", "glovebox egress proxy: "+hostPort(host, port)+": "+err.Error()+"\n")
-			ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
-			h.emit(ev)
-			return
-		}
-		resp.Close = clientClose
-		err = writeResponse(tc, resp)
-		resp.Body.Close()
-		ev.BytesOut, ev.BytesIn = up.out.Load()-out0, up.in.Load()-in0
-		if hits > 0 {
-			ev.Scrubbed = hits
-			h.p.log.Warn("egress: a brokered host sent a secret back; removed", "session", h.s.ID, "host", host, "times", hits)
-		}
-		h.emit(ev)
-		if err != nil || resp.Close {
-			return
-		}
-		if upClose {
-			upTLS.Close()
-			up, upTLS, upBR = nil, nil, nil
-		}
-	}
-}
-
-// bufferedConn reads through the bufio.Reader that already holds what
-// the client sent after its CONNECT.
-type bufferedConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
