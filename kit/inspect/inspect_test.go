@@ -3,6 +3,7 @@ package inspect
 import (
 	"io/fs"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -30,8 +31,14 @@ func TestStaticNeedsNoInlineCode(t *testing.T) {
 			t.Errorf("index.html has an %s at byte %d: %q", what, loc[0], html[loc[0]:min(loc[1]+20, len(html))])
 		}
 	}
-	js, _ := fs.ReadFile(files, "app.js")
-	if regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function`).Match(js) {
-		t.Errorf("app.js parses strings as HTML or code: the box's data must go in as text")
+	scripts, _ := fs.Glob(files, "*.js")
+	for _, name := range scripts {
+		js, _ := fs.ReadFile(files, name)
+		if regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function`).Match(js) {
+			t.Errorf("%s parses strings as HTML or code: the box's data must go in as text", name)
+		}
+		if !strings.Contains(string(html), `<script src="`+name+`" defer></script>`) {
+			t.Errorf("index.html does not load %s", name)
+		}
 	}
 }
