@@ -1,72 +1,14 @@
-import { decodeBase64, encodeBase64 } from "./base64.js";
-import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
+import type { BoxSettings } from "./client.js";
+import { newConn, startKeepalive, stopKeepalive, type Conn } from "./conn.js";
+import { parseEndpoint, type Endpoint } from "./endpoint.js";
+import { ClientCodes, closedError, GloveboxError, type Completion } from "./errors.js";
+import { BoxHTTP } from "./http.js";
+import { buildInputs, utf8Length, type PromptOptions } from "./prompt.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
-import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, EgressEnvironment, EgressPolicyFrame, EgressSetFrame, Environment, FileRef, Health, NetworkSpec, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
-
-/** Where a box listens and the credential it accepts. */
-export interface Endpoint {
-  /** The box's WebSocket URL (ws:, wss:; http: and https: mean the same). HTTP routes resolve against it, path prefix kept. */
-  url: string;
-  /** The box key (GLOVEBOX_KEY). Servers only: a browser must use a token. */
-  key?: string;
-  /** A token minted from the key (gbx token, protocol.MintToken), or a function that returns a fresh one; asked again on every connection and request. */
-  token?: string | (() => string | Promise<string>);
-}
-
-/** An input file given by its bytes. mime defaults to a guess from the name. */
-export interface InputFile {
-  mime?: string;
-  bytes: Uint8Array | ArrayBuffer | Blob | string;
-}
-
-/** A prompt's optional parts. */
-export interface PromptOptions {
-  /** Files sent inline, by name (a slash name lands in a subdirectory). A name in both files and inputs takes the files entry. */
-  files?: Record<string, InputFile>;
-  /** Ready-made FileRefs (url, server, s3, gcs, inline), by name. */
-  inputs?: Record<string, FileRef>;
-  /** Per-prompt changes to how outputs are stored. */
-  outputsPolicy?: OutputsOverride;
-  /** Aborts the prompt on the box when it fires; the result then fails with code AbortError. */
-  signal?: AbortSignal;
-  /** Drop events instead of buffering them, for callers that only await the outcome. */
-  discardEvents?: boolean;
-  /** Overrides ClientOptions.execExitAsError for this prompt. */
-  execExitAsError?: boolean;
-}
-
-/** Client settings shared by every box (see ClientOptions). */
-export interface BoxSettings {
-  WebSocket?: WebSocketConstructor;
-  fetch: typeof fetch;
-  dialTimeoutMs: number;
-  requestTimeoutMs: number;
-  keepaliveMs: number;
-  reconnectAttempts: number;
-  backoffMs: number;
-  maxBackoffMs: number;
-  eventBufferBytes: number;
-  maxMessageBytes: number;
-  execExitAsError: boolean;
-  log: (msg: string, fields?: Record<string, unknown>) => void;
-  onDraining?: ((box: string, deadline: number) => void) | undefined;
-  egress?: NetworkSpec | undefined;
-}
-
-interface Conn {
-  sock: Socket;
-  resumed: boolean;
-  replayUntil: number;
-  resendDone: boolean;
-  unacked: Result[];
-  /** A frame came since the last keepalive tick. */
-  heard: boolean;
-  /** Keepalive ticks in a row with nothing heard. */
-  silentTicks: number;
-  keepalive: ReturnType<typeof setInterval> | undefined;
-  hello: ((h: ServerHelloFrame | undefined) => void) | undefined;
-}
+import { SessionEgress } from "./sessionegress.js";
+import { raceSignal, sleep } from "./signals.js";
+import { dial } from "./socket.js";
+import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, PromptFrame, ServerHelloFrame } from "./wire.js";
 
 export type SendErrorListener = (err: GloveboxError, what: string) => void;
 
@@ -76,9 +18,7 @@ export type SendErrorListener = (err: GloveboxError, what: string) => void;
  */
 export class Box {
   readonly name: string;
-  #ep: Endpoint;
   #ws: URL;
-  #base: URL;
   #s: BoxSettings;
   #drainUntil: number | undefined;
   #life = new AbortController(); // aborted by close
@@ -93,24 +33,17 @@ export class Box {
   #env: Promise<Environment> | undefined;
   #sendErrorListeners = new Set<SendErrorListener>();
   #host: ResultHost;
-  /** The session's own egress rules its hello carries. */
-  #egress: NetworkSpec | undefined;
-  /** The session's effective egress policy, as the box last reported it. */
-  #egressView: EgressEnvironment | undefined;
-  /** The answer to the hello's egress rules is still to come. */
-  #egressHello = false;
-  #egressWait: ((f: EgressPolicyFrame) => void) | undefined;
-  #egressQueue: Promise<unknown> = Promise.resolve();
+  #http: BoxHTTP;
+  #egress: SessionEgress;
 
   /** @internal use GloveboxClient.box */
   constructor(name: string, ep: Endpoint, s: BoxSettings) {
     this.name = name;
-    this.#ep = ep;
     const { ws, base } = parseEndpoint(ep.url);
     this.#ws = ws;
-    this.#base = base;
+    this.#http = new BoxHTTP(name, ep, base, s, this.#life.signal, () => this.#closed);
     this.#s = s;
-    this.#egress = s.egress;
+    this.#egress = new SessionEgress(s.egress);
     this.#host = {
       sendFrame: (frame, what) => this.#sendFrame(frame, what),
       abortPrompt: (r, reason) => this.#cancelPrompt(r, reason, true),
@@ -130,7 +63,7 @@ export class Box {
 
   /** The session's effective egress policy as the box last reported it (its hello, or the answer to the session's rules); undefined before the session opened or from a box without an egress proxy. */
   get egress(): EgressEnvironment | undefined {
-    return this.#egressView;
+    return this.#egress.view;
   }
 
   /**
@@ -142,9 +75,7 @@ export class Box {
    * code BadRequest.
    */
   setEgress(rules: NetworkSpec): Promise<EgressEnvironment> {
-    const run = this.#egressQueue.then(() => this.#setEgress(rules));
-    this.#egressQueue = run.catch(() => undefined);
-    return run;
+    return this.#egress.queue(() => this.#setEgress(rules));
   }
 
   async #setEgress(rules: NetworkSpec): Promise<EgressEnvironment> {
@@ -154,22 +85,10 @@ export class Box {
     if (this.#caps && !this.#caps.has("egress_rules")) {
       throw new GloveboxError(ClientCodes.BadRequest, `box ${JSON.stringify(this.name)} takes no session egress rules (it has no egress proxy, or is older than them)`);
     }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const answer = new Promise<EgressPolicyFrame | undefined>((res) => {
-      this.#egressWait = res;
-      timer = setTimeout(() => res(undefined), this.#s.requestTimeoutMs);
-    });
-    if (!c.sock.send(JSON.stringify({ type: "egress", rules } satisfies EgressSetFrame))) {
-      clearTimeout(timer);
-      this.#egressWait = undefined;
-      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: the socket went away before the egress rules were sent; retry`);
-    }
-    const f = await answer;
-    clearTimeout(timer);
-    this.#egressWait = undefined;
+    const f = await this.#egress.exchange(rules, (frame) => c.sock.send(frame), this.#s.requestTimeoutMs, this.name);
     if (!f) throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: no answer to the session egress rules within ${this.#s.requestTimeoutMs}ms`);
     if (f.error) throw new GloveboxError(ClientCodes.BadRequest, `box ${JSON.stringify(this.name)} refused the session egress rules: ${f.error}`, { fromBox: true });
-    this.#egress = rules;
+    this.#egress.rules = rules;
     return f.policy!;
   }
 
@@ -340,22 +259,6 @@ export class Box {
     return !!this.#caps?.has("resume") && this.#session !== "";
   }
 
-  async #credential(): Promise<string> {
-    const t = this.#ep.token;
-    if (t === undefined) return this.#ep.key ?? "";
-    if (typeof t === "string") return t;
-    let tok: unknown;
-    try {
-      tok = await t();
-    } catch (e) {
-      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.name)}: the token function failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
-    }
-    if (typeof tok !== "string" || tok === "") {
-      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.name)}: the token function returned ${tok === "" ? "an empty string" : typeof tok}, want a token string`);
-    }
-    return tok;
-  }
-
   /** Opens a socket and sends the hello; with resume, waits for the box's hello. */
   async #dial(resume: boolean): Promise<Conn> {
     if (this.#closed) throw closedError(this.name);
@@ -367,7 +270,7 @@ export class Box {
     }
     const sock = await dial({
       url: u.toString(),
-      credential: await this.#credential(),
+      credential: await this.#http.credential(),
       timeoutMs: this.#s.dialTimeoutMs,
       maxMessageBytes: this.#s.maxMessageBytes,
       signal: this.#life.signal,
@@ -375,7 +278,7 @@ export class Box {
     }).catch((e) => {
       throw asError(e, `box ${JSON.stringify(this.name)}`);
     });
-    const c: Conn = { sock, resumed: false, replayUntil: 0, resendDone: false, unacked: [], heard: true, silentTicks: 0, keepalive: undefined, hello: undefined };
+    const c = newConn(sock);
     let helloWait: Promise<ServerHelloFrame | undefined> | undefined;
     if (resume) helloWait = new Promise((res) => (c.hello = res));
     sock.start(
@@ -386,7 +289,7 @@ export class Box {
       },
     );
     const hello: ClientHelloFrame = { type: "hello", capabilities: ["resume"] };
-    if (this.#egress) hello.egress = this.#egress;
+    if (this.#egress.rules) hello.egress = this.#egress.rules;
     sock.send(JSON.stringify(hello));
     if (helloWait) {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -410,23 +313,11 @@ export class Box {
     }
     this.#conn = c;
     if (this.#s.keepaliveMs > 0) {
-      const every = this.#s.keepaliveMs;
-      c.keepalive = setInterval(() => {
-        // Ticks, not wall time: a stalled event loop fires one late tick,
-        // never two, so a busy host does not drop a live socket.
-        if (c.heard || c.sock.sending()) c.silentTicks = 0;
-        else c.silentTicks++;
-        c.heard = false;
-        if (c.silentTicks >= 2) {
-          this.#s.log("no frame from the box for two keepalive intervals; dropping the socket", { box: this.name });
-          stopKeepalive(c);
-          c.sock.kill();
-          this.#dropped(c, "keepalive timeout");
-          return;
-        }
-        c.sock.send(JSON.stringify({ type: "ping", ts: Date.now() } satisfies PingFrame));
-      }, every);
-      (c.keepalive as any).unref?.();
+      startKeepalive(c, this.#s.keepaliveMs, () => {
+        this.#s.log("no frame from the box for two keepalive intervals; dropping the socket", { box: this.name });
+        c.sock.kill();
+        this.#dropped(c, "keepalive timeout");
+      });
     }
     if (c.resumed) {
       for (const r of this.#inflight.values()) if (!r.seen && r.frame) c.unacked.push(r);
@@ -516,7 +407,6 @@ export class Box {
       if (m.seq <= this.#lastSeq) return; // already seen: a replay after resume
       this.#lastSeq = m.seq;
     }
-    const id = typeof m.id === "string" ? m.id : "";
     switch (m.type) {
       case "hello": {
         if (typeof m.session_id !== "string") return;
@@ -526,22 +416,13 @@ export class Box {
         }
         this.#session = m.session_id;
         this.#caps = new Set(Array.isArray(m.capabilities) ? m.capabilities.filter((x: unknown) => typeof x === "string") : []);
-        this.#egressView = m.egress && typeof m.egress === "object" ? m.egress : undefined;
-        // A box that takes session rules answers the hello's with an egress frame, after this hello.
-        this.#egressHello = !!this.#egress && this.#caps.has("egress_rules");
+        this.#egress.hello(m, this.#caps);
         c.hello?.(m as ServerHelloFrame);
         break;
       }
-      case "egress": {
-        if (m.policy && typeof m.policy === "object") this.#egressView = m.policy;
-        if (this.#egressHello) {
-          this.#egressHello = false;
-          if (typeof m.error === "string") this.#s.log("the box refused the session egress rules", { box: this.name, err: m.error });
-          break;
-        }
-        this.#egressWait?.(m as EgressPolicyFrame);
+      case "egress":
+        this.#egress.frame(m, (err) => this.#s.log("the box refused the session egress rules", { box: this.name, err }));
         break;
-      }
       case "draining": {
         if (typeof m.deadline !== "number") return;
         this.#drainUntil = m.deadline;
@@ -553,6 +434,20 @@ export class Box {
         }
         break;
       }
+      default:
+        this.#promptFrame(m, text);
+    }
+    this.#resend(c);
+  }
+
+  /**
+   * Routes a frame about prompts: an event, a display update (for every
+   * prompt in flight when a v1 box names none), a completion, an error (one
+   * naming no prompt is the box's own, and is logged).
+   */
+  #promptFrame(m: any, text: string): void {
+    const id = typeof m.id === "string" ? m.id : "";
+    switch (m.type) {
       case "event": {
         const r = this.#inflight.get(id);
         if (!r || typeof m.event_type !== "string") break;
@@ -610,7 +505,6 @@ export class Box {
         break;
       }
     }
-    this.#resend(c);
   }
 
   /** Delivers a display update to its prompt, or to every prompt in flight when the box did not say which (v1). */
@@ -645,7 +539,7 @@ export class Box {
    */
   environment(opts: { signal?: AbortSignal } = {}): Promise<Environment> {
     if (!this.#env) {
-      const p = this.#getJSON<Environment>("environment", true);
+      const p = this.#http.getJSON<Environment>("environment", true);
       this.#env = p;
       p.catch(() => {
         if (this.#env === p) this.#env = undefined;
@@ -656,46 +550,12 @@ export class Box {
 
   /** The box's GET /health. It needs no credential. */
   health(opts: { signal?: AbortSignal } = {}): Promise<Health> {
-    return settled(raceSignal(this.#getJSON<Health>("health", false), opts.signal));
+    return settled(raceSignal(this.#http.getJSON<Health>("health", false), opts.signal));
   }
 
   /** An HTTP route of the box, resolved against its URL with its path prefix. */
   route(name: string): URL {
-    return new URL(name, this.#base);
-  }
-
-  async #getJSON<T>(route: string, auth: boolean): Promise<T> {
-    const u = this.route(route);
-    const headers: Record<string, string> = {};
-    if (auth) headers.Authorization = "Bearer " + (await this.#credential());
-    const resp = await this.#fetch(u, headers, undefined, `get ${route}`, true);
-    const text = await resp.text();
-    try {
-      return JSON.parse(text) as T;
-    } catch (e) {
-      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
-    }
-  }
-
-  /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */
-  async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false): Promise<Response> {
-    const signals = [this.#life.signal];
-    if (timeout) signals.push(AbortSignal.timeout(this.#s.requestTimeoutMs));
-    if (signal) signals.push(signal);
-    let resp: Response;
-    try {
-      resp = await this.#s.fetch(u.toString(), { headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" });
-    } catch (e) {
-      if (this.#closed) throw closedError(this.name);
-      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
-    }
-    if (resp.status === 200) return resp;
-    const snippet = (await resp.text().catch(() => "")).slice(0, 200).trim();
-    if (resp.status === 401) {
-      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
-    }
-    const gone = resp.status === 410 ? ": the file expired on the box or was consumed" : "";
-    throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.name)}: ${what} at ${redact(u.toString())}: HTTP ${resp.status}${gone}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+    return this.#http.route(name);
   }
 
   /**
@@ -703,51 +563,7 @@ export class Box {
    * box's credential, which is sent only to the box's own origin.
    */
   open(ref: FileRef, opts: ReadOptions = {}): Promise<Uint8Array> {
-    return settled(this.#open(ref, opts));
-  }
-
-  async #open(ref: FileRef, opts: ReadOptions): Promise<Uint8Array> {
-    const name = JSON.stringify(ref.name);
-    switch (ref.kind) {
-      case "inline":
-        try {
-          return decodeBase64(ref.data);
-        } catch (e) {
-          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: ${(e as Error).message}`);
-        }
-      case "server": {
-        let u: URL;
-        try {
-          u = new URL(ref.url, this.#base);
-        } catch {
-          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: bad url ${JSON.stringify(ref.url)}`);
-        }
-        if (origin(u) !== origin(this.#base)) {
-          throw new GloveboxError(
-            ClientCodes.ForeignOrigin,
-            `read ${name}: it is at ${origin(u)}, the box at ${origin(this.#base)}; not sending the credential there (check the box's GLOVEBOX_PUBLIC_URL)`,
-          );
-        }
-        if (opts.consume) u.searchParams.set("consume", "1");
-        const resp = await this.#fetch(u, { Authorization: "Bearer " + (await this.#credential()) }, opts.signal, `read ${name}`);
-        return new Uint8Array(await resp.arrayBuffer());
-      }
-      case "url": {
-        let u: URL;
-        try {
-          u = new URL(ref.url);
-        } catch {
-          u = new URL("invalid:");
-        }
-        if (u.protocol !== "http:" && u.protocol !== "https:") {
-          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: url ${JSON.stringify(ref.url)} is not an http(s) URL`);
-        }
-        const resp = await this.#fetch(u, { ...(ref.headers ?? {}) }, opts.signal, `read ${name}`);
-        return new Uint8Array(await resp.arrayBuffer());
-      }
-      default:
-        throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: a ${(ref as FileRef).kind} ref is read with its cloud SDK, not with this client`);
-    }
+    return settled(this.#http.open(ref, opts));
   }
 
   /** Reads the file the box stores under id (GET /files/{id}). */
@@ -759,155 +575,10 @@ export class Box {
   }
 }
 
-async function buildInputs(opts: PromptOptions): Promise<Record<string, FileRef> | undefined> {
-  const out: Record<string, FileRef> = {};
-  let any = false;
-  for (const [name, ref] of Object.entries(opts.inputs ?? {})) {
-    if (name === "") throw new GloveboxError(ClientCodes.BadRequest, "an input has an empty name");
-    if (!ref || typeof ref !== "object" || typeof (ref as FileRef).kind !== "string") {
-      throw new GloveboxError(ClientCodes.BadRequest, `input ${JSON.stringify(name)}: not a FileRef (want kind inline, url, server, s3 or gcs)`);
-    }
-    out[name] = ref;
-    any = true;
-  }
-  for (const [name, f] of Object.entries(opts.files ?? {})) {
-    if (name === "") throw new GloveboxError(ClientCodes.BadRequest, "a file has an empty name");
-    if (!f || f.bytes === undefined || f.bytes === null) throw new GloveboxError(ClientCodes.BadRequest, `file ${JSON.stringify(name)}: missing bytes`);
-    const b = f.bytes;
-    let bytes: Uint8Array;
-    if (typeof b === "string") bytes = new TextEncoder().encode(b);
-    else if (b instanceof Uint8Array) bytes = b;
-    else if (b instanceof ArrayBuffer) bytes = new Uint8Array(b);
-    else if (typeof Blob !== "undefined" && b instanceof Blob) bytes = new Uint8Array(await b.arrayBuffer());
-    else throw new GloveboxError(ClientCodes.BadRequest, `file ${JSON.stringify(name)}: bytes must be a Uint8Array, ArrayBuffer, Blob or string`);
-    out[name] = { kind: "inline", name, mime: f.mime || guessMime(name), data: encodeBase64(bytes) };
-    any = true;
-  }
-  return any ? out : undefined;
-}
-
-/** The UTF-8 length of s, without encoding it. */
-function utf8Length(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) continue;
-    if (c < 0x800) {
-      n += 1;
-    } else if (c >= 0xd800 && c <= 0xdbff) {
-      n += 2; // with its low surrogate: 4 bytes for 2 units
-      i++;
-    } else {
-      n += 2;
-    }
-  }
-  return n;
-}
-
-/** v1's guessMime table, by lowercased extension, as protocol.GuessMime. */
-const mimeTypes: Record<string, string> = {
-  ".json": "application/json", ".txt": "text/plain", ".md": "text/markdown", ".pdf": "application/pdf",
-  ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
-  ".mp4": "video/mp4", ".webm": "video/webm", ".mp3": "audio/mpeg", ".wav": "audio/wav", ".html": "text/html",
-  ".csv": "text/csv", ".svg": "image/svg+xml", ".zip": "application/zip", ".xml": "application/xml",
-  ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-  ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-  ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-  ".ogg": "audio/ogg", ".flac": "audio/flac", ".mov": "video/quicktime", ".tar": "application/x-tar", ".gz": "application/gzip",
-};
-
-export function guessMime(name: string): string {
-  const i = name.lastIndexOf(".");
-  return (i >= 0 && mimeTypes[name.slice(i).toLowerCase()]) || "application/octet-stream";
-}
-
-export function parseEndpoint(raw: string): { ws: URL; base: URL } {
-  let u: URL;
-  try {
-    u = new URL(raw.trim());
-  } catch {
-    throw new GloveboxError(ClientCodes.BadRequest, `bad url ${JSON.stringify(raw)}: want ws://, wss://, http:// or https://`);
-  }
-  const secure = u.protocol === "wss:" || u.protocol === "https:";
-  if (!secure && u.protocol !== "ws:" && u.protocol !== "http:") {
-    throw new GloveboxError(ClientCodes.BadRequest, `url ${JSON.stringify(raw)}: scheme must be ws, wss, http or https`);
-  }
-  if (u.username || u.password) {
-    throw new GloveboxError(ClientCodes.BadRequest, `url ${redact(raw)}: credentials in the URL; pass key or token instead`);
-  }
-  u.hash = "";
-  const ws = new URL(u);
-  ws.protocol = secure ? "wss:" : "ws:";
-  const base = new URL(u);
-  base.protocol = secure ? "https:" : "http:";
-  base.search = "";
-  return { ws, base };
-}
-
-function origin(u: URL): string {
-  const port = u.port || (u.protocol === "https:" || u.protocol === "wss:" ? "443" : "80");
-  const scheme = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
-  return `${scheme}//${u.hostname.toLowerCase()}:${port}`;
-}
-
-function closedError(name: string): GloveboxError {
-  return new GloveboxError(ClientCodes.Closed, `box ${JSON.stringify(name)}: closed`);
-}
 
 function asError(e: unknown, what: string): GloveboxError {
   if (e instanceof GloveboxError) return e;
   return new GloveboxError("Error", `${what}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
 }
 
-function stopKeepalive(c: Conn): void {
-  if (c.keepalive !== undefined) clearInterval(c.keepalive);
-  c.keepalive = undefined;
-}
 
-/** Resolves true after ms, or false as soon as signal aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  return new Promise((res) => {
-    if (signal.aborted) return res(false);
-    const t = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      res(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      res(false);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/** p, or a rejection with code AbortError once signal aborts (p goes on for others). */
-function raceSignal<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return p;
-  const abortErr = () => new GloveboxError("AbortError", `aborted: ${String(signal.reason ?? "signal")}`, { cause: signal.reason });
-  if (signal.aborted) return Promise.reject(abortErr());
-  return new Promise<T>((res, rej) => {
-    const onAbort = () => rej(abortErr());
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        res(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        rej(e);
-      },
-    );
-  });
-}
-
-function anySignal(signals: AbortSignal[]): AbortSignal {
-  const any = (AbortSignal as any).any as ((s: AbortSignal[]) => AbortSignal) | undefined;
-  if (any) return any(signals);
-  const c = new AbortController();
-  for (const s of signals) {
-    if (s.aborted) c.abort(s.reason);
-    else s.addEventListener("abort", () => c.abort(s.reason), { once: true });
-  }
-  return c.signal;
-}

@@ -1,4 +1,5 @@
-import { Box, type BoxSettings, type Endpoint, parseEndpoint } from "./box.js";
+import { Box } from "./box.js";
+import { parseEndpoint, type Endpoint } from "./endpoint.js";
 import { ClientCodes, GloveboxError } from "./errors.js";
 import { isBrowser, type WebSocketConstructor } from "./socket.js";
 import type { NetworkSpec } from "./wire.js";
@@ -48,6 +49,24 @@ export interface ClientOptions {
    * session_may_allow. Box.setEgress changes them during the session.
    */
   egress?: NetworkSpec;
+}
+
+/** Client settings shared by every box (see ClientOptions). */
+export interface BoxSettings {
+  WebSocket?: WebSocketConstructor;
+  fetch: typeof fetch;
+  dialTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepaliveMs: number;
+  reconnectAttempts: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+  eventBufferBytes: number;
+  maxMessageBytes: number;
+  execExitAsError: boolean;
+  log: (msg: string, fields?: Record<string, unknown>) => void;
+  onDraining?: ((box: string, deadline: number) => void) | undefined;
+  egress?: NetworkSpec | undefined;
 }
 
 /** One client per app, with one named entry per box. Boxes connect lazily, on first prompt. */

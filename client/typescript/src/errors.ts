@@ -58,3 +58,8 @@ export class GloveboxError extends Error {
 export function isGloveboxError(e: unknown, code?: string): e is GloveboxError {
   return e instanceof GloveboxError && (code === undefined || e.code === code);
 }
+
+/** The error of anything asked of a box after close(). */
+export function closedError(name: string): GloveboxError {
+  return new GloveboxError(ClientCodes.Closed, `box ${JSON.stringify(name)}: closed`);
+}

@@ -3,7 +3,9 @@
  * Node 20+ and browsers. See README.md.
  */
 export { GloveboxClient, type ClientOptions } from "./client.js";
-export { Box, guessMime, type Endpoint, type InputFile, type PromptOptions, type SendErrorListener } from "./box.js";
+export { Box, type SendErrorListener } from "./box.js";
+export { type Endpoint } from "./endpoint.js";
+export { guessMime, type InputFile, type PromptOptions } from "./prompt.js";
 export { Result, type DisplayEvent, type PromptEvent, type ReadOptions } from "./result.js";
 export { ClientCodes, GloveboxError, isGloveboxError, type Completion } from "./errors.js";
 export { decodeBase64, encodeBase64 } from "./base64.js";

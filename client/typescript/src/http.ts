@@ -1,0 +1,134 @@
+import { decodeBase64 } from "./base64.js";
+import type { BoxSettings } from "./client.js";
+import { origin, type Endpoint } from "./endpoint.js";
+import { ClientCodes, closedError, GloveboxError } from "./errors.js";
+import type { ReadOptions } from "./result.js";
+import { anySignal } from "./signals.js";
+import { redact } from "./socket.js";
+import type { FileRef } from "./wire.js";
+
+/**
+ * A box's HTTP side: the credential every connection and request sends,
+ * its JSON routes and the files it returns. Box holds one and keeps the
+ * WebSocket session.
+ */
+export class BoxHTTP {
+  readonly #name: string;
+  readonly #ep: Endpoint;
+  readonly #base: URL;
+  readonly #s: BoxSettings;
+  readonly #life: AbortSignal;
+  readonly #closed: () => boolean;
+
+  /** life aborts every request when the box closes; closed says whether it did. */
+  constructor(name: string, ep: Endpoint, base: URL, s: BoxSettings, life: AbortSignal, closed: () => boolean) {
+    this.#name = name;
+    this.#ep = ep;
+    this.#base = base;
+    this.#s = s;
+    this.#life = life;
+    this.#closed = closed;
+  }
+
+  /** The credential to send: the key, the token, or a fresh one from the token function. */
+  async credential(): Promise<string> {
+    const t = this.#ep.token;
+    if (t === undefined) return this.#ep.key ?? "";
+    if (typeof t === "string") return t;
+    let tok: unknown;
+    try {
+      tok = await t();
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: the token function failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+    }
+    if (typeof tok !== "string" || tok === "") {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: the token function returned ${tok === "" ? "an empty string" : typeof tok}, want a token string`);
+    }
+    return tok;
+  }
+
+  /** An HTTP route of the box, resolved against its URL with its path prefix. */
+  route(name: string): URL {
+    return new URL(name, this.#base);
+  }
+
+  /** GETs a JSON route of the box, with the credential when auth. */
+  async getJSON<T>(route: string, auth: boolean): Promise<T> {
+    const u = this.route(route);
+    const headers: Record<string, string> = {};
+    if (auth) headers.Authorization = "Bearer " + (await this.credential());
+    const resp = await this.#fetch(u, headers, undefined, `get ${route}`, true);
+    const text = await resp.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
+    }
+  }
+
+  /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */
+  async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false): Promise<Response> {
+    const signals = [this.#life];
+    if (timeout) signals.push(AbortSignal.timeout(this.#s.requestTimeoutMs));
+    if (signal) signals.push(signal);
+    let resp: Response;
+    try {
+      resp = await this.#s.fetch(u.toString(), { headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" });
+    } catch (e) {
+      if (this.#closed()) throw closedError(this.#name);
+      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
+    }
+    if (resp.status === 200) return resp;
+    const snippet = (await resp.text().catch(() => "")).slice(0, 200).trim();
+    if (resp.status === 401) {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
+    }
+    const gone = resp.status === 410 ? ": the file expired on the box or was consumed" : "";
+    throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: HTTP ${resp.status}${gone}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+  }
+
+  /** Reads a FileRef the box returned (see Box.open). */
+  async open(ref: FileRef, opts: ReadOptions): Promise<Uint8Array> {
+    const name = JSON.stringify(ref.name);
+    switch (ref.kind) {
+      case "inline":
+        try {
+          return decodeBase64(ref.data);
+        } catch (e) {
+          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: ${(e as Error).message}`);
+        }
+      case "server": {
+        let u: URL;
+        try {
+          u = new URL(ref.url, this.#base);
+        } catch {
+          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: bad url ${JSON.stringify(ref.url)}`);
+        }
+        if (origin(u) !== origin(this.#base)) {
+          throw new GloveboxError(
+            ClientCodes.ForeignOrigin,
+            `read ${name}: it is at ${origin(u)}, the box at ${origin(this.#base)}; not sending the credential there (check the box's GLOVEBOX_PUBLIC_URL)`,
+          );
+        }
+        if (opts.consume) u.searchParams.set("consume", "1");
+        const resp = await this.#fetch(u, { Authorization: "Bearer " + (await this.credential()) }, opts.signal, `read ${name}`);
+        return new Uint8Array(await resp.arrayBuffer());
+      }
+      case "url": {
+        let u: URL;
+        try {
+          u = new URL(ref.url);
+        } catch {
+          u = new URL("invalid:");
+        }
+        if (u.protocol !== "http:" && u.protocol !== "https:") {
+          throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: url ${JSON.stringify(ref.url)} is not an http(s) URL`);
+        }
+        const resp = await this.#fetch(u, { ...(ref.headers ?? {}) }, opts.signal, `read ${name}`);
+        return new Uint8Array(await resp.arrayBuffer());
+      }
+      default:
+        throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: a ${(ref as FileRef).kind} ref is read with its cloud SDK, not with this client`);
+    }
+  }
+}
