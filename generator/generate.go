@@ -122,40 +122,10 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	if c == nil {
 		return nil, errors.New("generate: no config")
 	}
-	key, fingerprint := strings.TrimSpace(opts.Key), opts.Fingerprint
-	switch {
-	case key != "":
-		if err := CheckKey(key); err != nil {
-			return nil, fmt.Errorf("generate: %w", err)
-		}
-		fingerprint = protocol.Fingerprint(key)
-	case fingerprint == "":
-		return nil, errors.New("generate: no box key")
-	}
-	if opts.Nixpkgs == (Pin{}) {
-		opts.Nixpkgs = pins[DefaultBranch]
-	}
-	if err := opts.Nixpkgs.check("nixpkgs"); err != nil {
+	key, fingerprint, err := opts.resolve()
+	if err != nil {
 		return nil, err
 	}
-	if opts.Glovebox != nil {
-		if err := opts.Glovebox.check("glovebox"); err != nil {
-			return nil, err
-		}
-	}
-	if opts.KitVersion == "" {
-		opts.KitVersion = "latest"
-	}
-	if !kitVersionRE.MatchString(opts.KitVersion) {
-		return nil, fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
-	}
-	if g := opts.Glovebox; g != nil && opts.KitVersion != "latest" && g.Ref != opts.KitVersion {
-		// The lock's original must name what flake.nix names: the tag.
-		pin := *g
-		pin.Ref = opts.KitVersion
-		opts.Glovebox = &pin
-	}
-
 	m := c.Manifest(fingerprint)
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
@@ -184,49 +154,23 @@ func Generate(c *Config, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("generate: %w: %v; run `gbx generate` (with network) to lock them again", ErrNpmUnresolved, err)
 		}
 	}
-	v := newView(c, opts)
-	vm, err := flyMachine(c)
+	v, err := templateView(c, opts)
 	if err != nil {
-		return nil, fmt.Errorf("generate: fly.toml: %w", err)
+		return nil, err
 	}
-	v.FlySize, v.MemoryMB = vm.Size, vm.MemoryMB
-	keptApp, keptRegion := keptFly(opts.PreviousFly)
-	v.FlyApp = cmp.Or(c.Deploy.Fly.App, keptApp, c.Name)
-	v.FlyRegion = cmp.Or(c.Deploy.Fly.Region, keptRegion)
-	kube, err := marshalJSON(kubernetes(c))
+	deploy, err := deployFiles(c)
 	if err != nil {
-		return nil, fmt.Errorf("generate: %s: %w", KubernetesFile, err)
-	}
-	sandboxes, err := marshalJSON(agentSandbox(c))
-	if err != nil {
-		return nil, fmt.Errorf("generate: %s: %w", AgentSandboxFile, err)
-	}
-	railway, err := marshalJSON(railwayConfig(c))
-	if err != nil {
-		return nil, fmt.Errorf("generate: %s: %w", RailwayFile, err)
+		return nil, err
 	}
 	res := &Result{Warnings: append(slices.Clip(c.Warnings), v.warnings...)}
 	add := func(name string, data []byte, mode fs.FileMode) {
 		res.Files = append(res.Files, File{Name: name, Data: data, Mode: mode})
 	}
-	for _, t := range []struct{ file, tmpl string }{
-		{FlakeFile, "flake.nix.tmpl"},
-		{NixpacksFile, "nixpacks.toml.tmpl"},
-		{FlyFile, "fly.toml.tmpl"},
-		{DockerFile, "Dockerfile.tmpl"},
-		{GitignoreFile, "gitignore.tmpl"},
-		{IgnoreFile, "dockerignore.tmpl"},
-	} {
-		var b bytes.Buffer
-		if err := templates.ExecuteTemplate(&b, t.tmpl, v); err != nil {
-			return nil, fmt.Errorf("generate: %s: %w", t.file, err)
-		}
-		add(t.file, b.Bytes(), 0o644)
+	if err := renderTemplates(v, add); err != nil {
+		return nil, err
 	}
 	add(LockFile, lock, 0o644)
-	add(RailwayFile, railway, 0o644)
-	add(KubernetesFile, kube, 0o644)
-	add(AgentSandboxFile, sandboxes, 0o644)
+	res.Files = append(res.Files, deploy...)
 	if c.AgentMain != "" {
 		// The Dockerfile's context is then the box directory: BuildKit reads
 		// the ignore file named after the Dockerfile.
@@ -243,6 +187,98 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 	slices.SortFunc(res.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
+}
+
+// resolve checks the options and fills in their defaults: the key's
+// fingerprint, the nixpkgs pin, the kit version, and a glovebox pin
+// renamed to the kit's release tag. It returns the key, trimmed, and the
+// fingerprint the manifest names.
+func (opts *Options) resolve() (key, fingerprint string, err error) {
+	key, fingerprint = strings.TrimSpace(opts.Key), opts.Fingerprint
+	switch {
+	case key != "":
+		if err := CheckKey(key); err != nil {
+			return "", "", fmt.Errorf("generate: %w", err)
+		}
+		fingerprint = protocol.Fingerprint(key)
+	case fingerprint == "":
+		return "", "", errors.New("generate: no box key")
+	}
+	if opts.Nixpkgs == (Pin{}) {
+		opts.Nixpkgs = pins[DefaultBranch]
+	}
+	if err := opts.Nixpkgs.check("nixpkgs"); err != nil {
+		return "", "", err
+	}
+	if opts.Glovebox != nil {
+		if err := opts.Glovebox.check("glovebox"); err != nil {
+			return "", "", err
+		}
+	}
+	if opts.KitVersion == "" {
+		opts.KitVersion = "latest"
+	}
+	if !kitVersionRE.MatchString(opts.KitVersion) {
+		return "", "", fmt.Errorf("generate: kit version %q is not \"latest\" or a release such as v1.2.3", opts.KitVersion)
+	}
+	if g := opts.Glovebox; g != nil && opts.KitVersion != "latest" && g.Ref != opts.KitVersion {
+		// The lock's original must name what flake.nix names: the tag.
+		pin := *g
+		pin.Ref = opts.KitVersion
+		opts.Glovebox = &pin
+	}
+	return key, fingerprint, nil
+}
+
+// templateView is what the templates see, with the Fly machine, app and
+// region settled.
+func templateView(c *Config, opts Options) (*view, error) {
+	v := newView(c, opts)
+	vm, err := flyMachine(c)
+	if err != nil {
+		return nil, fmt.Errorf("generate: fly.toml: %w", err)
+	}
+	v.FlySize, v.MemoryMB = vm.Size, vm.MemoryMB
+	keptApp, keptRegion := keptFly(opts.PreviousFly)
+	v.FlyApp = cmp.Or(c.Deploy.Fly.App, keptApp, c.Name)
+	v.FlyRegion = cmp.Or(c.Deploy.Fly.Region, keptRegion)
+	return v, nil
+}
+
+// deployFiles are the platforms' JSON files: kubernetes.json,
+// agent-sandbox.json and railway.json.
+func deployFiles(c *Config) ([]File, error) {
+	var files []File
+	for _, f := range []struct {
+		name string
+		doc  func(*Config) map[string]any
+	}{{KubernetesFile, kubernetes}, {AgentSandboxFile, agentSandbox}, {RailwayFile, railwayConfig}} {
+		data, err := marshalJSON(f.doc(c))
+		if err != nil {
+			return nil, fmt.Errorf("generate: %s: %w", f.name, err)
+		}
+		files = append(files, File{Name: f.name, Data: data, Mode: 0o644})
+	}
+	return files, nil
+}
+
+// renderTemplates executes each file's template with v and adds it.
+func renderTemplates(v *view, add func(name string, data []byte, mode fs.FileMode)) error {
+	for _, t := range []struct{ file, tmpl string }{
+		{FlakeFile, "flake.nix.tmpl"},
+		{NixpacksFile, "nixpacks.toml.tmpl"},
+		{FlyFile, "fly.toml.tmpl"},
+		{DockerFile, "Dockerfile.tmpl"},
+		{GitignoreFile, "gitignore.tmpl"},
+		{IgnoreFile, "dockerignore.tmpl"},
+	} {
+		var b bytes.Buffer
+		if err := templates.ExecuteTemplate(&b, t.tmpl, v); err != nil {
+			return fmt.Errorf("generate: %s: %w", t.file, err)
+		}
+		add(t.file, b.Bytes(), 0o644)
+	}
+	return nil
 }
 
 // marshalJSON is JSON as Nix and v1 write it: 2-space indent, map keys

@@ -63,6 +63,8 @@ type view struct {
 
 type kv struct{ Key, Value string }
 
+// newView is what the templates see of c with opts: the values as they
+// are, nixpacks' plan, and the warnings for the author.
 func newView(c *Config, opts Options) *view {
 	flyKill, flyCapped := FlyKillTimeout(c)
 	v := &view{
@@ -71,7 +73,6 @@ func newView(c *Config, opts Options) *view {
 		NixpkgsURL:      opts.Nixpkgs.url(),
 		GloveboxURL:     GloveboxFlake,
 		NixpkgsRev:      opts.Nixpkgs.Rev,
-		NixPackages:     c.Packages.Nix,
 		Pip:             c.Packages.Pip,
 		Npm:             c.Packages.Npm,
 		Port:            Port,
@@ -81,33 +82,9 @@ func newView(c *Config, opts Options) *view {
 		AgentMain:       c.AgentMain,
 		AgentVendorHash: c.AgentVendorHash,
 		KillTimeout:     flyKill,
+		Secrets:         platformSecrets(c),
 	}
-	for _, k := range c.EnvOrder {
-		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {
-			v.Secrets = append(v.Secrets, k)
-		}
-	}
-	for _, k := range StorageSecrets(c) {
-		if _, declared := c.Env[k]; !declared {
-			v.Secrets = append(v.Secrets, k)
-		}
-	}
-	// Python libraries go into the image's one Python environment: pip
-	// names as python3Packages attributes, and python3Packages.X listed
-	// under packages.nix too (on its own it would be a library no
-	// interpreter in the image sees).
-	v.NixPackages = nil
-	for _, p := range c.Packages.Nix {
-		if name, ok := strings.CutPrefix(p, "python3Packages."); ok && !strings.Contains(name, ".") {
-			v.PythonPackages = append(v.PythonPackages, name)
-		} else {
-			v.NixPackages = append(v.NixPackages, p)
-		}
-	}
-	for _, p := range c.Packages.Pip {
-		v.PythonPackages = append(v.PythonPackages, pythonAttr(p))
-	}
-	v.PythonPackages = dedup(v.PythonPackages)
+	v.NixPackages, v.PythonPackages = pythonPackages(c.Packages)
 	for _, k := range sortedKeys(c.Env) {
 		if e := c.Env[k]; e.Default != "" && !e.Secret {
 			v.ImageEnv = append(v.ImageEnv, kv{k, e.Default})
@@ -118,33 +95,64 @@ func newView(c *Config, opts Options) *view {
 		v.Dirs = append(v.Dirs, p)
 	}
 	v.Dirs = append(v.Dirs, "/var/glovebox/files")
+	if opts.KitVersion != "latest" {
+		v.GloveboxURL += "/" + opts.KitVersion
+	}
+	v.nixpacks(c, opts)
+	v.warnings = append(v.warnings, viewWarnings(c, opts, flyCapped)...)
+	return v
+}
 
-	// nixpacks: the kit is installed from source with Go from the pinned
-	// nixpkgs; the base image's packages and the box's come from the same
-	// nixpkgs, Python packages from pip in a virtual environment.
-	// Every image has the base's userland, then the chosen base's tools.
-	// A base from another flake exists only in the Nix image: nixpacks
-	// gets the common layer and the box's own packages.
+// platformSecrets are the variables to set as platform secrets besides
+// GLOVEBOX_KEY: the declared secrets and required variables without a
+// default, then the storage adapters' credentials not declared.
+func platformSecrets(c *Config) []string {
+	var secrets []string
+	for _, k := range c.EnvOrder {
+		if e := c.Env[k]; e.Secret || (e.Required && e.Default == "") {
+			secrets = append(secrets, k)
+		}
+	}
+	for _, k := range StorageSecrets(c) {
+		if _, declared := c.Env[k]; !declared {
+			secrets = append(secrets, k)
+		}
+	}
+	return secrets
+}
+
+// pythonPackages splits the packages into nixpkgs attributes and
+// python3Packages names. Python libraries go into the image's one Python
+// environment: pip names as python3Packages attributes, and
+// python3Packages.X listed under packages.nix too (on its own it would be
+// a library no interpreter in the image sees).
+func pythonPackages(pk protocol.Packages) (nix, python []string) {
+	for _, p := range pk.Nix {
+		if name, ok := strings.CutPrefix(p, "python3Packages."); ok && !strings.Contains(name, ".") {
+			python = append(python, name)
+		} else {
+			nix = append(nix, p)
+		}
+	}
+	for _, p := range pk.Pip {
+		python = append(python, pythonAttr(p))
+	}
+	return nix, dedup(python)
+}
+
+// nixpacks fills in nixpacks' plan: the kit is installed from source with
+// Go from the pinned nixpkgs; the base image's packages and the box's come
+// from the same nixpkgs, Python packages from pip in a virtual environment.
+// Every image has the base's userland, then the chosen base's tools. A
+// base from another flake exists only in the Nix image: nixpacks gets the
+// common layer and the box's own packages.
+func (v *view) nixpacks(c *Config, opts Options) {
 	common, base := baseSpecs["base"], baseSpecs[c.Base]
 	if c.BaseFlake != "" {
 		base = baseSpec{}
 		v.warnings = append(v.warnings, fmt.Sprintf(
 			"base %q comes from another flake, which nixpacks cannot use: nixpacks.toml installs only the common base packages and the box's own (packages.nix, pip, npm), not that base's; list what the nixpacks build needs under [packages] too (the Nix image, flake.nix and the Dockerfile, has the base)",
 			c.Base))
-	}
-	if flyCapped {
-		v.warnings = append(v.warnings, fmt.Sprintf(
-			"sessions.drain gives the box %d s from SIGTERM to SIGKILL, but Fly accepts a kill_timeout of at most %d s: on Fly, prompts still running %d s into a drain are killed (Kubernetes' terminationGracePeriodSeconds is the full %d s); keep sessions.drain at %ds or less for Fly",
-			KillTimeout(c), maxFlyKillTimeout, maxFlyKillTimeout-drainMargin, KillTimeout(c), maxFlyKillTimeout-drainMargin))
-	}
-	if n := c.Deploy.Kubernetes.Replicas; n > 1 {
-		v.warnings = append(v.warnings, fmt.Sprintf(
-			"[deploy.kubernetes] replicas = %d: a session and its files live on one pod, and the Service keeps a client on one pod by its IP address only (behind a proxy or ingress every client may share one IP, or one client change pods); for many users prefer agent-sandbox.json, one sandbox per user or session (docs/kubernetes.md)", n))
-	}
-	if opts.KitVersion != "latest" {
-		v.GloveboxURL += "/" + opts.KitVersion
-	} else {
-		v.warnings = append(v.warnings, "this gbx is a development build, not a release: flake.nix takes glovebox from its default branch and nixpacks installs the kit @latest, so deploys float; generate with a released gbx (go install github.com/glovebox-dev/glovebox/cmd/gbx@vX.Y.Z) to pin both")
 	}
 	v.SetupPkgs = dedup(append(append(append([]string{"cacert", GoAttr}, common.Nix...), base.Nix...), v.NixPackages...))
 	for _, k := range sortedKeys(base.Env) {
@@ -169,18 +177,37 @@ func newView(c *Config, opts Options) *view {
 		v.NpmDir = NpmDir
 	}
 	v.BuildCmds = []string{"mkdir -p " + shelljoin(v.Dirs)}
+}
+
+// viewWarnings are what the author should know about the deploy files:
+// a drain longer than Fly allows, replicas, a development gbx, an agent
+// command without its runtime, a Go agent's build context.
+func viewWarnings(c *Config, opts Options, flyCapped bool) []string {
+	var w []string
+	if flyCapped {
+		w = append(w, fmt.Sprintf(
+			"sessions.drain gives the box %d s from SIGTERM to SIGKILL, but Fly accepts a kill_timeout of at most %d s: on Fly, prompts still running %d s into a drain are killed (Kubernetes' terminationGracePeriodSeconds is the full %d s); keep sessions.drain at %ds or less for Fly",
+			KillTimeout(c), maxFlyKillTimeout, maxFlyKillTimeout-drainMargin, KillTimeout(c), maxFlyKillTimeout-drainMargin))
+	}
+	if n := c.Deploy.Kubernetes.Replicas; n > 1 {
+		w = append(w, fmt.Sprintf(
+			"[deploy.kubernetes] replicas = %d: a session and its files live on one pod, and the Service keeps a client on one pod by its IP address only (behind a proxy or ingress every client may share one IP, or one client change pods); for many users prefer agent-sandbox.json, one sandbox per user or session (docs/kubernetes.md)", n))
+	}
+	if opts.KitVersion == "latest" {
+		w = append(w, "this gbx is a development build, not a release: flake.nix takes glovebox from its default branch and nixpacks installs the kit @latest, so deploys float; generate with a released gbx (go install github.com/glovebox-dev/glovebox/cmd/gbx@vX.Y.Z) to pin both")
+	}
 	if c.Agent.Type == protocol.AgentACP && len(c.Agent.Command) > 0 {
 		switch filepath.Base(c.Agent.Command[0]) {
 		case "npx", "node", "npm":
 			if !hasNode(c.Packages.Nix) {
-				v.warnings = append(v.warnings, fmt.Sprintf("agent.command runs %s, but no Node.js is listed: add \"nodejs_22\" to packages.nix", c.Agent.Command[0]))
+				w = append(w, fmt.Sprintf("agent.command runs %s, but no Node.js is listed: add \"nodejs_22\" to packages.nix", c.Agent.Command[0]))
 			}
 		}
 	}
 	if c.Agent.Type == protocol.AgentGo {
-		v.warnings = append(v.warnings, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml --dockerfile dist/Dockerfile . from there); nixpacks.toml cannot build it and runs the stock kit, so keep railway.json's Dockerfile builder, with the box directory as the Railway service's Root Directory (docs/deploy.md)", c.AgentMain))
+		w = append(w, fmt.Sprintf("agent type \"go\": flake.nix and the Dockerfile build %s from the box directory (dist/ and its parent): build the Dockerfile with the box directory as context (docker build -f dist/Dockerfile ., fly deploy --config dist/fly.toml --dockerfile dist/Dockerfile . from there); nixpacks.toml cannot build it and runs the stock kit, so keep railway.json's Dockerfile builder, with the box directory as the Railway service's Root Directory (docs/deploy.md)", c.AgentMain))
 	}
-	return v
+	return w
 }
 
 // dedup drops repeated strings, keeping the first.
