@@ -213,19 +213,7 @@ func Parse(file string, data []byte) (*Config, error) {
 				c.Version = s
 			}
 		case "base":
-			if s, ok := d.str(k, v); ok {
-				if b := strings.TrimPrefix(s, "glovebox/"); slices.Contains(Bases, b) {
-					c.Base = b
-				} else if ref, attr, err := ParseFlakeBase(s); err != nil {
-					if hint := didYouMean(b, Bases); hint != "" && !strings.Contains(s, "#") {
-						d.errorf(k, "%q is not a base image%s: use one of %s (lower case), or %s", s, hint, strings.Join(Bases, ", "), flakeBaseHelp)
-					} else {
-						d.errorf(k, "%v", err)
-					}
-				} else {
-					c.Base, c.BaseFlake, c.BaseAttr = s, ref, attr
-				}
-			}
+			d.base(k, v, c)
 		case "packages":
 			d.packages(k, v, c)
 		case "env":
@@ -247,19 +235,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		case "sandbox":
 			d.sandbox(k, v, c)
 		case "files":
-			if m, ok := d.table(k, v, "inline"); ok {
-				c.Files = &protocol.FilesSpec{}
-				if x, ok := m["inline"]; ok {
-					c.Files.Inline, _ = d.boolean(k+".inline", x)
-				}
-			}
+			d.files(k, v, c)
 		case "inspect":
-			if m, ok := d.table(k, v, "enabled"); ok {
-				c.Inspect = &protocol.InspectSpec{}
-				if x, ok := m["enabled"]; ok {
-					c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
-				}
-			}
+			d.inspect(k, v, c)
 		case "inputs":
 			d.inputs(k, v, c)
 		case "http":
@@ -267,22 +245,70 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	if len(d.probs) == 0 {
-		d.kubeRequestsWithinLimits(c)
-		if c.Agent.Type == protocol.AgentGo && c.Deploy.Railway.Builder == BuilderNixpacks {
-			d.errorf("deploy.railway.builder", "nixpacks cannot build a Go agent (it builds dist/ alone, with the stock kit): use \"dockerfile\", which builds the agent's module with the box directory as the Railway service's Root Directory")
-		}
-		if _, err := flyMachine(c); err != nil {
-			var ke *keyError
-			if errors.As(err, &ke) {
-				d.errorf(ke.Key, "%s", ke.Msg)
-			}
-		}
+		d.acrossTables(c)
 	}
 	d.injectReachable(c)
 	if err := d.err(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// base is the top-level base: one of Bases (with or without "glovebox/"),
+// or a base from another flake.
+func (d *doc) base(k string, v any, c *Config) {
+	s, ok := d.str(k, v)
+	if !ok {
+		return
+	}
+	if b := strings.TrimPrefix(s, "glovebox/"); slices.Contains(Bases, b) {
+		c.Base = b
+	} else if ref, attr, err := ParseFlakeBase(s); err != nil {
+		if hint := didYouMean(b, Bases); hint != "" && !strings.Contains(s, "#") {
+			d.errorf(k, "%q is not a base image%s: use one of %s (lower case), or %s", s, hint, strings.Join(Bases, ", "), flakeBaseHelp)
+		} else {
+			d.errorf(k, "%v", err)
+		}
+	} else {
+		c.Base, c.BaseFlake, c.BaseAttr = s, ref, attr
+	}
+}
+
+// files is [files]: whether GET /files/{id} serves parked files inline
+// or as downloads.
+func (d *doc) files(k string, v any, c *Config) {
+	if m, ok := d.table(k, v, "inline"); ok {
+		c.Files = &protocol.FilesSpec{}
+		if x, ok := m["inline"]; ok {
+			c.Files.Inline, _ = d.boolean(k+".inline", x)
+		}
+	}
+}
+
+// inspect is [inspect]: whether the box serves the inspector.
+func (d *doc) inspect(k string, v any, c *Config) {
+	if m, ok := d.table(k, v, "enabled"); ok {
+		c.Inspect = &protocol.InspectSpec{}
+		if x, ok := m["enabled"]; ok {
+			c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
+		}
+	}
+}
+
+// acrossTables checks what no one table can: the Kubernetes requests
+// against [limits], a Go agent against the Railway builder, and the Fly
+// machine [limits] asks for.
+func (d *doc) acrossTables(c *Config) {
+	d.kubeRequestsWithinLimits(c)
+	if c.Agent.Type == protocol.AgentGo && c.Deploy.Railway.Builder == BuilderNixpacks {
+		d.errorf("deploy.railway.builder", "nixpacks cannot build a Go agent (it builds dist/ alone, with the stock kit): use \"dockerfile\", which builds the agent's module with the box directory as the Railway service's Root Directory")
+	}
+	if _, err := flyMachine(c); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			d.errorf(ke.Key, "%s", ke.Msg)
+		}
+	}
 }
 
 func (d *doc) packages(path string, v any, c *Config) {

@@ -84,89 +84,101 @@ func parseDoc(file string, data []byte) (*doc, error) {
 // indexLines walks the TOML syntax tree and records the line where each key
 // path is defined. The document is already known to be valid TOML.
 func (d *doc) indexLines(data []byte) {
-	p := unstable.Parser{}
-	p.Reset(data)
-	arrays := map[string]int{} // array-of-tables path -> element count
-	line := func(n *unstable.Node) int { return p.Shape(n.Raw).Start.Line }
-	// resolve turns dotted key parts into a path, stepping into the last
-	// element of any array of tables on the way.
-	resolve := func(prefix string, parts []string) string {
-		path := prefix
-		for _, k := range parts {
-			if path != "" {
-				path += "."
-			}
-			path += quoteKey(k)
-			if n, ok := arrays[path]; ok {
-				path = fmt.Sprintf("%s[%d]", path, n-1)
-			}
-		}
-		return path
-	}
-	keyParts := func(it unstable.Iterator) ([]string, int) {
-		var parts []string
-		ln := 0
-		for it.Next() {
-			n := it.Node()
-			parts = append(parts, string(n.Data))
-			if ln == 0 {
-				ln = line(n)
-			}
-		}
-		return parts, ln
-	}
-	var value func(path string, v *unstable.Node, ln int)
-	value = func(path string, v *unstable.Node, ln int) {
-		d.setLine(path, ln)
-		switch v.Kind {
-		case unstable.Array:
-			i := 0
-			for it := v.Children(); it.Next(); {
-				c := it.Node()
-				if c.Kind == unstable.Comment {
-					continue
-				}
-				cl := ln
-				if c.Raw.Length > 0 {
-					cl = line(c)
-				}
-				value(fmt.Sprintf("%s[%d]", path, i), c, cl)
-				i++
-			}
-		case unstable.InlineTable:
-			for it := v.Children(); it.Next(); {
-				kv := it.Node()
-				if kv.Kind != unstable.KeyValue {
-					continue
-				}
-				parts, kl := keyParts(kv.Key())
-				value(joinPath(path, parts), kv.Value(), kl)
-			}
-		}
-	}
+	ix := &lineIndex{d: d, arrays: map[string]int{}}
+	ix.p.Reset(data)
 	current := ""
-	for p.NextExpression() {
-		e := p.Expression()
+	for ix.p.NextExpression() {
+		e := ix.p.Expression()
 		switch e.Kind {
 		case unstable.Table:
-			parts, ln := keyParts(e.Key())
-			current = resolve("", parts)
+			parts, ln := ix.keyParts(e.Key())
+			current = ix.resolve("", parts)
 			d.setLine(current, ln)
 		case unstable.ArrayTable:
-			parts, ln := keyParts(e.Key())
-			base := resolve("", parts[:len(parts)-1])
+			parts, ln := ix.keyParts(e.Key())
+			base := ix.resolve("", parts[:len(parts)-1])
 			if base != "" {
 				base += "."
 			}
 			base += quoteKey(parts[len(parts)-1])
-			n := arrays[base]
-			arrays[base] = n + 1
+			n := ix.arrays[base]
+			ix.arrays[base] = n + 1
 			d.setLine(base, ln)
 			current = fmt.Sprintf("%s[%d]", base, n)
 			d.setLine(current, ln)
 		case unstable.KeyValue:
-			parts, ln := keyParts(e.Key())
-			value(resolve(current, parts), e.Value(), ln)
+			parts, ln := ix.keyParts(e.Key())
+			ix.value(ix.resolve(current, parts), e.Value(), ln)
+		}
+	}
+}
+
+// lineIndex is indexLines' walk: the parser, and the arrays of tables
+// seen so far.
+type lineIndex struct {
+	d      *doc
+	p      unstable.Parser
+	arrays map[string]int // array-of-tables path -> element count
+}
+
+func (ix *lineIndex) line(n *unstable.Node) int { return ix.p.Shape(n.Raw).Start.Line }
+
+// resolve turns dotted key parts into a path, stepping into the last
+// element of any array of tables on the way.
+func (ix *lineIndex) resolve(prefix string, parts []string) string {
+	path := prefix
+	for _, k := range parts {
+		if path != "" {
+			path += "."
+		}
+		path += quoteKey(k)
+		if n, ok := ix.arrays[path]; ok {
+			path = fmt.Sprintf("%s[%d]", path, n-1)
+		}
+	}
+	return path
+}
+
+// keyParts are a key's dotted parts and the line of its first.
+func (ix *lineIndex) keyParts(it unstable.Iterator) ([]string, int) {
+	var parts []string
+	ln := 0
+	for it.Next() {
+		n := it.Node()
+		parts = append(parts, string(n.Data))
+		if ln == 0 {
+			ln = ix.line(n)
+		}
+	}
+	return parts, ln
+}
+
+// value records the line of path, and of every element and key within it.
+func (ix *lineIndex) value(path string, v *unstable.Node, ln int) {
+	ix.d.setLine(path, ln)
+	switch v.Kind {
+	case unstable.Array:
+		i := 0
+		for it := v.Children(); it.Next(); {
+			c := it.Node()
+			if c.Kind == unstable.Comment {
+				continue
+			}
+			cl := ln
+			if c.Raw.Length > 0 {
+				cl = ix.line(c)
+			}
+			ix.value(fmt.Sprintf("%s[%d]", path, i), c, cl)
+			i++
+		}
+	case unstable.InlineTable:
+		for it := v.Children(); it.Next(); {
+			kv := it.Node()
+			if kv.Kind != unstable.KeyValue {
+				continue
+			}
+			parts, kl := ix.keyParts(kv.Key())
+			ix.value(joinPath(path, parts), kv.Value(), kl)
 		}
 	}
 }

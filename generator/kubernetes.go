@@ -355,34 +355,10 @@ func kubeEgress(c *Config) []any {
 			ports[r.Port] = true
 		}
 	}
-	// What no rule reaches: the link-local ranges and the deny list's
-	// ranges (the proxy's deny wins over its allow), each kept where it
-	// lies inside a rule's range and not already inside another.
-	var denied []netip.Prefix
-	for _, ll := range kubeLinkLocal {
-		denied = append(denied, netip.MustParsePrefix(ll))
-	}
-	for _, d := range n.Deny {
-		if r, err := protocol.ParseEgressRule(d); err == nil && r.Host == "" && r.Port == 0 {
-			denied = append(denied, r.Prefix)
-		}
-	}
-	exceptIn := func(block netip.Prefix) []any {
-		var out []any
-		for _, d := range denied {
-			inside := d.Addr().Is4() == block.Addr().Is4() && block.Contains(d.Addr()) && d.Bits() > block.Bits()
-			covered := slices.ContainsFunc(denied, func(o netip.Prefix) bool {
-				return o != d && o.Addr().Is4() == d.Addr().Is4() && o.Contains(d.Addr()) && o.Bits() < d.Bits()
-			})
-			if inside && !covered && !slices.Contains(out, any(d.String())) {
-				out = append(out, d.String())
-			}
-		}
-		return out
-	}
+	denied := kubeDenied(n)
 	ipBlock := func(block netip.Prefix) map[string]any {
 		b := map[string]any{"cidr": block.String()}
-		if ex := exceptIn(block); len(ex) > 0 {
+		if ex := exceptIn(denied, block); len(ex) > 0 {
 			b["except"] = ex
 		}
 		return map[string]any{"ipBlock": b}
@@ -410,6 +386,37 @@ func kubeEgress(c *Config) []any {
 			rule["ports"] = []any{tcp(r.Port)}
 		}
 		out = append(out, rule)
+	}
+	return out
+}
+
+// kubeDenied is what no rule reaches: the link-local ranges and the deny
+// list's ranges (the proxy's deny wins over its allow).
+func kubeDenied(n *protocol.NetworkSpec) []netip.Prefix {
+	var denied []netip.Prefix
+	for _, ll := range kubeLinkLocal {
+		denied = append(denied, netip.MustParsePrefix(ll))
+	}
+	for _, d := range n.Deny {
+		if r, err := protocol.ParseEgressRule(d); err == nil && r.Host == "" && r.Port == 0 {
+			denied = append(denied, r.Prefix)
+		}
+	}
+	return denied
+}
+
+// exceptIn is an ipBlock's except list: each denied range that lies
+// inside block and not already inside another denied range.
+func exceptIn(denied []netip.Prefix, block netip.Prefix) []any {
+	var out []any
+	for _, d := range denied {
+		inside := d.Addr().Is4() == block.Addr().Is4() && block.Contains(d.Addr()) && d.Bits() > block.Bits()
+		covered := slices.ContainsFunc(denied, func(o netip.Prefix) bool {
+			return o != d && o.Addr().Is4() == d.Addr().Is4() && o.Contains(d.Addr()) && o.Bits() < d.Bits()
+		})
+		if inside && !covered && !slices.Contains(out, any(d.String())) {
+			out = append(out, d.String())
+		}
 	}
 	return out
 }

@@ -90,6 +90,25 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 			}
 		}
 	}
+	r.When = d.ruleWhen(p, t, r.Use.Adapter)
+	d.adapterOptions(p, t, r.Use.Adapter, opts)
+	if len(opts) > 0 {
+		r.Use.Options = opts
+	}
+	if len(d.probs) == before {
+		// What the kit will check at boot (e.g. an options.ttl).
+		if err := (protocol.Policy{Rules: []protocol.Rule{r}}).Check(); err != nil {
+			d.errorf(p, "%s", strings.TrimPrefix(err.Error(), "rule 1 "))
+		}
+	}
+	return r, len(d.probs) == before
+}
+
+// ruleWhen is a rule's condition: its size bounds, always or default; a
+// rule with none of them is the default for inline and localServer, and
+// always for other adapters.
+func (d *doc) ruleWhen(p string, t map[string]any, adapter string) protocol.When {
+	var w protocol.When
 	for _, k := range []string{"above", "below"} {
 		x, ok := t[k]
 		if !ok {
@@ -103,35 +122,42 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 			d.errorf(p+"."+k, "%v", err)
 		}
 		if k == "above" {
-			r.When.SizeAbove = s
+			w.SizeAbove = s
 		} else {
-			r.When.SizeBelow = s
+			w.SizeBelow = s
 		}
 	}
 	if x, ok := t["always"]; ok {
-		r.When.Always, _ = d.boolean(p+".always", x)
+		w.Always, _ = d.boolean(p+".always", x)
 	}
 	if x, ok := t["default"]; ok {
-		r.When.Default, _ = d.boolean(p+".default", x)
+		w.Default, _ = d.boolean(p+".default", x)
 	}
-	if r.When.Always && r.When.Default {
+	if w.Always && w.Default {
 		d.errorf(p, "a rule is either always or default, not both")
 	}
-	if (r.When.Always || r.When.Default) && (r.When.SizeAbove != "" || r.When.SizeBelow != "") {
+	if (w.Always || w.Default) && (w.SizeAbove != "" || w.SizeBelow != "") {
 		d.errorf(p, "a rule with a size bound cannot also be always or default")
 	}
 	_, hasAlways := t["always"]
 	_, hasDefault := t["default"]
-	if r.When.SizeAbove == "" && r.When.SizeBelow == "" && !hasAlways && !hasDefault {
-		switch r.Use.Adapter {
+	if w.SizeAbove == "" && w.SizeBelow == "" && !hasAlways && !hasDefault {
+		switch adapter {
 		case protocol.AdapterInline, protocol.AdapterLocalServer:
-			r.When.Default = true
+			w.Default = true
 		default:
-			r.When.Always = true
+			w.Always = true
 		}
 	}
+	return w
+}
+
+// adapterOptions adds a rule's adapter settings to opts: localServer's
+// ttl (1h unless options set it), s3's and gcs's bucket, region and
+// prefix.
+func (d *doc) adapterOptions(p string, t map[string]any, adapter string, opts map[string]any) {
 	if x, ok := t["ttl"]; ok {
-		if r.Use.Adapter != protocol.AdapterLocalServer {
+		if adapter != protocol.AdapterLocalServer {
 			d.errorf(p+".ttl", "ttl is only for use = \"localServer\"")
 		} else if s, ok := d.str(p+".ttl", x); ok {
 			if _, err := protocol.ParseDuration(s); err != nil {
@@ -139,7 +165,7 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 			}
 			opts["ttl"] = s
 		}
-	} else if r.Use.Adapter == protocol.AdapterLocalServer {
+	} else if adapter == protocol.AdapterLocalServer {
 		if _, set := opts["ttl"]; !set {
 			opts["ttl"] = "1h"
 		}
@@ -149,7 +175,7 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 		if !ok {
 			continue
 		}
-		if r.Use.Adapter != protocol.AdapterS3 && r.Use.Adapter != protocol.AdapterGCS {
+		if adapter != protocol.AdapterS3 && adapter != protocol.AdapterGCS {
 			d.errorf(p+"."+k, "%s is only for use = \"s3\" or \"gcs\"", k)
 			continue
 		}
@@ -157,17 +183,7 @@ func (d *doc) rule(p string, v any, outputs bool) (protocol.Rule, bool) {
 			opts[k] = s
 		}
 	}
-	if (r.Use.Adapter == protocol.AdapterS3 || r.Use.Adapter == protocol.AdapterGCS) && opts["bucket"] == nil {
-		d.errorf(p, "use = %q needs a bucket", r.Use.Adapter)
+	if (adapter == protocol.AdapterS3 || adapter == protocol.AdapterGCS) && opts["bucket"] == nil {
+		d.errorf(p, "use = %q needs a bucket", adapter)
 	}
-	if len(opts) > 0 {
-		r.Use.Options = opts
-	}
-	if len(d.probs) == before {
-		// What the kit will check at boot (e.g. an options.ttl).
-		if err := (protocol.Policy{Rules: []protocol.Rule{r}}).Check(); err != nil {
-			d.errorf(p, "%s", strings.TrimPrefix(err.Error(), "rule 1 "))
-		}
-	}
-	return r, len(d.probs) == before
 }
