@@ -62,15 +62,9 @@ func runBuild(ctx context.Context, stdio IO, args []string) error {
 	if err := checkNixVersion(ctx, nix); err != nil {
 		return err
 	}
-	// A Go agent's flake builds the module around dist/ (src = ./..): the
-	// flake is then the box directory's, entered at dist.
-	ref := "path:" + outDir + "#image"
-	if cfg.AgentMain != "" {
-		rel, err := filepath.Rel(dir, outDir)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("a Go agent's dist/ must be inside its box directory %s (its flake builds the module around it), not %s", show(dir), show(outDir))
-		}
-		ref = "path:" + dir + "?dir=" + filepath.ToSlash(rel) + "#image"
+	ref, err := imageRef(cfg, dir, outDir, show)
+	if err != nil {
+		return err
 	}
 	result := filepath.Join(outDir, "result")
 	fmt.Fprintf(stdio.Stderr, "gbx build: nix build %s (the first build downloads nixpkgs and the box's packages)\n", ref)
@@ -96,6 +90,30 @@ func runBuild(ctx context.Context, stdio IO, args []string) error {
 		fmt.Fprintf(stdio.Stdout, "built %s, but found neither docker nor podman on PATH to load it into: run %s | docker load (or podman load) where one is\n", image, shellQuote(show(result)))
 		return nil
 	}
+	if err := loadImage(ctx, stdio, result, engine, show); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stdout, "loaded %s into %s: docker run -p 8080:8080 -e GLOVEBOX_KEY=\"$(cat %s)\" %s\n", image, filepath.Base(engine),
+		shellQuote(show(filepath.Join(outDir, generator.KeyFile))), image)
+	return nil
+}
+
+// imageRef is the flake output gbx build builds. A Go agent's flake
+// builds the module around dist/ (src = ./..): the flake is then the box
+// directory's, entered at dist.
+func imageRef(cfg *generator.Config, dir, outDir string, show func(string) string) (string, error) {
+	if cfg.AgentMain == "" {
+		return "path:" + outDir + "#image", nil
+	}
+	rel, err := filepath.Rel(dir, outDir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("a Go agent's dist/ must be inside its box directory %s (its flake builds the module around it), not %s", show(dir), show(outDir))
+	}
+	return "path:" + dir + "?dir=" + filepath.ToSlash(rel) + "#image", nil
+}
+
+// loadImage runs the image stream result and pipes it into engine load.
+func loadImage(ctx context.Context, stdio IO, result, engine string, show func(string) string) error {
 	stream := exec.CommandContext(ctx, result)
 	load := exec.CommandContext(ctx, engine, "load")
 	pipe, err := stream.StdoutPipe()
@@ -116,8 +134,6 @@ func runBuild(ctx context.Context, stdio IO, args []string) error {
 	if loadErr != nil {
 		return fmt.Errorf("%s load: %w (its output is above)", filepath.Base(engine), loadErr)
 	}
-	fmt.Fprintf(stdio.Stdout, "loaded %s into %s: docker run -p 8080:8080 -e GLOVEBOX_KEY=\"$(cat %s)\" %s\n", image, filepath.Base(engine),
-		shellQuote(show(filepath.Join(outDir, generator.KeyFile))), image)
 	return nil
 }
 

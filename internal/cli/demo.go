@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -102,15 +103,54 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 	}
 	fmt.Fprintf(w, "▸ GET /environment: %s %s, protocol v%d, capabilities %s.\n", env.Name, env.Version, env.ProtocolVersion, strings.Join(env.Capabilities, ", "))
 
+	exit, err := demoPrompt(ctx, stdio, b, out)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	if err := box.Close(); err != nil {
+		return fmt.Errorf("stop the box: %w", err)
+	}
+	fmt.Fprintf(w, "▸ Stopped the box and removed its directories (%s in all).\n", time.Since(start).Round(time.Millisecond))
+	if exit != 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// demoPrompt sends the demo's prompt to b, prints what comes back,
+// saves the outputs under out and checks them; it returns the command's
+// exit status.
+func demoPrompt(ctx context.Context, stdio IO, b *client.Box, out string) (int, error) {
+	w := stdio.Stdout
 	fmt.Fprintf(w, "▸ Prompting it over WebSocket with notes.txt (%d bytes) attached. The prompt is a shell script:\n", len(demoInput))
 	for _, line := range strings.Split(demoScript, "\n") {
 		fmt.Fprintf(w, "    %s\n", line)
 	}
 	r, err := b.Prompt(ctx, demoScript, client.PromptOptions{Files: map[string]client.File{"notes.txt": {Data: []byte(demoInput), Mime: "text/plain"}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Fprintf(w, "▸ Streamed events (stdout │, stderr ┆):\n")
+	exit := printDemoEvents(ctx, w, r)
+	done, err := r.Wait(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the demo prompt failed: %w", err)
+	}
+	fmt.Fprintf(w, "▸ The command exited with status %d; the prompt completed with %d outputs:\n", exit, len(done.Outputs))
+	if err := saveDemoOutputs(ctx, stdio, r, done, out); err != nil {
+		return 0, err
+	}
+	if err := checkDemoOutputs(out); err != nil {
+		return 0, fmt.Errorf("the demo's outputs are not what the box wrote: %w", err)
+	}
+	fmt.Fprintf(w, "▸ Checked: shout.txt is notes.txt in capitals; numbers.txt counts 1 to %d.\n", demoLines)
+	return exit, nil
+}
+
+// printDemoEvents prints the prompt's events as they come, its output
+// line by line, and returns the command's exit status (-1 without one).
+func printDemoEvents(ctx context.Context, w io.Writer, r *client.Result) int {
 	exit := -1
 	var pending [2]string
 	for e := range r.Events(ctx) {
@@ -144,11 +184,13 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 			fmt.Fprintf(w, "  %s %s\n", mark, pending[i])
 		}
 	}
-	done, err := r.Wait(ctx)
-	if err != nil {
-		return fmt.Errorf("the demo prompt failed: %w", err)
-	}
-	fmt.Fprintf(w, "▸ The command exited with status %d; the prompt completed with %d outputs:\n", exit, len(done.Outputs))
+	return exit
+}
+
+// saveDemoOutputs saves each output of the completed prompt under out,
+// consuming it on the box, and says how it came back.
+func saveDemoOutputs(ctx context.Context, stdio IO, r *client.Result, done *client.Completion, out string) error {
+	w := stdio.Stdout
 	for _, name := range slices.Sorted(maps.Keys(done.Outputs)) {
 		ref := done.Outputs[name]
 		how := "inline: its bytes came in the complete message"
@@ -166,18 +208,6 @@ func runDemo(ctx context.Context, stdio IO, args []string) error {
 			return err
 		}
 		fmt.Fprintf(w, "  %-12s %-7s %9s  %s\n  %12s saved to %s\n", name, ref.Kind, humanSize(n), how, "", displayPath(stdio, dest))
-	}
-	if err := checkDemoOutputs(out); err != nil {
-		return fmt.Errorf("the demo's outputs are not what the box wrote: %w", err)
-	}
-	fmt.Fprintf(w, "▸ Checked: shout.txt is notes.txt in capitals; numbers.txt counts 1 to %d.\n", demoLines)
-	c.Close()
-	if err := box.Close(); err != nil {
-		return fmt.Errorf("stop the box: %w", err)
-	}
-	fmt.Fprintf(w, "▸ Stopped the box and removed its directories (%s in all).\n", time.Since(start).Round(time.Millisecond))
-	if exit != 0 {
-		return &ExitError{Code: 1}
 	}
 	return nil
 }

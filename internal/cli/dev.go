@@ -38,22 +38,7 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if fs.NArg() > 1 {
 		return fmt.Errorf("%w: dev takes at most one DIR", ErrUsage)
 	}
-	dir := absPath(stdio, ".")
-	if fs.NArg() == 1 {
-		dir = absPath(stdio, fs.Arg(0))
-	}
-	if state == "" {
-		state = filepath.Join(dir, ".glovebox")
-	} else {
-		state = absPath(stdio, state)
-	}
-	if addr == "" {
-		port := stdio.Getenv("GLOVEBOX_PORT")
-		if port == "" {
-			port = strconv.Itoa(protocol.DefaultPort)
-		}
-		addr = "127.0.0.1:" + port
-	}
+	dir, state, addr := devLocations(stdio, fs.Arg(0), state, addr)
 	key := stdio.Getenv("GLOVEBOX_KEY")
 	if key == "" {
 		var err error
@@ -79,20 +64,9 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if hostEnv {
 		cleanEnv = false
 	}
-	hostPath := stdio.Getenv("PATH")
-	if hostPath == "" {
-		hostPath = os.Getenv("PATH")
-	}
-	tools := findDevTools(ctx, stdio, m, hostPath, !noNix)
-	if tools.warning != "" {
-		fmt.Fprintln(stdio.Stderr, tools.warning)
-	}
-	// [packages] npm (an agent preset's CLI): from the box's lock, first on
-	// PATH, as the image's /bin.
-	if npmBin, err := devNpm(ctx, stdio, dir, state); err != nil {
+	tools, err := devToolsOf(ctx, stdio, m, dir, state, !noNix)
+	if err != nil {
 		return err
-	} else if npmBin != "" {
-		tools.path = npmBin + string(os.PathListSeparator) + tools.path
 	}
 	if err := enterableState(state); err != nil {
 		return err
@@ -118,13 +92,62 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 		fmt.Fprintln(stdio.Stderr, w)
 	}
 	fmt.Fprint(stdio.Stdout, devBanner(m, source, box.URL, key, state, tools, cleanEnv, sb, stdio.Getenv("HOME")))
+	return serveUntilDone(ctx, stdio, box)
+}
+
+// devLocations are dev's box directory (arg, else the working
+// directory), its state directory (state, else DIR/.glovebox) and its
+// listen address (addr, else 127.0.0.1:$GLOVEBOX_PORT or the default port).
+func devLocations(stdio IO, arg, state, addr string) (dir, stateDir, listen string) {
+	dir = absPath(stdio, ".")
+	if arg != "" {
+		dir = absPath(stdio, arg)
+	}
+	if state == "" {
+		state = filepath.Join(dir, ".glovebox")
+	} else {
+		state = absPath(stdio, state)
+	}
+	if addr == "" {
+		port := stdio.Getenv("GLOVEBOX_PORT")
+		if port == "" {
+			port = strconv.Itoa(protocol.DefaultPort)
+		}
+		addr = "127.0.0.1:" + port
+	}
+	return dir, state, addr
+}
+
+// devToolsOf finds the tools prompts run with (printing the warning about
+// any missing), with [packages] npm (an agent preset's CLI), from the
+// box's lock, first on PATH, as the image's /bin.
+func devToolsOf(ctx context.Context, stdio IO, m *protocol.Manifest, dir, state string, useNix bool) (devTools, error) {
+	hostPath := stdio.Getenv("PATH")
+	if hostPath == "" {
+		hostPath = os.Getenv("PATH")
+	}
+	tools := findDevTools(ctx, stdio, m, hostPath, useNix)
+	if tools.warning != "" {
+		fmt.Fprintln(stdio.Stderr, tools.warning)
+	}
+	if npmBin, err := devNpm(ctx, stdio, dir, state); err != nil {
+		return devTools{}, err
+	} else if npmBin != "" {
+		tools.path = npmBin + string(os.PathListSeparator) + tools.path
+	}
+	return tools, nil
+}
+
+// serveUntilDone waits for ctx to end or the box to stop serving, then
+// closes the box.
+func serveUntilDone(ctx context.Context, stdio IO, box *localBox) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-box.done:
 		box.done <- serveErr // Close reads it again
 	}
-	err = box.Close()
+	err := box.Close()
 	fmt.Fprintln(stdio.Stdout, "stopped")
 	if serveErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("serve: %w", serveErr)

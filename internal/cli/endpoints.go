@@ -66,24 +66,7 @@ func runEndpoints(ctx context.Context, stdio IO, args []string) error {
 	}
 	switch verb {
 	case "ls":
-		if len(eps) == 0 {
-			fmt.Fprintf(stdio.Stdout, "no endpoints in %s: add one with gbx endpoints add NAME URL\n", path)
-			return nil
-		}
-		tw := tabwriter.NewWriter(stdio.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tURL\tKEY")
-		for _, name := range slices.Sorted(maps.Keys(eps)) {
-			e := eps[name]
-			where := "$GLOVEBOX_KEY"
-			switch {
-			case e.Key != "":
-				where = "in the file"
-			case e.KeyEnv != "":
-				where = "$" + e.KeyEnv
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, e.URL, where)
-		}
-		return tw.Flush()
+		return printEndpoints(stdio, path, eps)
 	case "rm":
 		for _, name := range flags.Args()[1:] {
 			if _, ok := eps[name]; !ok {
@@ -125,6 +108,29 @@ func runEndpoints(ctx context.Context, stdio IO, args []string) error {
 		fmt.Fprintf(stdio.Stderr, "its key comes from $GLOVEBOX_KEY; pass --key-env VAR to name another variable\n")
 	}
 	return nil
+}
+
+// printEndpoints is gbx endpoints ls: each endpoint's name, URL and
+// where its key comes from.
+func printEndpoints(stdio IO, path string, eps map[string]endpointEntry) error {
+	if len(eps) == 0 {
+		fmt.Fprintf(stdio.Stdout, "no endpoints in %s: add one with gbx endpoints add NAME URL\n", path)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tURL\tKEY")
+	for _, name := range slices.Sorted(maps.Keys(eps)) {
+		e := eps[name]
+		where := "$GLOVEBOX_KEY"
+		switch {
+		case e.Key != "":
+			where = "in the file"
+		case e.KeyEnv != "":
+			where = "$" + e.KeyEnv
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, e.URL, where)
+	}
+	return tw.Flush()
 }
 
 // readEndpoints reads the endpoints file; a missing file holds none.

@@ -54,28 +54,7 @@ func runFiles(ctx context.Context, stdio IO, args []string) error {
 	defer c.Close()
 	switch verb {
 	case "ls":
-		l, err := b.Files(ctx)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return printJSON(stdio.Stdout, l)
-		}
-		if len(l.Files) == 0 {
-			fmt.Fprintln(stdio.Stdout, "no files")
-			return nil
-		}
-		now := time.Now()
-		tw := tabwriter.NewWriter(stdio.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSIZE\tEXPIRES\tNAME")
-		for _, f := range l.Files {
-			exp := "in " + ago(f.Expires.Sub(now))
-			if !now.Before(f.Expires) {
-				exp = "expired"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.ID, humanSize(f.Size), exp, f.Name)
-		}
-		return tw.Flush()
+		return listFiles(ctx, stdio, b, asJSON)
 	case "rm":
 		var errs []error
 		for _, id := range fs.Args()[1:] {
@@ -108,6 +87,33 @@ func runFiles(ctx context.Context, stdio IO, args []string) error {
 	}
 	fmt.Fprintf(stdio.Stderr, "saved %s (%s)\n", out, humanSize(n))
 	return nil
+}
+
+// listFiles is gbx files ls: the box's parked files, as a table or
+// as the box's JSON.
+func listFiles(ctx context.Context, stdio IO, b *client.Box, asJSON bool) error {
+	l, err := b.Files(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdio.Stdout, l)
+	}
+	if len(l.Files) == 0 {
+		fmt.Fprintln(stdio.Stdout, "no files")
+		return nil
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSIZE\tEXPIRES\tNAME")
+	for _, f := range l.Files {
+		exp := "in " + ago(f.Expires.Sub(now))
+		if !now.Before(f.Expires) {
+			exp = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.ID, humanSize(f.Size), exp, f.Name)
+	}
+	return tw.Flush()
 }
 
 // saveFile writes r to path through a temporary file, so that a failed

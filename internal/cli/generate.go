@@ -57,32 +57,9 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	prevLock, err := os.ReadFile(filepath.Join(outDir, generator.LockFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read lock: %w", err)
-	}
-	prevFly, err := os.ReadFile(filepath.Join(outDir, generator.FlyFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read fly.toml: %w", err)
-	}
-	prevNpm, err := os.ReadFile(filepath.Join(outDir, generator.NpmLockFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read npm lock: %w", err)
-	}
-	// The npm lock is kept while [packages] npm is unchanged; generate makes
-	// a new one with npm (from the registry) when they change. --check
-	// resolves nothing: a lock that is missing or for other packages is
-	// drift.
-	npmLock := prevNpm
-	if !*check {
-		if npmLock, err = generator.ResolveNpm(ctx, cfg, prevNpm); err != nil {
-			return err
-		}
-	}
-	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
-	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
-		pin.Ref = opts.KitVersion // the tag flake.nix names
-		opts.Glovebox = &pin
+	opts, err := generateOptions(ctx, cfg, outDir, key, *check)
+	if err != nil {
+		return err
 	}
 	res, err := generator.Generate(cfg, opts)
 	if *check && errors.Is(err, generator.ErrNpmUnresolved) {
@@ -98,27 +75,7 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	}
 
 	if *check {
-		if key.Source == "manifest" {
-			fmt.Fprintf(stdio.Stdout, "%s is not here (it is kept out of git): checking against the fingerprint %s names, %s\n",
-				show(filepath.Join(outDir, generator.KeyFile)), show(filepath.Join(outDir, generator.ManifestFile)), key.Fingerprint)
-		}
-		drifts, err := generator.Diff(outDir, res.Files)
-		if err != nil {
-			return err
-		}
-		if len(drifts) == 0 {
-			fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
-			return nil
-		}
-		for _, d := range drifts {
-			if strings.Contains(d.Diff, "\n") {
-				fmt.Fprintf(stdio.Stdout, "%s: differs\n  %s\n", show(filepath.Join(outDir, d.Name)), strings.ReplaceAll(d.Diff, "\n", "\n  "))
-			} else {
-				fmt.Fprintf(stdio.Stdout, "%s: %s\n", show(filepath.Join(outDir, d.Name)), d.Diff)
-			}
-		}
-		fmt.Fprintf(stdio.Stdout, "%d file(s) differ: run `gbx generate` to update %s\n", len(drifts), show(outDir))
-		return &ExitError{Code: 1}
+		return checkDrift(stdio, outDir, res.Files, key, show)
 	}
 
 	changed, err := generator.Write(outDir, res.Files)
@@ -131,6 +88,13 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	if len(changed) == 0 {
 		fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
 	}
+	printKey(stdio, key, outDir, show)
+	fmt.Fprint(stdio.Stdout, nextSteps(cfg, dir, outDir, show))
+	return nil
+}
+
+// printKey says where the box key came from, and its fingerprint.
+func printKey(stdio IO, key generator.Key, outDir string, show func(string) string) {
 	switch key.Source {
 	case "rotated":
 		fmt.Fprintf(stdio.Stdout, "rotated the box key: fingerprint %s (redeploy with the new GLOVEBOX_KEY)\n", key.Fingerprint)
@@ -141,8 +105,74 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 	default:
 		fmt.Fprintf(stdio.Stdout, "box key kept: fingerprint %s\n", key.Fingerprint)
 	}
-	fmt.Fprint(stdio.Stdout, nextSteps(cfg, dir, outDir, show))
-	return nil
+}
+
+// generateOptions are the generator's options for cfg: the key, this
+// gbx's release, and what outDir keeps from the last run. The npm lock is
+// kept while [packages] npm is unchanged; generate makes a new one with npm
+// (from the registry) when they change. check resolves nothing: a lock
+// that is missing or for other packages is drift.
+func generateOptions(ctx context.Context, cfg *generator.Config, outDir string, key generator.Key, check bool) (generator.Options, error) {
+	prevLock, prevFly, prevNpm, err := readPrevious(outDir)
+	if err != nil {
+		return generator.Options{}, err
+	}
+	npmLock := prevNpm
+	if !check {
+		if npmLock, err = generator.ResolveNpm(ctx, cfg, prevNpm); err != nil {
+			return generator.Options{}, err
+		}
+	}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
+	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
+		pin.Ref = opts.KitVersion // the tag flake.nix names
+		opts.Glovebox = &pin
+	}
+	return opts, nil
+}
+
+// readPrevious reads what generate keeps from the output directory's
+// last run: flake.lock, fly.toml and the npm lock, each nil when absent.
+func readPrevious(outDir string) (lock, fly, npm []byte, err error) {
+	lock, err = os.ReadFile(filepath.Join(outDir, generator.LockFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, fmt.Errorf("read lock: %w", err)
+	}
+	fly, err = os.ReadFile(filepath.Join(outDir, generator.FlyFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, fmt.Errorf("read fly.toml: %w", err)
+	}
+	npm, err = os.ReadFile(filepath.Join(outDir, generator.NpmLockFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, fmt.Errorf("read npm lock: %w", err)
+	}
+	return lock, fly, npm, nil
+}
+
+// checkDrift is generate --check: it reports each file in outDir that
+// differs from files and fails with exit status 1 when any does.
+func checkDrift(stdio IO, outDir string, files []generator.File, key generator.Key, show func(string) string) error {
+	if key.Source == "manifest" {
+		fmt.Fprintf(stdio.Stdout, "%s is not here (it is kept out of git): checking against the fingerprint %s names, %s\n",
+			show(filepath.Join(outDir, generator.KeyFile)), show(filepath.Join(outDir, generator.ManifestFile)), key.Fingerprint)
+	}
+	drifts, err := generator.Diff(outDir, files)
+	if err != nil {
+		return err
+	}
+	if len(drifts) == 0 {
+		fmt.Fprintf(stdio.Stdout, "%s is up to date\n", show(outDir))
+		return nil
+	}
+	for _, d := range drifts {
+		if strings.Contains(d.Diff, "\n") {
+			fmt.Fprintf(stdio.Stdout, "%s: differs\n  %s\n", show(filepath.Join(outDir, d.Name)), strings.ReplaceAll(d.Diff, "\n", "\n  "))
+		} else {
+			fmt.Fprintf(stdio.Stdout, "%s: %s\n", show(filepath.Join(outDir, d.Name)), d.Diff)
+		}
+	}
+	fmt.Fprintf(stdio.Stdout, "%d file(s) differ: run `gbx generate` to update %s\n", len(drifts), show(outDir))
+	return &ExitError{Code: 1}
 }
 
 // nextSteps are the commands that take a generated box to a running one,
