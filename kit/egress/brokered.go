@@ -9,10 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
-
-	"github.com/glovebox-dev/glovebox/kit/netguard"
 )
 
 // serveBrokered terminates the agent's TLS with a certificate for host
@@ -39,7 +36,11 @@ func (h *handler) serveBrokered(host string, port int, d Decision) {
 		if !ok {
 			return
 		}
-		dd := h.decideBrokered(host, port, up, req)
+		var same *upstream
+		if up != nil {
+			same = up.raw
+		}
+		dd := h.decideRequest(host, port, req, same)
 		ev := event("https", host, port, dd)
 		if !dd.Allowed() {
 			writeBlock(tc, host, port, dd)
@@ -120,29 +121,6 @@ func (h *handler) nextBrokeredRequest(tc *tls.Conn, lim *limiter, br *bufio.Read
 	}
 	h.c.SetReadDeadline(time.Time{})
 	return req, true
-}
-
-// decideBrokered decides one request with the session's rules as they are
-// now: with an upstream open, against the address it is connected to (no
-// new lookup); then the ask step; then, for a host whose rules inspect
-// requests, the request's method and path.
-func (h *handler) decideBrokered(host string, port int, up *brokeredUpstream, req *http.Request) Decision {
-	rs := h.rules()
-	var dd Decision
-	if up != nil {
-		_, isAddr := netguard.ParseHost(host)
-		dd = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{up.raw.addr})
-	} else {
-		dd = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
-	}
-	dd = h.ask(host, port, dd)
-	if dd.Allowed() && dd.inspect {
-		if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
-			rd.Addrs = dd.Addrs
-			dd = rd
-		}
-	}
-	return dd
 }
 
 // dialBrokered connects to one of d's addresses and verifies the host's

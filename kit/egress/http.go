@@ -66,38 +66,23 @@ func isClosed(err error) bool {
 // may carry another request.
 func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader) bool {
 	host := normHost(req.URL.Hostname())
-	port := 80
-	if ps := req.URL.Port(); ps != "" {
-		n, err := strconv.Atoi(ps)
-		if err != nil || n < 1 || n > 65535 {
-			writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: bad port "+strconv.Quote(ps)+"\n")
-			return false
-		}
-		port = n
+	port, ok := h.requestPort(req)
+	if !ok {
+		return false
 	}
-	rs := h.rules()
-	var d Decision
+	var same *upstream
 	if u := *up; u != nil && u.host == host && u.port == port {
-		_, isAddr := netguard.ParseHost(host)
-		d = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{u.addr})
-	} else {
-		d = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
+		same = u
 	}
-	d = h.ask(host, port, d)
-	if d.Allowed() && d.inspect {
-		if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
-			rd.Addrs = d.Addrs
-			d = rd
-		}
-	}
+	d := h.decideRequest(host, port, req, same)
 	ev := event("http", host, port, d)
 	if !d.Allowed() {
 		writeBlock(h.c, host, port, d)
 		h.emit(ev)
 		return false
 	}
-	if u := *up; u == nil || u.host != host || u.port != port {
-		if u != nil {
+	if same == nil {
+		if u := *up; u != nil {
 			u.Close()
 			*up = nil
 		}
@@ -112,18 +97,7 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	}
 	u := *up
 	out0, in0 := u.out.Load(), u.in.Load()
-	ev.Stripped = h.p.strip(req.Header)
-	ev.Stripped = appendNew(ev.Stripped, h.p.stripURL(req.URL)...)
-	if len(ev.Stripped) > 0 {
-		h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", ev.Stripped)
-	}
-	if req.Header.Get("Expect") == "100-continue" {
-		io.WriteString(h.c, "HTTP/1.1 100 Continue\r\n\r\n")
-	}
-	removeHopHeaders(req.Header)
-	req.Header.Del("Expect")
-	req.RequestURI = ""
-	req.Host = req.URL.Host // the host the policy decided, whatever the Host header said
+	ev.Stripped = h.stripRequest(req, host)
 	clientClose := req.Close
 	req.Close = false
 	resp, err := roundTrip(u, *upBR, req)
@@ -152,6 +126,64 @@ func (h *handler) forward(req *http.Request, up **upstream, upBR **bufio.Reader)
 	ev.BytesOut, ev.BytesIn = u.out.Load()-out0, u.in.Load()-in0
 	h.emit(ev)
 	return keep
+}
+
+// requestPort is the port of a plain-HTTP request's URL, 80 when it names
+// none; a bad one is answered with 400 and reports false.
+func (h *handler) requestPort(req *http.Request) (int, bool) {
+	ps := req.URL.Port()
+	if ps == "" {
+		return 80, true
+	}
+	n, err := strconv.Atoi(ps)
+	if err != nil || n < 1 || n > 65535 {
+		writeSimple(h.c, http.StatusBadRequest, "Bad Request", "glovebox egress proxy: bad port "+strconv.Quote(ps)+"\n")
+		return 0, false
+	}
+	return n, true
+}
+
+// decideRequest decides one request with the session's rules as they are
+// now: on an upstream already open to the host (same, nil for none),
+// against the address it is connected to (no new lookup); then the ask
+// step; then, for a host whose rules inspect requests, the request's
+// method and path.
+func (h *handler) decideRequest(host string, port int, req *http.Request, same *upstream) Decision {
+	rs := h.rules()
+	var d Decision
+	if same != nil {
+		_, isAddr := netguard.ParseHost(host)
+		d = rs.decideAddrs(h.p.guard, host, !isAddr, port, []netip.Addr{same.addr})
+	} else {
+		d = rs.decide(h.ctx, h.p.guard, h.resolve, host, port)
+	}
+	d = h.ask(host, port, d)
+	if d.Allowed() && d.inspect {
+		if rd := rs.request(host, port, req.Method, requestPath(req)); !rd.Allowed() {
+			rd.Addrs = d.Addrs
+			d = rd
+		}
+	}
+	return d
+}
+
+// stripRequest removes from a plain-HTTP request every secret's
+// placeholder (no secret is brokered over plain HTTP) and returns their
+// names; it readies req to be sent as is to host.
+func (h *handler) stripRequest(req *http.Request, host string) []string {
+	stripped := h.p.strip(req.Header)
+	stripped = appendNew(stripped, h.p.stripURL(req.URL)...)
+	if len(stripped) > 0 {
+		h.p.log.Warn("egress: placeholders stripped", "session", h.s.ID, "host", host, "secrets", stripped)
+	}
+	if req.Header.Get("Expect") == "100-continue" {
+		io.WriteString(h.c, "HTTP/1.1 100 Continue\r\n\r\n")
+	}
+	removeHopHeaders(req.Header)
+	req.Header.Del("Expect")
+	req.RequestURI = ""
+	req.Host = req.URL.Host // the host the policy decided, whatever the Host header said
+	return stripped
 }
 
 // requestPath is the path of req as it goes upstream, escaped as sent:
