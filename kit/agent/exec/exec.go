@@ -186,16 +186,61 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	if strings.IndexByte(text, 0) >= 0 {
 		return "", errors.New("exec: the prompt text holds a NUL byte, which no shell command can")
 	}
+	r, err := c.start(text)
+	if err != nil {
+		return "", err
+	}
+	tail, err := r.stream(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	st, err := r.proc.Wait()
+	if err != nil {
+		return "", fmt.Errorf("exec: wait: %w", err)
+	}
+	ex := Exit{Code: st.Code, Limit: st.Limit}
+	if st.Signal != 0 {
+		ex.Signal = sandbox.SignalName(st.Signal)
+	}
+	if err := t.Emit(EventExit, ex); err != nil {
+		return "", emitErr(ctx, err)
+	}
+	if st.Limit != "" {
+		return "", &agent.Error{Code: protocol.CodeLimit, Err: fmt.Errorf("exec: the command was stopped (%s): %s", st, sandbox.LimitMessage(st.Limit))}
+	}
+	return tail.String(), nil
+}
 
+// run is one prompt's command, from its start until it and its output
+// have ended.
+type run struct {
+	cfg        config
+	box        *sandbox.Session
+	proc       *sandbox.Process
+	outR, errR *os.File
+
+	chunks   chan chunk
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	open     int  // streams not yet at their end
+	exited   bool // the command has exited
+	stopping bool
+	drained  chan struct{} // closed once both streams ended
+	stopped  chan struct{} // closed once everything was stopped
+}
+
+// start runs text with the shell in the session's sandbox, its output on
+// two pipes, and starts reading them.
+func (c *conversation) start(text string) (*run, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return "", fmt.Errorf("exec: stdout pipe: %w", err)
+		return nil, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return "", fmt.Errorf("exec: stderr pipe: %w", err)
+		return nil, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 	// never the kit's own environment, even by accident
 	env := make([]string, 0, len(c.s.Env)+1)
@@ -222,112 +267,98 @@ func (c *conversation) Prompt(ctx context.Context, t agent.Turn) (string, error)
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		return "", fmt.Errorf("exec: start %s in %s: %w", c.cfg.shell, c.s.Dirs.Work, startErr)
+		return nil, fmt.Errorf("exec: start %s in %s: %w", c.cfg.shell, c.s.Dirs.Work, startErr)
 	}
+	r := &run{cfg: c.cfg, box: box, proc: proc, outR: outR, errR: errR,
+		chunks: make(chan chunk), quit: make(chan struct{}), open: 2,
+		drained: make(chan struct{}), stopped: make(chan struct{})}
+	r.wg.Add(2)
+	go readStream(&r.wg, outR, Stdout, r.chunks, r.quit)
+	go readStream(&r.wg, errR, Stderr, r.chunks, r.quit)
+	return r, nil
+}
 
-	chunks := make(chan chunk)
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go readStream(&wg, outR, Stdout, chunks, quit)
-	go readStream(&wg, errR, Stderr, chunks, quit)
-
-	var (
-		tail     = newTail(c.cfg.messageLimit)
-		open     = 2
-		exited   = false
-		procDone = proc.Done() // nil once seen: a closed channel is always ready
-		stopping = false
-		drained  = make(chan struct{}) // closed once both streams ended
-		stopped  = make(chan struct{}) // closed once everything was stopped
-	)
-	// stop ends everything the command started and, should a process that
-	// escaped every layer still hold a pipe, unblocks the readers once the
-	// output had time to drain; they read what the pipes still hold.
-	stop := func() {
-		if stopping {
-			return
-		}
-		stopping = true
-		go func() {
-			defer close(stopped)
-			proc.Stop(c.cfg.grace)
-			box.KillAll()
-			timer := time.NewTimer(max(c.cfg.grace, minDrain))
-			defer timer.Stop()
-			select {
-			case <-drained:
-			case <-timer.C:
-				outR.SetReadDeadline(time.Now())
-				errR.SetReadDeadline(time.Now())
-			}
-		}()
-	}
-	// finish waits for everything Prompt started.
-	finish := func() {
-		close(quit)
-		wg.Wait()
-		if !exited {
-			<-proc.Done()
-			exited = true
-		}
-		if open > 0 {
-			close(drained)
-			open = 0
-		}
-		if stopping {
-			<-stopped
-		}
-		outR.Close()
-		errR.Close()
-	}
-	abort := func(err error) (string, error) {
-		stop()
-		finish()
-		return "", err
-	}
-
-	for open > 0 || !exited {
+// stream emits the command's output as it comes until the command has
+// exited and its output ended, and returns the tail of its stdout. When
+// ctx ends or an event cannot be emitted, it stops the command first.
+func (r *run) stream(ctx context.Context, t agent.Turn) (*tail, error) {
+	out := newTail(r.cfg.messageLimit)
+	procDone := r.proc.Done() // nil once seen: a closed channel is always ready
+	for r.open > 0 || !r.exited {
 		select {
-		case ch := <-chunks:
+		case ch := <-r.chunks:
 			if ch.eof {
-				if open--; open == 0 {
-					close(drained)
+				if r.open--; r.open == 0 {
+					close(r.drained)
 				}
 				continue
 			}
 			if ch.stream == Stdout {
-				tail.Write(ch.data)
+				out.Write(ch.data)
 			}
 			if err := t.Emit(EventTextDelta, TextDelta{Text: string(ch.data), Stream: ch.stream}); err != nil {
-				return abort(emitErr(ctx, err))
+				return nil, r.abort(emitErr(ctx, err))
 			}
 		case <-procDone:
 			procDone = nil
-			exited = true
+			r.exited = true
 			// Whatever the command left in the background goes with it.
-			stop()
+			r.stop()
 		case <-ctx.Done():
-			return abort(ctx.Err())
+			return nil, r.abort(ctx.Err())
 		}
 	}
-	finish()
+	r.finish()
+	return out, nil
+}
 
-	st, err := proc.Wait()
-	if err != nil {
-		return "", fmt.Errorf("exec: wait: %w", err)
+// stop ends everything the command started and, should a process that
+// escaped every layer still hold a pipe, unblocks the readers once the
+// output had time to drain; they read what the pipes still hold.
+func (r *run) stop() {
+	if r.stopping {
+		return
 	}
-	ex := Exit{Code: st.Code, Limit: st.Limit}
-	if st.Signal != 0 {
-		ex.Signal = sandbox.SignalName(st.Signal)
+	r.stopping = true
+	go func() {
+		defer close(r.stopped)
+		r.proc.Stop(r.cfg.grace)
+		r.box.KillAll()
+		timer := time.NewTimer(max(r.cfg.grace, minDrain))
+		defer timer.Stop()
+		select {
+		case <-r.drained:
+		case <-timer.C:
+			r.outR.SetReadDeadline(time.Now())
+			r.errR.SetReadDeadline(time.Now())
+		}
+	}()
+}
+
+// finish waits for everything start and stop started.
+func (r *run) finish() {
+	close(r.quit)
+	r.wg.Wait()
+	if !r.exited {
+		<-r.proc.Done()
+		r.exited = true
 	}
-	if err := t.Emit(EventExit, ex); err != nil {
-		return "", emitErr(ctx, err)
+	if r.open > 0 {
+		close(r.drained)
+		r.open = 0
 	}
-	if st.Limit != "" {
-		return "", &agent.Error{Code: protocol.CodeLimit, Err: fmt.Errorf("exec: the command was stopped (%s): %s", st, sandbox.LimitMessage(st.Limit))}
+	if r.stopping {
+		<-r.stopped
 	}
-	return tail.String(), nil
+	r.outR.Close()
+	r.errR.Close()
+}
+
+// abort stops the command, waits for it, and returns err.
+func (r *run) abort(err error) error {
+	r.stop()
+	r.finish()
+	return err
 }
 
 // emitErr explains a failed Emit, preferring the context's error when the

@@ -154,7 +154,7 @@ func run(t *testing.T, ctx context.Context, s *agent.Session, tr *turn, opts ...
 // prompt that started it.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	testkit.NoGoroutines(t, "kit/agent/exec.readStream", "kit/agent/exec.(*conversation).Prompt.func")
+	testkit.NoGoroutines(t, "kit/agent/exec.readStream", "kit/agent/exec.(*run).stop")
 }
 
 // testContext is the context of a test prompt: a deadlock fails the test
