@@ -433,21 +433,7 @@ func (m *Manifest) Check() error {
 			add("manifest: fs.%s must be writable", k)
 		}
 	}
-	for _, k := range sortedKeys(m.Env) {
-		if !envNameRE.MatchString(k) {
-			add("manifest: env %q is not a valid variable name (letters, digits and _, not starting with a digit)", k)
-		}
-		if in := m.Env[k].Inject; in != nil {
-			if !m.Env[k].Secret {
-				add("manifest: env.%s.inject needs secret = true", k)
-			}
-			if err := in.Check(); err != nil {
-				for _, e := range strings.Split(err.Error(), "\n") {
-					add("manifest: env.%s.inject.%s", k, e)
-				}
-			}
-		}
-	}
+	checkEnv(m.Env, add)
 	if n := m.Network; n != nil {
 		if err := n.Check(); err != nil {
 			for _, e := range strings.Split(err.Error(), "\n") {
@@ -455,30 +441,7 @@ func (m *Manifest) Check() error {
 			}
 		}
 	}
-	for _, f := range []struct{ name, v string }{{"limits.memory", m.Limits.Memory}, {"limits.disk", m.Limits.Disk}} {
-		if f.v != "" {
-			if _, err := ParseQuantity(f.v); err != nil {
-				add("manifest: %s: %v", f.name, err)
-			}
-		}
-	}
-	for _, f := range []struct{ name, v string }{{"limits.max_message", m.Limits.MaxMessage}, {"limits.max_input", m.Limits.MaxInput}, {"limits.frame_budget", m.Limits.FrameBudget}} {
-		if f.v != "" {
-			if _, err := ParseSize(f.v); err != nil {
-				add("manifest: %s: %v", f.name, err)
-			}
-		}
-	}
-	if m.Limits.MaxConnections < 0 {
-		add("manifest: limits.max_connections: %d is negative: want a count of connections, or 0 for the default", m.Limits.MaxConnections)
-	}
-	for _, f := range []struct{ name, v string }{{"limits.timeout", m.Limits.Timeout}, {"limits.input_timeout", m.Limits.InputTimeout}} {
-		if f.v != "" {
-			if _, err := ParseDuration(f.v); err != nil {
-				add("manifest: %s: %v", f.name, err)
-			}
-		}
-	}
+	m.Limits.check(add)
 	if err := m.StoragePolicy.Inputs.Check(); err != nil {
 		add("manifest: storage_policy.inputs: %v", err)
 	}
@@ -486,23 +449,7 @@ func (m *Manifest) Check() error {
 		add("manifest: storage_policy.outputs: %v", err)
 	}
 	if a := m.Agent; a != nil {
-		switch a.Type {
-		case AgentExec, AgentGo:
-			if len(a.Command) > 0 {
-				add("manifest: agent.command is only for agent type %q", AgentACP)
-			}
-		case AgentACP:
-			if len(a.Command) == 0 || strings.TrimSpace(a.Command[0]) == "" {
-				add("manifest: agent type %q needs a command, e.g. [\"npx\", \"my-agent\"]", AgentACP)
-			}
-		default:
-			add("manifest: agent.type %q is not one of exec, acp, go", a.Type)
-		}
-		for _, k := range sortedKeys(a.Env) {
-			if !envNameRE.MatchString(k) {
-				add("manifest: agent.env %q is not a valid variable name", k)
-			}
-		}
+		a.check(add)
 	}
 	if m.Limits.CPU != "" {
 		if _, err := ParseCPU(m.Limits.CPU); err != nil {
@@ -536,19 +483,7 @@ func (m *Manifest) Check() error {
 		}
 	}
 	if s := m.Sessions; s != nil {
-		if s.ResumeGrace != "" {
-			if _, err := ParseDuration(s.ResumeGrace); err != nil {
-				add("manifest: sessions.resume_grace: %v", err)
-			}
-		}
-		if s.Drain != "" {
-			if _, err := ParseDuration(s.Drain); err != nil {
-				add("manifest: sessions.drain: %v", err)
-			}
-		}
-		if s.Max < 0 || s.MaxQueue < 0 {
-			add("manifest: sessions.max and sessions.max_queue must not be negative")
-		}
+		s.check(add)
 	}
 	return errors.Join(errs...)
 }
