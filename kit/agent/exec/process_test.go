@@ -166,6 +166,19 @@ func TestPromptEscapedProcess(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// killAtEnd kills, once the test has ended, the escaped process whose pid
+// the prompt wrote to pidFile, and waits for it to be gone.
+func killAtEnd(t *testing.T, pidFile string) {
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				waitGone(t, pid)
+			}
+		}
+	})
+}
+
 // waitGone waits until pid no longer runs (a zombie awaiting its reaper
 // counts as gone) and fails the test if it still runs after a long while.
 func waitGone(t *testing.T, pid int) {
@@ -211,14 +224,7 @@ func TestPromptOutputHeldWhenCut(t *testing.T) {
 			})
 		},
 	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-				waitGone(t, pid)
-			}
-		}
-	})
+	killAtEnd(t, pidFile)
 	if _, err := run(t, testContext(t), s, tr, exec.WithGrace(0)); err != nil {
 		t.Fatalf("Prompt() error = %v", err)
 	}
@@ -237,14 +243,7 @@ func TestPromptEndlessEscapedWriter(t *testing.T) {
 	s := newSession(t)
 	pidFile := filepath.Join(s.Dirs.Work, "pid")
 	tr := &turn{text: fmt.Sprintf(`setsid sh -c 'echo $$ > %s; exec yes' & until [ -s %s ]; do :; done`, pidFile, pidFile)}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-				waitGone(t, pid)
-			}
-		}
-	})
+	killAtEnd(t, pidFile)
 	if _, err := run(t, testContext(t), s, tr, exec.WithGrace(0)); err != nil {
 		t.Fatalf("Prompt() error = %v", err)
 	}
