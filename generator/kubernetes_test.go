@@ -230,143 +230,169 @@ var (
 // podSecurityViolations checks a pod spec against level ("baseline" or
 // "restricted", which includes baseline) and returns every violation.
 func podSecurityViolations(level string, spec map[string]any) []string {
-	var out []string
-	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	obj := func(m map[string]any, k string) map[string]any { v, _ := m[k].(map[string]any); return v }
-	list := func(m map[string]any, k string) []any { v, _ := m[k].([]any); return v }
-	psc := obj(spec, "securityContext")
-	type ctr struct {
-		path string
-		sc   map[string]any
-		c    map[string]any
-	}
-	var ctrs []ctr
+	c := &podCheck{spec: spec, psc: psObj(spec, "securityContext")}
 	for _, kind := range []string{"containers", "initContainers", "ephemeralContainers"} {
-		for i, c := range list(spec, kind) {
-			cm, _ := c.(map[string]any)
-			ctrs = append(ctrs, ctr{fmt.Sprintf("spec.%s[%d]", kind, i), obj(cm, "securityContext"), cm})
+		for i, ct := range psList(spec, kind) {
+			cm, _ := ct.(map[string]any)
+			c.ctrs = append(c.ctrs, podContainer{fmt.Sprintf("spec.%s[%d]", kind, i), psObj(cm, "securityContext"), cm})
 		}
 	}
-	// Baseline. HostProcess.
-	if obj(psc, "windowsOptions")["hostProcess"] == true {
-		bad("spec.securityContext.windowsOptions.hostProcess must be false")
+	c.baseline()
+	if level != "baseline" {
+		c.restricted()
+	}
+	return c.out
+}
+
+// podCheck is one pod spec being checked, and its violations so far.
+type podCheck struct {
+	out       []string
+	spec, psc map[string]any // the spec and its securityContext
+	ctrs      []podContainer
+}
+
+// podContainer is a container of every kind: its path, securityContext
+// and spec.
+type podContainer struct {
+	path string
+	sc   map[string]any
+	c    map[string]any
+}
+
+func (c *podCheck) bad(format string, args ...any) {
+	c.out = append(c.out, fmt.Sprintf(format, args...))
+}
+
+func psObj(m map[string]any, k string) map[string]any { v, _ := m[k].(map[string]any); return v }
+func psList(m map[string]any, k string) []any         { v, _ := m[k].([]any); return v }
+
+func psSeccomp(sc map[string]any) (string, bool) {
+	t, ok := psObj(sc, "seccompProfile")["type"].(string)
+	return t, ok
+}
+
+func (c *podCheck) appArmor(path string, sc map[string]any) {
+	if t, ok := psObj(sc, "appArmorProfile")["type"]; ok && t != "RuntimeDefault" && t != "Localhost" {
+		c.bad("%s.appArmorProfile.type %v is not RuntimeDefault or Localhost", path, t)
+	}
+}
+
+func (c *podCheck) seLinux(path string, sc map[string]any) {
+	se := psObj(sc, "seLinuxOptions")
+	if t, ok := se["type"].(string); ok && !slices.Contains(selinuxTypes, t) {
+		c.bad("%s.seLinuxOptions.type %q is not allowed", path, t)
+	}
+	for _, k := range []string{"user", "role"} {
+		if v, ok := se[k]; ok && v != "" {
+			c.bad("%s.seLinuxOptions.%s must be unset", path, k)
+		}
+	}
+}
+
+// baseline checks the Baseline level's controls.
+func (c *podCheck) baseline() {
+	spec, psc := c.spec, c.psc
+	// HostProcess.
+	if psObj(psc, "windowsOptions")["hostProcess"] == true {
+		c.bad("spec.securityContext.windowsOptions.hostProcess must be false")
 	}
 	// Host namespaces.
 	for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
 		if spec[k] == true {
-			bad("spec.%s must be false", k)
+			c.bad("spec.%s must be false", k)
 		}
 	}
 	// HostPath volumes.
-	for i, v := range list(spec, "volumes") {
+	for i, v := range psList(spec, "volumes") {
 		if vm, _ := v.(map[string]any); vm["hostPath"] != nil {
-			bad("spec.volumes[%d].hostPath is forbidden", i)
+			c.bad("spec.volumes[%d].hostPath is forbidden", i)
 		}
 	}
 	// AppArmor, SELinux, seccomp, sysctls at the pod level.
-	checkAppArmor := func(path string, sc map[string]any) {
-		if t, ok := obj(sc, "appArmorProfile")["type"]; ok && t != "RuntimeDefault" && t != "Localhost" {
-			bad("%s.appArmorProfile.type %v is not RuntimeDefault or Localhost", path, t)
-		}
+	c.appArmor("spec.securityContext", psc)
+	c.seLinux("spec.securityContext", psc)
+	if t, ok := psSeccomp(psc); ok && t == "Unconfined" {
+		c.bad("spec.securityContext.seccompProfile.type must not be Unconfined")
 	}
-	checkSELinux := func(path string, sc map[string]any) {
-		se := obj(sc, "seLinuxOptions")
-		if t, ok := se["type"].(string); ok && !slices.Contains(selinuxTypes, t) {
-			bad("%s.seLinuxOptions.type %q is not allowed", path, t)
-		}
-		for _, k := range []string{"user", "role"} {
-			if v, ok := se[k]; ok && v != "" {
-				bad("%s.seLinuxOptions.%s must be unset", path, k)
-			}
-		}
-	}
-	seccomp := func(sc map[string]any) (string, bool) {
-		t, ok := obj(sc, "seccompProfile")["type"].(string)
-		return t, ok
-	}
-	checkAppArmor("spec.securityContext", psc)
-	checkSELinux("spec.securityContext", psc)
-	if t, ok := seccomp(psc); ok && t == "Unconfined" {
-		bad("spec.securityContext.seccompProfile.type must not be Unconfined")
-	}
-	for i, s := range list(psc, "sysctls") {
+	for i, s := range psList(psc, "sysctls") {
 		if sm, _ := s.(map[string]any); !slices.Contains(safeSysctls, fmt.Sprint(sm["name"])) {
-			bad("spec.securityContext.sysctls[%d] %v is not a safe sysctl", i, sm["name"])
+			c.bad("spec.securityContext.sysctls[%d] %v is not a safe sysctl", i, sm["name"])
 		}
 	}
-	for _, c := range ctrs {
-		p := c.path + ".securityContext"
-		if obj(c.sc, "windowsOptions")["hostProcess"] == true {
-			bad("%s.windowsOptions.hostProcess must be false", p)
+	for _, ct := range c.ctrs {
+		p := ct.path + ".securityContext"
+		if psObj(ct.sc, "windowsOptions")["hostProcess"] == true {
+			c.bad("%s.windowsOptions.hostProcess must be false", p)
 		}
-		if c.sc["privileged"] == true {
-			bad("%s.privileged must be false", p)
+		if ct.sc["privileged"] == true {
+			c.bad("%s.privileged must be false", p)
 		}
-		for _, a := range list(obj(c.sc, "capabilities"), "add") {
+		for _, a := range psList(psObj(ct.sc, "capabilities"), "add") {
 			if !slices.Contains(baselineCaps, fmt.Sprint(a)) {
-				bad("%s.capabilities.add %v is beyond Baseline", p, a)
+				c.bad("%s.capabilities.add %v is beyond Baseline", p, a)
 			}
 		}
-		for j, port := range list(c.c, "ports") {
+		for j, port := range psList(ct.c, "ports") {
 			if pm, _ := port.(map[string]any); pm["hostPort"] != nil && pm["hostPort"] != float64(0) {
-				bad("%s.ports[%d].hostPort must be unset or 0", c.path, j)
+				c.bad("%s.ports[%d].hostPort must be unset or 0", ct.path, j)
 			}
 		}
-		checkAppArmor(p, c.sc)
-		checkSELinux(p, c.sc)
-		if pm, ok := c.sc["procMount"]; ok && pm != "Default" {
-			bad("%s.procMount must be Default", p)
+		c.appArmor(p, ct.sc)
+		c.seLinux(p, ct.sc)
+		if pm, ok := ct.sc["procMount"]; ok && pm != "Default" {
+			c.bad("%s.procMount must be Default", p)
 		}
-		if t, ok := seccomp(c.sc); ok && t == "Unconfined" {
-			bad("%s.seccompProfile.type must not be Unconfined", p)
+		if t, ok := psSeccomp(ct.sc); ok && t == "Unconfined" {
+			c.bad("%s.seccompProfile.type must not be Unconfined", p)
 		}
 	}
-	if level == "baseline" {
-		return out
-	}
-	// Restricted. Volume types.
-	for i, v := range list(spec, "volumes") {
+}
+
+// restricted checks what the Restricted level adds to Baseline.
+func (c *podCheck) restricted() {
+	spec, psc := c.spec, c.psc
+	// Volume types.
+	for i, v := range psList(spec, "volumes") {
 		vm, _ := v.(map[string]any)
 		for k := range vm {
 			if k != "name" && !slices.Contains(restrictedVolumes, k) {
-				bad("spec.volumes[%d].%s is not a Restricted volume type", i, k)
+				c.bad("spec.volumes[%d].%s is not a Restricted volume type", i, k)
 			}
 		}
 	}
 	podNonRoot := psc["runAsNonRoot"] == true
-	podSeccomp, _ := seccomp(psc)
+	podSeccomp, _ := psSeccomp(psc)
 	if u, ok := psc["runAsUser"]; ok && u == float64(0) {
-		bad("spec.securityContext.runAsUser must not be 0")
+		c.bad("spec.securityContext.runAsUser must not be 0")
 	}
-	for _, c := range ctrs {
-		p := c.path + ".securityContext"
-		if c.sc["allowPrivilegeEscalation"] != false {
-			bad("%s.allowPrivilegeEscalation must be false", p)
+	for _, ct := range c.ctrs {
+		p := ct.path + ".securityContext"
+		if ct.sc["allowPrivilegeEscalation"] != false {
+			c.bad("%s.allowPrivilegeEscalation must be false", p)
 		}
-		if nr, ok := c.sc["runAsNonRoot"]; ok && nr != true || !ok && !podNonRoot {
-			bad("%s.runAsNonRoot must be true (or the pod's)", p)
+		if nr, ok := ct.sc["runAsNonRoot"]; ok && nr != true || !ok && !podNonRoot {
+			c.bad("%s.runAsNonRoot must be true (or the pod's)", p)
 		}
-		if u, ok := c.sc["runAsUser"]; ok && u == float64(0) {
-			bad("%s.runAsUser must not be 0", p)
+		if u, ok := ct.sc["runAsUser"]; ok && u == float64(0) {
+			c.bad("%s.runAsUser must not be 0", p)
 		}
-		t, ok := seccomp(c.sc)
+		t, ok := psSeccomp(ct.sc)
 		if !ok {
 			t = podSeccomp
 		}
 		if t != "RuntimeDefault" && t != "Localhost" {
-			bad("%s.seccompProfile.type must be RuntimeDefault or Localhost (or the pod's)", p)
+			c.bad("%s.seccompProfile.type must be RuntimeDefault or Localhost (or the pod's)", p)
 		}
-		caps := obj(c.sc, "capabilities")
-		if !slices.Contains(list(caps, "drop"), any("ALL")) {
-			bad("%s.capabilities.drop must include ALL", p)
+		caps := psObj(ct.sc, "capabilities")
+		if !slices.Contains(psList(caps, "drop"), any("ALL")) {
+			c.bad("%s.capabilities.drop must include ALL", p)
 		}
-		for _, a := range list(caps, "add") {
+		for _, a := range psList(caps, "add") {
 			if a != "NET_BIND_SERVICE" {
-				bad("%s.capabilities.add %v is beyond Restricted (NET_BIND_SERVICE only)", p, a)
+				c.bad("%s.capabilities.add %v is beyond Restricted (NET_BIND_SERVICE only)", p, a)
 			}
 		}
 	}
-	return out
 }
 
 // podSpec is the pod template spec of kubernetes.json's Deployment.

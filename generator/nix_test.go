@@ -173,7 +173,31 @@ func TestFlakesEvaluate(t *testing.T) {
 	}
 }
 
+// checkImage checks one system's image of c against what res generated:
+// its configuration, environment and directories, packages, npm
+// packages, and the manifest copied into it.
 func checkImage(t *testing.T, system string, c *Config, res *Result, img imageInfo, manifest []byte) {
+	t.Helper()
+	kitName := checkImageConfig(t, system, c, img)
+	checkImageEnv(t, system, c, img)
+	checkImagePackages(t, system, c, img, kitName)
+	checkImageNpm(t, system, c, res, img)
+	// The manifest copied into the image is the generated glovebox.json.
+	var want, got any
+	if err := json.Unmarshal(manifest, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(img.Manifest, &got); err != nil {
+		t.Fatalf("%s: image manifest: %v", system, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: manifest in the image differs from glovebox.json (-want +got):\n%s", system, diff)
+	}
+}
+
+// checkImageConfig checks the image's name, user, ports and entrypoint,
+// and returns the name of the kit's package.
+func checkImageConfig(t *testing.T, system string, c *Config, img imageInfo) string {
 	t.Helper()
 	g := img.Glovebox
 	if img.Function != "dockerTools.streamLayeredImage" {
@@ -209,6 +233,14 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if env["GLOVEBOX_MANIFEST"] != "/etc/glovebox/glovebox.json" || g.ManifestPath != "/etc/glovebox/glovebox.json" {
 		t.Errorf("%s: GLOVEBOX_MANIFEST = %q, want /etc/glovebox/glovebox.json", system, env["GLOVEBOX_MANIFEST"])
 	}
+	return kitName
+}
+
+// checkImageEnv checks the image's environment and the directories its
+// fakeroot commands make.
+func checkImageEnv(t *testing.T, system string, c *Config, img imageInfo) {
+	t.Helper()
+	env := img.env()
 	// Environment defaults reach the image byte for byte, hostile or not;
 	// secrets never do.
 	for _, k := range sortedKeys(c.Env) {
@@ -234,6 +266,13 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 	if !regexp.MustCompile(` '?\./etc/glovebox/glovebox\.json'?\n`).MatchString(img.FakeRoot) {
 		t.Errorf("%s: fakeRootCommands do not install the manifest:\n%s", system, img.FakeRoot)
 	}
+}
+
+// checkImagePackages checks the image's Nix and Python packages and its
+// contents.
+func checkImagePackages(t *testing.T, system string, c *Config, img imageInfo, kitName string) {
+	t.Helper()
+	g := img.Glovebox
 	// python3Packages.X under packages.nix go into the Python environment.
 	var wantNix []string
 	for _, p := range c.Packages.Nix {
@@ -262,6 +301,11 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 			t.Errorf("%s: contents %v lack %s", system, img.Contents, p)
 		}
 	}
+}
+
+// checkImageNpm checks the image's npm packages against the lock in res.
+func checkImageNpm(t *testing.T, system string, c *Config, res *Result, img imageInfo) {
+	t.Helper()
 	// [packages] npm: one package built from the lock in dist/npm with
 	// importNpmLock, every package of the lock fetched.
 	if len(c.Packages.Npm) == 0 {
@@ -289,17 +333,6 @@ func checkImage(t *testing.T, system string, c *Config, res *Result, img imageIn
 		if diff := cmp.Diff(npmDeps(c.Packages.Npm), n.Deps.Dependencies); diff != "" {
 			t.Errorf("%s: npm dependencies (-want +nix):\n%s", system, diff)
 		}
-	}
-	// The manifest copied into the image is the generated glovebox.json.
-	var want, got any
-	if err := json.Unmarshal(manifest, &want); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(img.Manifest, &got); err != nil {
-		t.Fatalf("%s: image manifest: %v", system, err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("%s: manifest in the image differs from glovebox.json (-want +got):\n%s", system, diff)
 	}
 }
 
