@@ -216,32 +216,9 @@ func (s *v1Server) serveConn(ws *wsconn.Conn, origin string) {
 			c.mu.Unlock()
 			c.queue <- m
 		case "abort":
-			s.mu.Lock()
-			s.aborts = append(s.aborts, id)
-			s.mu.Unlock()
-			c.mu.Lock()
-			if ch, ok := c.aborts[id]; ok {
-				select {
-				case <-ch:
-				default:
-					close(ch)
-				}
-			}
-			c.mu.Unlock()
+			c.abort(id)
 		case "display_resolve", "display_reject":
-			var slot string
-			json.Unmarshal(m["slot_id"], &slot)
-			val := m["value"]
-			if typ == "display_reject" {
-				val = json.RawMessage(`{"rejected":` + string(m["error"]) + `}`)
-			}
-			c.mu.Lock()
-			ch := c.slots[slot]
-			delete(c.slots, slot)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- val
-			}
+			c.answerSlot(typ, m)
 		case "ping":
 			c.send(map[string]any{"type": "pong", "ts": m["ts"]})
 		}
@@ -249,6 +226,65 @@ func (s *v1Server) serveConn(ws *wsconn.Conn, origin string) {
 	}
 }
 
+// abort notes an abort frame and aborts the prompt it names, if it runs.
+func (c *v1conn) abort(id string) {
+	c.s.mu.Lock()
+	c.s.aborts = append(c.s.aborts, id)
+	c.s.mu.Unlock()
+	c.mu.Lock()
+	if ch, ok := c.aborts[id]; ok {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// answerSlot hands a display_resolve's value, or a display_reject's
+// error, to the prompt waiting on the slot.
+func (c *v1conn) answerSlot(typ string, m map[string]json.RawMessage) {
+	var slot string
+	json.Unmarshal(m["slot_id"], &slot)
+	val := m["value"]
+	if typ == "display_reject" {
+		val = json.RawMessage(`{"rejected":` + string(m["error"]) + `}`)
+	}
+	c.mu.Lock()
+	ch := c.slots[slot]
+	delete(c.slots, slot)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- val
+	}
+}
+
+// v1prompt is one prompt the v1 server runs: its connection, id, and the
+// channel closed when it is aborted.
+type v1prompt struct {
+	c     *v1conn
+	id    string
+	abort chan struct{}
+}
+
+func (p v1prompt) event(typ string, data any) {
+	p.c.send(map[string]any{"type": "event", "id": p.id, "event_type": typ, "data": data})
+}
+
+func (p v1prompt) complete(msg string, outputs map[string]any) {
+	if outputs == nil {
+		outputs = map[string]any{}
+	}
+	p.c.send(map[string]any{"type": "complete", "id": p.id, "message": msg, "outputs": outputs})
+}
+
+func (p v1prompt) fail(code, msg string) {
+	p.c.send(map[string]any{"type": "error", "id": p.id, "error": map[string]string{"code": code, "message": msg}})
+}
+
+// run runs a prompt's script: its first word names it, the rest is its
+// argument.
 func (c *v1conn) run(m map[string]json.RawMessage) {
 	var id, text string
 	json.Unmarshal(m["id"], &id)
@@ -261,50 +297,68 @@ func (c *v1conn) run(m map[string]json.RawMessage) {
 		delete(c.aborts, id)
 		c.mu.Unlock()
 	}()
-	event := func(typ string, data any) {
-		c.send(map[string]any{"type": "event", "id": id, "event_type": typ, "data": data})
-	}
-	complete := func(msg string, outputs map[string]any) {
-		if outputs == nil {
-			outputs = map[string]any{}
-		}
-		c.send(map[string]any{"type": "complete", "id": id, "message": msg, "outputs": outputs})
-	}
-	fail := func(code, msg string) {
-		c.send(map[string]any{"type": "error", "id": id, "error": map[string]string{"code": code, "message": msg}})
-	}
+	p := v1prompt{c: c, id: id, abort: abort}
 	verb, arg, _ := strings.Cut(text, " ")
 	switch verb {
 	case "echo":
 		for _, w := range strings.Fields(arg) {
-			event("text_delta", map[string]string{"text": w})
+			p.event("text_delta", map[string]string{"text": w})
 		}
-		complete(arg, nil)
+		p.complete(arg, nil)
 	case "confirm":
-		c.mu.Lock()
-		c.nslot++
-		slot := fmt.Sprintf("slot_%d", c.nslot)
-		ch := make(chan json.RawMessage, 1)
-		c.slots[slot] = ch
-		c.mu.Unlock()
-		c.send(map[string]any{"type": "display_push", "slot": map[string]any{"renderer": "confirm", "input": map[string]string{"q": "ok?"}, "id": slot}})
-		select {
-		case v := <-ch:
-			c.send(map[string]any{"type": "display_clear", "slot_id": slot})
-			complete(string(v), nil)
-		case <-abort:
-			fail("AbortError", "This operation was aborted")
-		}
+		p.confirm()
 	case "wait":
-		event("text_delta", map[string]string{"text": "waiting"})
+		p.event("text_delta", map[string]string{"text": "waiting"})
 		<-abort
-		fail("AbortError", "This operation was aborted")
+		p.fail("AbortError", "This operation was aborted")
 	case "fail":
-		fail("Error", "boom")
+		p.fail("Error", "boom")
 	case "malformed":
 		// A complete frame whose outputs are not an object: no client can
 		// decode it, but its id names the prompt.
 		c.send(map[string]any{"type": "complete", "id": id, "message": "x", "outputs": 42})
+	case "files", "urlout", "foreign":
+		p.outputs(verb)
+	case "inputs":
+		p.inputs(m["inputs"])
+	case "flood":
+		var n int
+		fmt.Sscan(arg, &n)
+		p.flood(n)
+	case "drop":
+		p.event("text_delta", map[string]string{"text": "before the drop"})
+		c.ws.Close()
+		<-c.dropped
+	default:
+		p.fail("Error", "unknown script "+verb)
+	}
+}
+
+// confirm pushes a confirm slot and completes with its answer.
+func (p v1prompt) confirm() {
+	c := p.c
+	c.mu.Lock()
+	c.nslot++
+	slot := fmt.Sprintf("slot_%d", c.nslot)
+	ch := make(chan json.RawMessage, 1)
+	c.slots[slot] = ch
+	c.mu.Unlock()
+	c.send(map[string]any{"type": "display_push", "slot": map[string]any{"renderer": "confirm", "input": map[string]string{"q": "ok?"}, "id": slot}})
+	select {
+	case v := <-ch:
+		c.send(map[string]any{"type": "display_clear", "slot_id": slot})
+		p.complete(string(v), nil)
+	case <-p.abort:
+		p.fail("AbortError", "This operation was aborted")
+	}
+}
+
+// outputs completes with the outputs a script names: "files" an inline
+// and a 1MB server file, "urlout" a url ref, "foreign" a server ref on
+// another origin.
+func (p v1prompt) outputs(script string) {
+	c := p.c
+	switch script {
 	case "files":
 		big := []byte(strings.Repeat("0123456789abcdef", 1<<16)) // 1MB
 		c.s.mu.Lock()
@@ -312,55 +366,54 @@ func (c *v1conn) run(m map[string]json.RawMessage) {
 		fid := fmt.Sprintf("f%d", c.s.nextFile)
 		c.s.files[fid] = big
 		c.s.mu.Unlock()
-		complete("two files", map[string]any{
+		p.complete("two files", map[string]any{
 			"small.txt": map[string]any{"kind": "inline", "name": "small.txt", "mime": "text/plain", "data": "aGkgdGhlcmU="},
 			"big.bin":   map[string]any{"kind": "server", "name": "big.bin", "mime": "application/octet-stream", "size": len(big), "id": fid, "url": c.origin + "/files/" + fid},
 		})
 	case "urlout":
-		complete("", map[string]any{
+		p.complete("", map[string]any{
 			"u.txt": map[string]any{"kind": "url", "name": "u.txt", "url": c.s.foreign + "/u.txt", "headers": map[string]string{"X-Token": "t0k"}},
 		})
 	case "foreign":
 		c.s.mu.Lock()
 		c.s.files["x"] = []byte("X")
 		c.s.mu.Unlock()
-		complete("", map[string]any{
+		p.complete("", map[string]any{
 			"x.bin": map[string]any{"kind": "server", "name": "x.bin", "mime": "application/octet-stream", "size": 1, "id": "x", "url": c.s.foreign + "/files/x"},
 		})
-	case "inputs":
-		var inputs map[string]struct {
-			Kind string `json:"kind"`
-			Data string `json:"data"`
-			Mime string `json:"mime"`
-		}
-		json.Unmarshal(m["inputs"], &inputs)
-		var parts []string
-		for name, in := range inputs {
-			parts = append(parts, fmt.Sprintf("%s(%s,%s)=%s", name, in.Kind, in.Mime, in.Data))
-		}
-		sort.Strings(parts)
-		complete(strings.Join(parts, " "), nil)
-	case "flood":
-		var n int
-		fmt.Sscan(arg, &n)
-		chunk := strings.Repeat("x", 1024)
-		for i := 0; i < n; i++ {
-			select {
-			case <-abort:
-				fail("AbortError", "This operation was aborted")
-				return
-			default:
-			}
-			event("text_delta", map[string]string{"text": chunk})
-		}
-		complete("flooded", nil)
-	case "drop":
-		event("text_delta", map[string]string{"text": "before the drop"})
-		c.ws.Close()
-		<-c.dropped
-	default:
-		fail("Error", "unknown script "+verb)
 	}
+}
+
+// inputs completes with the inputs it was sent, one name(kind,mime)=data
+// each, sorted.
+func (p v1prompt) inputs(raw json.RawMessage) {
+	var inputs map[string]struct {
+		Kind string `json:"kind"`
+		Data string `json:"data"`
+		Mime string `json:"mime"`
+	}
+	json.Unmarshal(raw, &inputs)
+	var parts []string
+	for name, in := range inputs {
+		parts = append(parts, fmt.Sprintf("%s(%s,%s)=%s", name, in.Kind, in.Mime, in.Data))
+	}
+	sort.Strings(parts)
+	p.complete(strings.Join(parts, " "), nil)
+}
+
+// flood sends n events of 1KB, then completes, unless aborted first.
+func (p v1prompt) flood(n int) {
+	chunk := strings.Repeat("x", 1024)
+	for i := 0; i < n; i++ {
+		select {
+		case <-p.abort:
+			p.fail("AbortError", "This operation was aborted")
+			return
+		default:
+		}
+		p.event("text_delta", map[string]string{"text": chunk})
+	}
+	p.complete("flooded", nil)
 }
 
 func (s *v1Server) abortsSeen() []string {
