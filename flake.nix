@@ -63,7 +63,7 @@
           go = import ./nix/go.nix { inherit pkgs version; };
         in
         {
-          inherit (go) glovebox-kit gbx;
+          inherit (go) glovebox-kit gbx glovebox-sbom;
           default = go.gbx;
         }
         // lib.mapAttrs' (base: image: lib.nameValuePair "box-${base}" image) (boxes pkgs)
