@@ -158,6 +158,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 
 	m := c.Manifest(fingerprint)
+	m.Provenance = provenance(c, opts) // provenance.go
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
