@@ -22,8 +22,8 @@ const SBOMContentType = "application/vnd.cyclonedx+json; version=1.6"
 
 // serveSBOM is GET /sbom (key, environment or admin token): the image's
 // CycloneDX SBOM, the file the manifest's provenance names, checked
-// against the sha256 it gives. A box whose image was not built by Nix
-// (gbx dev, nixpacks, the Dockerfile) has none and answers 404.
+// against the sha256 it gives. A box whose image was not built by mkBox
+// (gbx dev, nixpacks) has none and answers 404.
 func (s *Server) serveSBOM(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		methodNotAllowed(w, "GET, HEAD")
