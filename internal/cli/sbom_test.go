@@ -51,7 +51,12 @@ func TestSBOMFromBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(doc)
-	prov, _ := json.Marshal(protocol.Provenance{SBOM: file, SBOMSHA256: hex.EncodeToString(sum[:])})
+	prov, _ := json.Marshal(protocol.Provenance{
+		ConfigSHA256: strings.Repeat("c", 64), Gbx: "v1.2.3",
+		Inputs:        map[string]protocol.LockedInput{"nixpkgs": {Rev: strings.Repeat("a", 40), NarHash: "sha256-x"}},
+		ClosureSHA256: strings.Repeat("e", 64), ClosurePaths: 2,
+		SBOM: file, SBOMSHA256: hex.EncodeToString(sum[:]),
+	})
 	url, key := testBox(t, `{"name":"t","provenance":`+string(prov)+`}`)
 
 	stdout, stderr, err := runGbx(t, boxEnv(url, key), t.TempDir(), "sbom")
@@ -62,6 +67,19 @@ func TestSBOMFromBox(t *testing.T) {
 	stdout, _, err = runGbx(t, boxEnv(url, token), t.TempDir(), "sbom", "--format", "table")
 	if err != nil || stdout != wantTable {
 		t.Errorf("gbx sbom --format table with an environment token = %q, %v, want\n%s", stdout, err, wantTable)
+	}
+
+	// gbx env shows the provenance the box's manifest carries.
+	stdout, _, err = runGbx(t, boxEnv(url, key), t.TempDir(), "env")
+	for _, row := range []string{
+		"  config        " + strings.Repeat("c", 64) + "\n",
+		"  gbx           v1.2.3\n",
+		"  nixpkgs       " + strings.Repeat("a", 40) + "\n",
+		"  closure       " + strings.Repeat("e", 64) + " (2 store paths)\n",
+	} {
+		if err != nil || !strings.Contains(stdout, row) {
+			t.Errorf("gbx env = %q, %v, want the row %q", stdout, err, row)
+		}
 	}
 
 	bare, bareKey := testBox(t, `{"name":"t"}`)
