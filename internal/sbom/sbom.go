@@ -8,7 +8,10 @@
 // (pname, version, meta.license, meta.description, each output's store
 // path). Every store path becomes a component; those evaluation described
 // get their name, version, licenses and a pkg:nix purl, the others the
-// name and version their store path spells. The output is deterministic:
+// name and version their store path spells. A component's hash is its
+// store path's NAR hash (sha256 of the path serialised as a Nix archive,
+// what `nix path-info` and binary caches give), not a hash of a file; its
+// dependencies are the path's references. The output is deterministic:
 // components sorted by store path, no timestamp, a serial number derived
 // from the content.
 //
