@@ -45,78 +45,33 @@ var storePathRE = regexp.MustCompile(`^/[^\x00\n]*/[0-9a-df-np-sv-z]{32}-[A-Za-z
 func ParseRegistration(r io.Reader) ([]StorePath, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 512), maxLine)
-	line := 0
-	next := func(what string) (string, error) {
-		if !sc.Scan() {
-			if err := sc.Err(); err != nil {
-				return "", fmt.Errorf("registration line %d: %w", line+1, err)
-			}
-			return "", fmt.Errorf("registration line %d: the file ends where %s should be", line+1, what)
-		}
-		line++
-		return sc.Text(), nil
-	}
+	reg := &regReader{sc: sc}
 	var paths []StorePath
 	seen := map[string]bool{}
 	for {
-		if !sc.Scan() {
-			if err := sc.Err(); err != nil {
-				return nil, fmt.Errorf("registration line %d: %w", line+1, err)
-			}
+		path, ok, err := reg.line()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			break
 		}
-		line++
-		p := StorePath{Path: sc.Text()}
-		if p.Path == "" {
-			// The file may end with an empty line.
-			continue
+		if path == "" {
+			continue // the file may end with an empty line
 		}
-		if !storePathRE.MatchString(p.Path) {
-			return nil, fmt.Errorf("registration line %d: %q is not a store path", line, p.Path)
+		if !storePathRE.MatchString(path) {
+			return nil, reg.errorf("%q is not a store path", path)
 		}
-		if seen[p.Path] {
-			return nil, fmt.Errorf("registration line %d: %s is listed twice", line, p.Path)
+		if seen[path] {
+			return nil, reg.errorf("%s is listed twice", path)
 		}
 		if len(paths) == MaxPaths {
-			return nil, fmt.Errorf("registration line %d: more than %d paths", line, MaxPaths)
+			return nil, reg.errorf("more than %d paths", MaxPaths)
 		}
-		seen[p.Path] = true
-		h, err := next("the NAR hash of " + p.Path)
+		seen[path] = true
+		p, err := reg.entry(path)
 		if err != nil {
 			return nil, err
-		}
-		if p.NarHash, err = ParseNarHash(h); err != nil {
-			return nil, fmt.Errorf("registration line %d: %w", line, err)
-		}
-		s, err := next("the NAR size of " + p.Path)
-		if err != nil {
-			return nil, err
-		}
-		if p.NarSize, err = strconv.ParseInt(s, 10, 64); err != nil || p.NarSize < 0 {
-			return nil, fmt.Errorf("registration line %d: NAR size %q of %s is not a size", line, s, p.Path)
-		}
-		if _, err := next("the deriver of " + p.Path); err != nil {
-			return nil, err
-		}
-		c, err := next("the reference count of " + p.Path)
-		if err != nil {
-			return nil, err
-		}
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 0 || n > MaxPaths {
-			return nil, fmt.Errorf("registration line %d: reference count %q of %s is not a count", line, c, p.Path)
-		}
-		for range n {
-			ref, err := next("a reference of " + p.Path)
-			if err != nil {
-				return nil, err
-			}
-			if !storePathRE.MatchString(ref) {
-				return nil, fmt.Errorf("registration line %d: reference %q of %s is not a store path", line, ref, p.Path)
-			}
-			if ref != p.Path {
-				p.References = append(p.References, ref)
-			}
 		}
 		paths = append(paths, p)
 	}
@@ -128,6 +83,81 @@ func ParseRegistration(r io.Reader) ([]StorePath, error) {
 		}
 	}
 	return paths, nil
+}
+
+// regReader reads a registration file line by line, counting lines for
+// messages.
+type regReader struct {
+	sc *bufio.Scanner
+	n  int
+}
+
+// line returns the next line; ok is false at the end of the file.
+func (r *regReader) line() (string, bool, error) {
+	if !r.sc.Scan() {
+		if err := r.sc.Err(); err != nil {
+			return "", false, fmt.Errorf("registration line %d: %w", r.n+1, err)
+		}
+		return "", false, nil
+	}
+	r.n++
+	return r.sc.Text(), true, nil
+}
+
+// next returns the next line, which must be there.
+func (r *regReader) next(what string) (string, error) {
+	s, ok, err := r.line()
+	if err == nil && !ok {
+		err = fmt.Errorf("registration line %d: the file ends where %s should be", r.n+1, what)
+	}
+	return s, err
+}
+
+func (r *regReader) errorf(format string, args ...any) error {
+	return fmt.Errorf("registration line %d: "+format, append([]any{r.n}, args...)...)
+}
+
+// entry reads the lines that follow a store path in the file.
+func (r *regReader) entry(path string) (StorePath, error) {
+	p := StorePath{Path: path}
+	h, err := r.next("the NAR hash of " + path)
+	if err != nil {
+		return p, err
+	}
+	if p.NarHash, err = ParseNarHash(h); err != nil {
+		return p, r.errorf("%w", err)
+	}
+	s, err := r.next("the NAR size of " + path)
+	if err != nil {
+		return p, err
+	}
+	if p.NarSize, err = strconv.ParseInt(s, 10, 64); err != nil || p.NarSize < 0 {
+		return p, r.errorf("NAR size %q of %s is not a size", s, path)
+	}
+	if _, err := r.next("the deriver of " + path); err != nil {
+		return p, err
+	}
+	c, err := r.next("the reference count of " + path)
+	if err != nil {
+		return p, err
+	}
+	n, err := strconv.Atoi(c)
+	if err != nil || n < 0 || n > MaxPaths {
+		return p, r.errorf("reference count %q of %s is not a count", c, path)
+	}
+	for range n {
+		ref, err := r.next("a reference of " + path)
+		if err != nil {
+			return p, err
+		}
+		if !storePathRE.MatchString(ref) {
+			return p, r.errorf("reference %q of %s is not a store path", ref, path)
+		}
+		if ref != path {
+			p.References = append(p.References, ref)
+		}
+	}
+	return p, nil
 }
 
 // ParseNarHash decodes a sha256 NAR hash in any form Nix writes one:
