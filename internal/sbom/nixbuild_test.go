@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/glovebox-dev/glovebox/internal/nixtest"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -76,7 +77,7 @@ func TestNixBuild(t *testing.T) {
 		t.Fatalf("nix path-info: %v\n%s", err, info)
 	}
 	var closure []StorePath
-	type row struct{ Name, Version, Type, Purl, Hash, Size string }
+	type row struct{ Name, Version, Type, Purl, Licenses, Output, Hash, Size string }
 	want := map[string]row{}
 	for _, p := range paths {
 		h, err := ParseNarHash(p.NarHash)
@@ -84,11 +85,12 @@ func TestNixBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		closure = append(closure, StorePath{Path: p.Path, NarHash: h, NarSize: p.NarSize})
-		name, version, typ, purl := "libb", "1.0", "library", ""
+		r := row{"libb", "1.0", "application", "pkg:nix/libb@1.0", `[{"license":{"name":"Some License"}}]`, "lib", "", ""}
 		if p.Path == appa {
-			name, version, typ, purl = "appa", "2.0", "application", "pkg:nix/appa@2.0"
+			r = row{"appa", "2.0", "application", "pkg:nix/appa@2.0", `[{"expression":"MIT"}]`, "out", "", ""}
 		}
-		want[p.Path] = row{name, version, typ, purl, hex.EncodeToString(h[:]), strconv.FormatInt(p.NarSize, 10)}
+		r.Hash, r.Size = hex.EncodeToString(h[:]), strconv.FormatInt(p.NarSize, 10)
+		want[p.Path] = r
 	}
 	got := map[string]row{}
 	for _, c := range bom.Components {
@@ -96,10 +98,26 @@ func TestNixBuild(t *testing.T) {
 		for _, p := range c.Properties {
 			props[p.Name] = p.Value
 		}
-		got[c.BOMRef] = row{c.Name, c.Version, c.Type, c.Purl, c.Hashes[0].Content, props["nix:nar_size"]}
+		lic, _ := json.Marshal(c.Licenses)
+		got[c.BOMRef] = row{c.Name, c.Version, c.Type, c.Purl, string(lic), props["nix:output"], c.Hashes[0].Content, props["nix:nar_size"]}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("components against nix path-info (-want +got):\n%s", diff)
+	}
+	wantDeps, gotDeps := map[string][]string{"image": {appa}}, map[string][]string{}
+	for _, p := range paths {
+		wantDeps[p.Path] = nil
+		for _, r := range p.References {
+			if r != p.Path {
+				wantDeps[p.Path] = append(wantDeps[p.Path], r)
+			}
+		}
+	}
+	for _, d := range bom.Dependencies {
+		gotDeps[d.Ref] = d.DependsOn
+	}
+	if diff := cmp.Diff(wantDeps, gotDeps, cmpopts.EquateEmpty()); diff != "" || len(wantDeps[appa]) != 1 {
+		t.Errorf("dependencies against nix path-info's references (-want +got):\n%s", diff)
 	}
 
 	stamped, err := os.ReadFile(filepath.Join(result, ManifestFile))

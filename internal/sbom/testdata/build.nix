@@ -1,6 +1,7 @@
 # nix/sbom.nix built for real, with the few nixpkgs functions it calls
 # written here as plain derivations (no nixpkgs on this machine): an
-# application that refers to a library, its SBOM and stamped manifest.
+# application that refers to one output of a library, its SBOM and
+# stamped manifest.
 # closureInfo is nixpkgs' own script (pkgs/build-support/closure-info.nix),
 # with jq and coreutils from the machine.
 {
@@ -53,9 +54,27 @@ let
       };
   };
 
-  libb = derivation ({ name = "libb-1.0"; inherit system; } // sh "echo b > $out");
+  # A library with two outputs, of which the application uses one; a
+  # bare-string license, as some packages give.
+  libb =
+    derivation (
+      {
+        name = "libb-1.0";
+        inherit system;
+        outputs = [
+          "out"
+          "lib"
+        ];
+      }
+      // sh "echo b > $out; echo l > $lib"
+    )
+    // {
+      pname = "libb";
+      version = "1.0";
+      meta.license = "Some License";
+    };
   appa =
-    derivation ({ name = "appa-2.0"; inherit system; } // sh "mkdir -p $out/bin; echo ${libb} > $out/bin/appa")
+    derivation ({ name = "appa-2.0"; inherit system; } // sh "mkdir -p $out/bin; echo ${libb.lib} > $out/bin/appa")
     // {
       pname = "appa";
       version = "2.0";
@@ -73,7 +92,10 @@ import (root + "/nix/sbom.nix") {
   name = "acme/box";
   version = "1.0";
   roots = [ appa ];
-  packages = [ appa ];
+  packages = [
+    appa
+    libb
+  ];
   tool = builtins.path {
     path = tool;
     name = "glovebox-sbom";
