@@ -40,7 +40,9 @@
       lib = {
         # mkBox { pkgs, name, manifest, base ? "base", baseName ? null, packages ? [ ],
         #         pythonPackages ? [ ], env ? { }, version ? "0.1.0",
-        #         tag ? version, kit ? this flake's glovebox-kit }
+        #         tag ? version, kit ? this flake's glovebox-kit,
+        #         npm ? null, sbomTool ? this flake's glovebox-sbom }
+        # passthru.sbom is the image's SBOM and stamped manifest.
         mkBox = import ./nix/mkbox.nix { inherit self; };
         # buildAgent { pkgs, src, main, name, version ? "0.1.0", vendorHash ? null,
         #              supervisor ? this flake's glovebox-kit }:
@@ -63,7 +65,7 @@
           go = import ./nix/go.nix { inherit pkgs version; };
         in
         {
-          inherit (go) glovebox-kit gbx;
+          inherit (go) glovebox-kit gbx glovebox-sbom;
           default = go.gbx;
         }
         // lib.mapAttrs' (base: image: lib.nameValuePair "box-${base}" image) (boxes pkgs)

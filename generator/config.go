@@ -40,6 +40,9 @@ var imageEnv = map[string]string{
 type Config struct {
 	// Dir is the directory the config was loaded from ("" for Parse).
 	Dir string
+	// SHA256 is the sha256 (hex) of the config file's bytes, which the
+	// manifest's provenance names.
+	SHA256 string
 	// File is the config's name as given, used in messages.
 	File string
 
@@ -183,6 +186,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{
+		SHA256:  configDigest(data),
 		File:    file,
 		Name:    "glovebox-app",
 		Version: "0.1.0",

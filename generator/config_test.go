@@ -21,6 +21,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
+		SHA256:  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", // of no bytes
 		File:    "glovebox.toml",
 		Name:    "glovebox-app",
 		Version: "0.1.0",

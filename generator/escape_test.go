@@ -207,6 +207,7 @@ func TestHostileBoxRoundTrips(t *testing.T) {
 	}
 
 	m := c.Manifest(testKeyFingerprint())
+	m.Provenance = provenance(c, Options{Nixpkgs: pins[DefaultBranch], KitVersion: "v0.1.0"})
 	want, err := marshalJSON(m)
 	if err != nil {
 		t.Fatal(err)

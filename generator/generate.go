@@ -127,6 +127,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 		return nil, err
 	}
 	m := c.Manifest(fingerprint)
+	m.Provenance = provenance(c, opts) // provenance.go
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}

@@ -108,7 +108,7 @@ const imageApply = `packages: builtins.mapAttrs (system: p: {
   kitInstall = builtins.concatStringsSep "" (map (c: c.standIn.args.postInstall or "") (builtins.filter (c: builtins.match ".*-agent" (c.pname or "") != null) p.default.standIn.args.contents));
   npm = map (c: { pname = c.pname; function = c.standIn.function; deps = c.standIn.args.npmDeps; hook = c.standIn.args.npmConfigHook.pname or null; })
     (builtins.filter (c: (c.standIn.function or "") == "buildNpmPackage") p.default.standIn.args.contents);
-  manifest = builtins.fromJSON (builtins.readFile (builtins.elemAt (builtins.match ".*cp ([^ ]*glovebox.json) .*" p.default.standIn.args.fakeRootCommands) 0));
+  manifest = builtins.fromJSON (builtins.readFile p.default.passthru.sbom.standIn.args.manifest);
 }) packages`
 
 func TestFlakesEvaluate(t *testing.T) {

@@ -37,6 +37,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case p == "/environment":
 		s.serveEnvironment(w, r)
+	case p == "/sbom":
+		s.serveSBOM(w, r) // sbom_route.go
 	case p == "/egress":
 		s.serveEgress(w, r)
 	case p == "/egress/log":

@@ -8,6 +8,7 @@
 //	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token
 //	GET /environment       the box's environment and capabilities (bearer); ?session=ID: with that session's egress policy
 //	GET /files/{id}        files parked by the localServer adapter (bearer)
+//	GET /sbom              the image's CycloneDX SBOM, 404 without one (key, environment or admin token; kit/sbom_route.go)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
 //	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)

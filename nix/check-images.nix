@@ -1,5 +1,6 @@
 # checks.<system>.images: evaluates every image and asserts what all boxes
-# promise (user, directories and modes, entrypoint, port, manifest, env).
+# promise (user, directories and modes, entrypoint, port, manifest, env,
+# SBOM).
 # Building it only writes the facts it checked; the images themselves are
 # built by `nix build .#box-<base>`.
 { pkgs, images }:
@@ -23,6 +24,7 @@ let
     assert req (!(builtins.any (lib.hasPrefix "GLOVEBOX_PORT=") c.Env)) "GLOVEBOX_PORT must not be set: it would hide the platform's $PORT (the kit defaults to 8080)";
     assert req (has "GLOVEBOX_MANIFEST=/etc/glovebox/glovebox.json") "GLOVEBOX_MANIFEST must be /etc/glovebox/glovebox.json";
     assert req (builtins.length c.Entrypoint == 1 && lib.hasSuffix "/bin/glovebox-kit" (builtins.head c.Entrypoint)) "the entrypoint must be the kit";
+    assert req (g.sbomPath or null == "/etc/glovebox/sbom.cdx.json" && image ? sbom) "the image must carry its SBOM at /etc/glovebox/sbom.cdx.json (passthru.sbom)";
     assert req (g.base == base) "built from base ${g.base}";
     {
       inherit (g) base contents;

@@ -139,7 +139,7 @@ func packageFacts(t *testing.T) map[string]systemFacts {
 func TestPackageNames(t *testing.T) {
 	t.Parallel()
 	facts := packageFacts(t)
-	want := []string{"box-base", "box-browser", "box-docs", "box-media", "box-python", "default", "gbx", "glovebox-kit"}
+	want := []string{"box-base", "box-browser", "box-docs", "box-media", "box-python", "default", "gbx", "glovebox-kit", "glovebox-sbom"}
 	if diff := cmp.Diff(nixtest.Systems, slices.Sorted(func(yield func(string) bool) {
 		for s := range facts {
 			if !yield(s) {
@@ -301,8 +301,12 @@ func TestImages(t *testing.T) {
 						}
 					}
 				}
-				if !strings.Contains(b.FakeRootCommands, "-glovebox.json './etc/glovebox/glovebox.json'\n") {
-					t.Errorf("fakeRootCommands does not install the manifest:\n%s", b.FakeRootCommands)
+				// The manifest the image holds is the one the SBOM's build
+				// stamped with the closure's provenance (nix/sbom_test.go).
+				for _, file := range []string{"glovebox.json", "sbom.cdx.json"} {
+					if !strings.Contains(b.FakeRootCommands, "-sbom/"+file+" './etc/glovebox/"+file+"'\n") {
+						t.Errorf("fakeRootCommands does not install %s from the SBOM's build:\n%s", file, b.FakeRootCommands)
+					}
 				}
 				if diff := cmp.Diff([]string{"glovebox:x:10001:10001:glovebox:/home/glovebox:/bin/sh"}, b.NSS.Passwd); diff != "" {
 					t.Errorf("passwd lines (-want +got):\n%s", diff)

@@ -1,9 +1,10 @@
 # The Go programs, built with buildGoModule: glovebox-kit (the runtime
-# inside every image), gbx (the CLI), and `tests`, a derivation that runs
-# go vet and go test over the whole module. Both binaries' packages also
-# install glovebox-sandbox, the small sandbox supervisor, beside them in
-# bin/: a kit (or gbx dev's in-process kit) that finds it there starts
-# every session's supervisor from it instead of re-executing itself.
+# inside every image), gbx (the CLI), glovebox-sbom (writes an image's SBOM
+# while it builds), and `tests`, a derivation that runs go vet and go test
+# over the whole module. The kit's and gbx's packages also install
+# glovebox-sandbox, the small sandbox supervisor, beside them in bin/: a
+# kit (or gbx dev's in-process kit) that finds it there starts every
+# session's supervisor from it instead of re-executing itself.
 #
 # vendorHash lives in ./vendor-hash.nix. It is the NAR hash of `go mod vendor`
 # output, which is exactly what buildGoModule's fixed-output goModules
@@ -76,6 +77,7 @@ let
       pname,
       versionVar,
       description,
+      sandbox ? true,
     }:
     let
       # Go-side versions carry the tag's "v" (gbx reads a vX.Y.Z as a
@@ -90,10 +92,7 @@ let
       common
       // {
         inherit pname ldflags;
-        subPackages = [
-          "cmd/${pname}"
-          "cmd/glovebox-sandbox"
-        ];
+        subPackages = [ "cmd/${pname}" ] ++ lib.optional sandbox "cmd/glovebox-sandbox";
         passthru.glovebox = {
           inherit ldflags versionVar;
           goVersion = go.version;
@@ -130,6 +129,13 @@ assert lib.assertMsg (lib.versionAtLeast go.version goDirective)
     pname = "gbx";
     versionVar = "${module}/internal/cli.Version";
     description = "The Glovebox command line: scaffold, generate, run and talk to boxes";
+  };
+
+  glovebox-sbom = binary {
+    pname = "glovebox-sbom";
+    versionVar = "main.Version";
+    description = "Writes a Glovebox image's CycloneDX SBOM from its Nix closure at build time";
+    sandbox = false;
   };
 
   tests = buildGoModule (

@@ -22,6 +22,11 @@
 #
 # passthru.glovebox records what the image is made of (base, resolved
 # package names, config, directory layout) for tests and tools.
+#
+# Every image carries its SBOM (CycloneDX 1.6, nix/sbom.nix) at
+# /etc/glovebox/sbom.cdx.json, and its manifest there is stamped with the
+# closure's provenance (its hash, the SBOM's path and hash) at build time.
+# passthru.sbom is that derivation: `nix build .#box-base.sbom`.
 { self }:
 let
   # The built-in bases, by name: { pkgs }: { description; packages; ... }.
@@ -33,6 +38,7 @@ let
   owner = "${toString uid}:${toString uid}";
   kitUser = "0:0";
   manifestPath = "/etc/glovebox/glovebox.json";
+  sbomPath = "/etc/glovebox/sbom.cdx.json";
   epoch = "1970-01-01T00:00:01Z";
 
   # Directories every image creates, with owner and mode.
@@ -56,6 +62,16 @@ let
       self.packages.${system}.glovebox-kit
     else
       throw "glovebox mkBox: no glovebox-kit for ${system}; pass kit = ... or use x86_64-linux or aarch64-linux";
+
+  sbomToolFor =
+    pkgs:
+    let
+      system = pkgs.stdenv.hostPlatform.system;
+    in
+    if self.packages ? ${system} then
+      self.packages.${system}.glovebox-sbom
+    else
+      throw "glovebox mkBox: no glovebox-sbom for ${system}; pass sbomTool = ... or use x86_64-linux or aarch64-linux";
 in
 {
   pkgs,
@@ -73,6 +89,9 @@ in
   # npm packages, built from the lock (nix/npm.nix), their programs on
   # PATH.
   npm ? null,
+  # The program that writes the image's SBOM at build time (runs on the
+  # build machine, is not in the image).
+  sbomTool ? sbomToolFor pkgs,
 }:
 let
   inherit (pkgs) lib;
@@ -157,11 +176,8 @@ let
     if lib.isDerivation value then value else fail "\"${attr}\" names an attribute of nixpkgs that is not a package";
 
   pythonNames = lib.unique (chosen.pythonPackages ++ pythonPackages);
-  python = lib.optional (pythonNames != [ ]) (
-    pkgs.python3.withPackages (
-      ps: map (n: ps.${n} or (fail "python package \"${n}\" is not in python3Packages")) pythonNames
-    )
-  );
+  pythonSelect = ps: map (n: ps.${n} or (fail "python package \"${n}\" is not in python3Packages")) pythonNames;
+  python = lib.optional (pythonNames != [ ]) (pkgs.python3.withPackages pythonSelect);
 
   user = map resolve packages;
 
@@ -255,15 +271,29 @@ let
       chmod ${d.mode} ${quote ".${d.path}"}'') layout
     + ''
 
-      cp ${manifestFile} ${quote ".${manifestPath}"}
-      chmod 0444 ${quote ".${manifestPath}"}
+      cp ${sbom}/glovebox.json ${quote ".${manifestPath}"}
+      cp ${sbom}/sbom.cdx.json ${quote ".${sbomPath}"}
+      chmod 0444 ${quote ".${manifestPath}"} ${quote ".${sbomPath}"}
     '';
+
+  # The image's closure is that of its contents and of its config (the
+  # kit, TZDIR, a base's FONTCONFIG_FILE), as streamLayeredImage's own
+  # is; the config file stands for the latter as its base.json does.
+  sbom = import ./sbom.nix {
+    inherit pkgs name sbomPath;
+    manifest = manifestFile;
+    version = tag;
+    roots = contents ++ [ (pkgs.writeText "image-config.json" (builtins.toJSON config)) ];
+    packages = contents ++ lib.optionals (pythonNames != [ ]) ([ pkgs.python3 ] ++ pythonSelect pkgs.python3.pkgs);
+    tool = sbomTool;
+  };
 
   packageName = p: (builtins.parseDrvName (p.name or "unknown")).name;
 in
 assert badEnv == [ ] || fail "env may not set ${lib.concatStringsSep ", " badEnv}";
-# A malformed base spec fails here, not only when the image is built.
-assert builtins.seq label (builtins.seq chosen.description (builtins.seq chosen.env true));
+# A malformed base spec or manifest fails here, not only when the image is
+# built.
+assert builtins.seq label (builtins.seq chosen.description (builtins.seq chosen.env (builtins.seq manifestFile true)));
 pkgs.dockerTools.streamLayeredImage {
   inherit
     name
@@ -274,6 +304,7 @@ pkgs.dockerTools.streamLayeredImage {
     ;
   created = epoch;
   mtime = epoch;
+  passthru.sbom = sbom;
   passthru.glovebox = {
     base = label;
     baseDescription = chosen.description;
@@ -285,6 +316,7 @@ pkgs.dockerTools.streamLayeredImage {
       layout
       config
       manifestPath
+      sbomPath
       ;
     packages = packages;
     pythonPackages = pythonNames;

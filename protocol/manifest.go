@@ -44,6 +44,9 @@ type Manifest struct {
 	Inputs *InputsSpec `json:"inputs,omitempty"`
 	// HTTP tunes the box's HTTP routes for browsers. Additive.
 	HTTP *HTTPSpec `json:"http,omitempty"`
+	// Provenance is what the box was made from: gbx generate writes what
+	// it knows, the image build adds the closure. Additive.
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -249,14 +252,6 @@ func (a *AgentSpec) WarmSize() int {
 	return min(max(*a.Warm, 0), MaxWarm)
 }
 
-// WarmEnvironment is the /environment view of warm sessions.
-type WarmEnvironment struct {
-	// Size is the pool's size per box.
-	Size int `json:"size"`
-	// Ready is how many warm sessions wait, ready, right now.
-	Ready int `json:"ready,omitempty"`
-}
-
 // SessionsSpec tunes sessions. Zero values mean the defaults.
 type SessionsSpec struct {
 	// SharedDirs makes every session use the fs paths themselves instead of
@@ -289,82 +284,6 @@ func (m *Manifest) DrainTime() time.Duration {
 		d, _ = ParseDuration(DefaultDrain)
 	}
 	return d
-}
-
-// Environment is the body of GET /environment: v1's fields plus the
-// additive capabilities and agent type.
-type Environment struct {
-	Name            string           `json:"name"`
-	Version         string           `json:"version"`
-	Base            string           `json:"base"`
-	FS              map[string]Mount `json:"fs"`
-	Packages        Packages         `json:"packages"`
-	Limits          *Limits          `json:"limits,omitempty"`
-	ProtocolVersion int              `json:"protocol_version"`
-	Capabilities    []string         `json:"capabilities,omitempty"`
-	Agent           string           `json:"agent,omitempty"`
-	// Isolation is the sandbox in force for sessions. Additive.
-	Isolation *Isolation `json:"isolation,omitempty"`
-	// Network is the egress policy in force. Additive.
-	Network *EgressEnvironment `json:"network,omitempty"`
-	// Warm is the warm pool. Additive.
-	Warm *WarmEnvironment `json:"warm,omitempty"`
-}
-
-// EgressEnvironment is the /environment view of the egress proxy.
-type EgressEnvironment struct {
-	// Mode is "enforced" (a session's only route out is the proxy) or
-	// "advisory" (agents are told to use it through HTTP_PROXY and
-	// friends, and nothing stops one that does not).
-	Mode    string   `json:"mode"`
-	Default string   `json:"default"`
-	Allow   []string `json:"allow"`
-	Deny    []string `json:"deny"`
-	// Brokered names the env vars agents see only as placeholders.
-	Brokered []string `json:"brokered,omitempty"`
-	// AllowRequests are the allow rules with methods and paths.
-	// Additive.
-	AllowRequests []RequestRule `json:"allow_requests,omitempty"`
-	// SessionMayAllow is what a session's rules may open beyond the
-	// box's policy. Additive.
-	SessionMayAllow []string `json:"session_may_allow,omitempty"`
-	// Session is a session's own rule set, in a session's view (its
-	// hello, its egress frame, GET /sessions/{id}/egress): a connection
-	// goes ahead when the box's policy and these rules both allow it (or
-	// these allow it by a rule SessionMayAllow covers). Additive.
-	Session *NetworkSpec `json:"session,omitempty"`
-}
-
-// Health is the body of GET /health.
-type Health struct {
-	OK      bool   `json:"ok"`
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	// Isolation lists the sandbox layers in force. Only a request with
-	// the box key or a token gets it (and Degraded and Gaps): /health
-	// tells anyone else nothing about the sandbox. Additive.
-	Isolation []string `json:"isolation,omitempty"`
-	// Degraded is Isolation.Degraded. Additive.
-	Degraded *bool `json:"degraded,omitempty"`
-	// Gaps is Isolation.Gaps. Additive.
-	Gaps map[string]string `json:"gaps,omitempty"`
-	// Draining is true while the box shuts down (GET /health then answers
-	// 503, so that load balancers send new sessions elsewhere). Additive.
-	Draining bool `json:"draining,omitempty"`
-}
-
-// Environment returns the /environment view of the manifest.
-func (m *Manifest) Environment(capabilities []string) Environment {
-	lim := m.Limits
-	env := Environment{
-		Name: m.Name, Version: m.Version, Base: m.Base, FS: m.FS, Packages: m.Packages,
-		Limits: &lim, ProtocolVersion: m.ProtocolVersion, Capabilities: capabilities,
-	}
-	if m.Agent != nil {
-		env.Agent = m.Agent.Type
-	}
-	env.Warm = &WarmEnvironment{Size: m.Agent.WarmSize()}
-	return env
 }
 
 // ParseManifest decodes glovebox.json and fills v1's defaults for absent

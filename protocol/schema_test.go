@@ -400,6 +400,8 @@ var schemaTypes = map[string]reflect.Type{
 	"isolation":          reflect.TypeFor[Isolation](),
 	"egress_environment": reflect.TypeFor[EgressEnvironment](),
 	"warm_environment":   reflect.TypeFor[WarmEnvironment](),
+	"provenance":         reflect.TypeFor[Provenance](),
+	"locked_input":       reflect.TypeFor[LockedInput](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

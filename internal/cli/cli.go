@@ -43,6 +43,7 @@ var commands = []command{
 	buildCommand,
 	promptCommand,
 	envCommand,
+	sbomCommand,
 	healthCommand,
 	filesCommand,
 	tokenCommand,

@@ -78,6 +78,16 @@ func formatEnv(env *protocol.Environment) string {
 		row("max_message", l.MaxMessage)
 		row("max_input", l.MaxInput)
 	}
+	if p := env.Provenance; p != nil {
+		row("config", p.ConfigSHA256)
+		row("gbx", p.Gbx)
+		if in, ok := p.Inputs["nixpkgs"]; ok {
+			row("nixpkgs", in.Rev)
+		}
+		if p.ClosureSHA256 != "" {
+			row("closure", fmt.Sprintf("%s (%d store paths)", p.ClosureSHA256, p.ClosurePaths))
+		}
+	}
 	return b.String()
 }
 

@@ -122,6 +122,7 @@ export interface Environment {
   isolation?: Isolation;
   network?: EgressEnvironment;
   warm?: WarmEnvironment;
+  provenance?: Provenance;
   [field: string]: unknown;
 }
 
@@ -218,6 +219,16 @@ export interface Isolation {
   [field: string]: unknown;
 }
 
+/** A flake input as flake.lock pins it. */
+export interface LockedInput {
+  /** The flake reference flake.nix names. */
+  url?: string;
+  rev: string;
+  /** SRI sha256 of the input's source tree. */
+  nar_hash: string;
+  [field: string]: unknown;
+}
+
 /** An egress rule set: a box's [network] policy or a session's own rules. Rules are host names, *.domain, *, addresses or CIDRs with an optional :port; deny always wins. */
 export interface NetworkSpec {
   default?: "allow" | "deny";
@@ -263,6 +274,25 @@ export interface PromptFrame {
   /** Input files by name (a slash path places the file in a subdirectory of the input directory). */
   inputs?: Record<string, FileRef>;
   outputs_policy?: OutputsOverride;
+}
+
+/** What the box was made from: gbx generate writes the config digest, its version and the flake's pins; the Nix build of the image adds the closure's hash and the SBOM's. Every field is optional (gbx dev has no closure). */
+export interface Provenance {
+  /** sha256 (hex) of the glovebox.toml the box was generated from. */
+  config_sha256?: string;
+  /** The version of the gbx that generated the box ("latest" for a development build). */
+  gbx?: string;
+  /** flake.lock's locked inputs by name: nixpkgs, and glovebox when locked. */
+  inputs?: Record<string, LockedInput>;
+  /** sha256 (hex) over the image's Nix closure: "<store path> <hex NAR hash>\n" per path, in byte order. */
+  closure_sha256?: string;
+  /** The number of store paths in the closure. */
+  closure_paths?: number;
+  /** Where the image keeps its CycloneDX 1.6 SBOM, which GET /sbom serves. */
+  sbom?: string;
+  /** sha256 (hex) of the SBOM file. */
+  sbom_sha256?: string;
+  [field: string]: unknown;
 }
 
 /** An allow rule with methods and paths: a host it names is reached only by the requests such rules allow (HTTPS is terminated with the box CA). Paths are prefixes matched case-sensitively on the decoded path; ambiguous paths are refused. */

@@ -227,6 +227,14 @@ let
         assert lib.assertMsg (builtins.isString script) "runCommand: the script must be a string";
         called "runCommand" name (env // { inherit script; }) { };
 
+      # closureInfo { rootPaths }: the closure's store-paths and
+      # registration (with NAR hashes), made at build time.
+      closureInfo =
+        args:
+        assert lib.assertMsg (builtins.isList (args.rootPaths or null)) "closureInfo: rootPaths must be a list";
+        assert allPackages "closureInfo: rootPaths" args.rootPaths;
+        called "closureInfo" "closure-info" args { };
+
       writeText =
         name: text:
         assert lib.assertMsg (builtins.isString text) "writeText: text must be a string";

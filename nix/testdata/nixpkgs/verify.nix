@@ -25,6 +25,8 @@ let
     "makeFontsConf" = pkgs ? makeFontsConf;
     "mkShell" = pkgs ? mkShell;
     "writeText" = pkgs ? writeText;
+    "runCommand" = pkgs ? runCommand;
+    "closureInfo" = pkgs ? closureInfo;
     "lib.cleanSourceWith" = nixpkgs.lib ? cleanSourceWith;
     "lib.attrByPath" = nixpkgs.lib ? attrByPath;
     "buildNpmPackage" = pkgs ? buildNpmPackage;

@@ -1,0 +1,82 @@
+package kit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// maxSBOM bounds the SBOM the kit reads: one of a closure of thousands of
+// store paths is a few megabytes.
+const maxSBOM = 64 << 20
+
+// SBOMContentType is the media type of GET /sbom's body.
+const SBOMContentType = "application/vnd.cyclonedx+json; version=1.6"
+
+// serveSBOM is GET /sbom (key, environment or admin token): the image's
+// CycloneDX SBOM, the file the manifest's provenance names, checked
+// against the sha256 it gives. A box whose image was not built by mkBox
+// (gbx dev, nixpacks) has none and answers 404.
+func (s *Server) serveSBOM(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !s.admit(w, r, protocol.ScopeEnvironment, protocol.ScopeAdmin) {
+		return
+	}
+	prov := s.man.Provenance
+	if prov == nil || prov.SBOM == "" {
+		http.Error(w, "this box has no SBOM: only an image built with Nix (gbx build, nix build) carries one", http.StatusNotFound)
+		return
+	}
+	body, err := readSBOM(prov.SBOM)
+	if errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, "this box has no SBOM: the manifest names "+prov.SBOM+", which the image lacks", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.log.Error("sbom", "path", prov.SBOM, "err", err)
+		http.Error(w, "the SBOM could not be read: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:])
+	if prov.SBOMSHA256 != "" && digest != prov.SBOMSHA256 {
+		s.log.Error("sbom: the file does not match the manifest", "path", prov.SBOM, "sha256", digest, "want", prov.SBOMSHA256)
+		http.Error(w, "the SBOM at "+prov.SBOM+" does not match the manifest's sbom_sha256", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", SBOMContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("ETag", `"sha256:`+digest+`"`)
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(body)
+}
+
+func readSBOM(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	body, err := io.ReadAll(io.LimitReader(f, maxSBOM+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxSBOM {
+		return nil, errors.New("larger than 64 MiB")
+	}
+	return body, nil
+}
