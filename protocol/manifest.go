@@ -44,6 +44,9 @@ type Manifest struct {
 	Inputs *InputsSpec `json:"inputs,omitempty"`
 	// HTTP tunes the box's HTTP routes for browsers. Additive.
 	HTTP *HTTPSpec `json:"http,omitempty"`
+	// Runs holds the run records' public key and settings
+	// (runrecord.go). Additive.
+	Runs *RunsSpec `json:"runs,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -309,6 +312,8 @@ type Environment struct {
 	Network *EgressEnvironment `json:"network,omitempty"`
 	// Warm is the warm pool. Additive.
 	Warm *WarmEnvironment `json:"warm,omitempty"`
+	// Runs is the run records' public key and settings. Additive.
+	Runs *RunsSpec `json:"runs,omitempty"`
 }
 
 // EgressEnvironment is the /environment view of the egress proxy.
@@ -364,6 +369,7 @@ func (m *Manifest) Environment(capabilities []string) Environment {
 		env.Agent = m.Agent.Type
 	}
 	env.Warm = &WarmEnvironment{Size: m.Agent.WarmSize()}
+	env.Runs = m.Runs
 	return env
 }
 

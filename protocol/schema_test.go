@@ -400,6 +400,7 @@ var schemaTypes = map[string]reflect.Type{
 	"isolation":          reflect.TypeFor[Isolation](),
 	"egress_environment": reflect.TypeFor[EgressEnvironment](),
 	"warm_environment":   reflect.TypeFor[WarmEnvironment](),
+	"runs_spec":          reflect.TypeFor[RunsSpec](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode
