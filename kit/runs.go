@@ -1,0 +1,467 @@
+package kit
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Run records. When a prompt ends, the kit signs a record of it
+// (protocol.RunRecord: the box, the session and prompt, the digests of
+// the prompt, its inputs and outputs, the agent, the prompt's egress
+// decisions, the limits it hit, its outcome, exit status and times) with
+// protocol.RunSigningKey of the box key, chained to the session's previous
+// record. The prompt's complete or error frame is queued first: signing
+// never delays it, and GET /runs waits for a record still being signed.
+//
+// Inputs and outputs are digested as the kit reads them anyway (writing an
+// input, storing an output), never read a second time. The egress
+// decisions are the audit trail's lines of the session from the prompt's
+// start to its end (at most protocol.MaxRunEgress; egress_dropped counts
+// the rest). Limits: the one the agent's exit event names (memory, pids,
+// disk), "timeout" for a prompt stopped by limits.timeout, and "disk" for
+// one the kit's disk watcher stopped.
+//
+// A session's records are appended to <state>/runs/<session>.jsonl (0600;
+// one line each: the signed record and the identity that opened the
+// session) and kept in memory, both as long as the box's parked files
+// (the longest ttl of its localServer outputs rules, one hour by default)
+// after the session's last record; at most runsMaxBytes in memory, the
+// oldest sessions' dropped first. A restarted kit rereads the files. A box
+// whose state dir is not writable keeps them in memory only.
+//
+// The box's identity in a record: manifest_digest is the SHA-256 of the
+// manifest bytes the kit loaded (Options.ManifestDigest; for a manifest
+// given parsed, of its JSON encoding), closure_hash is GLOVEBOX_CLOSURE_HASH
+// or the first line of /etc/glovebox/closure-hash under the box's root,
+// empty when neither is there.
+
+// runsMaxBytes bounds the records kept in memory.
+const runsMaxBytes = 16 << 20
+
+// closureHashFile holds the box's closure hash, when the image has one.
+const closureHashFile = "/etc/glovebox/closure-hash"
+
+// runRecorder keeps the box's run records. Its zero value is ready: it
+// sets itself up on first use.
+type runRecorder struct {
+	once           sync.Once
+	key            ed25519.PrivateKey
+	manifestDigest string
+	closureHash    string
+	recordText     bool
+	agent          string
+	dir            string // "" keeps records in memory only
+	ttl            time.Duration
+
+	mu     sync.Mutex
+	chains map[string]*runChain // by session id
+	bytes  int
+}
+
+// runChain is one session's records.
+type runChain struct {
+	owner   string
+	prev    string // the last record's digest
+	seq     int64
+	last    time.Time
+	records []runEntry
+	draft   *runDraft // the prompt being recorded
+}
+
+type runEntry struct {
+	prompt string
+	ended  time.Time
+	body   []byte // the signed record's JSON
+}
+
+// runDraft gathers a prompt's record while it runs; done is closed once
+// the record is kept (or given up).
+type runDraft struct {
+	inputs, outputs map[string]protocol.RunFile
+	limit           string
+	rec             *protocol.RunRecord
+	started, ended  time.Time
+	done            chan struct{}
+}
+
+// runsManifest returns the manifest with its runs block naming the
+// public key of key, and reports a manifest that names another one.
+func runsManifest(b *boot, m *protocol.Manifest, key string) *protocol.Manifest {
+	pub := protocol.RunPublicKey(key)
+	if m.Runs != nil && m.Runs.PublicKey != "" && m.Runs.PublicKey != pub && key != "" {
+		b.add("manifest: runs.public_key does not match GLOVEBOX_KEY's run record key (%s): use the key generated with this manifest, or regenerate it", pub)
+	}
+	c := *m
+	runs := protocol.RunsSpec{}
+	if m.Runs != nil {
+		runs = *m.Runs
+	}
+	runs.PublicKey = pub
+	c.Runs = &runs
+	return &c
+}
+
+// init sets the recorder up from the server, once.
+func (rr *runRecorder) init(s *Server) {
+	rr.once.Do(func() {
+		rr.key = protocol.RunSigningKey(s.opts.Key)
+		rr.manifestDigest = s.opts.ManifestDigest
+		if rr.manifestDigest == "" {
+			b, _ := json.Marshal(s.man)
+			sum := sha256.Sum256(b)
+			rr.manifestDigest = hex.EncodeToString(sum[:])
+		}
+		rr.closureHash = closureHash(s)
+		rr.recordText = s.man.Runs != nil && s.man.Runs.RecordText
+		rr.agent = runAgent(s.man.Agent)
+		rr.ttl = runsTTL(s.man.StoragePolicy.Outputs)
+		rr.chains = map[string]*runChain{}
+		dir := filepath.Join(s.stateDir, "runs")
+		if s.stateDir != "" && os.MkdirAll(dir, 0o700) == nil {
+			rr.dir = dir
+			rr.reread(s)
+		}
+	})
+}
+
+// closureHash reads the box's closure hash (see above).
+func closureHash(s *Server) string {
+	if h := strings.TrimSpace(s.getenv("GLOVEBOX_CLOSURE_HASH")); h != "" {
+		return h
+	}
+	b, err := os.ReadFile(hostPath(s.opts.Root, closureHashFile))
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// runAgent names the agent as a record does: its type, and for an exec
+// or ACP agent with a command, the command's base name.
+func runAgent(a *protocol.AgentSpec) string {
+	if a == nil {
+		return protocol.AgentExec
+	}
+	if len(a.Command) > 0 {
+		return a.Type + ":" + filepath.Base(a.Command[0])
+	}
+	return a.Type
+}
+
+// runsTTL is how long records live: as long as the longest-lived parked
+// output.
+func runsTTL(p protocol.Policy) time.Duration {
+	ttl := storage.DefaultTTL
+	for _, r := range p.Rules {
+		if r.Use.Adapter != protocol.AdapterLocalServer {
+			continue
+		}
+		if s, ok := r.Use.Options["ttl"].(string); ok {
+			if d, err := protocol.ParseDuration(s); err == nil && d > ttl {
+				ttl = d
+			}
+		}
+	}
+	return ttl
+}
+
+// draftLocked returns the session's draft, made when there is none.
+// Called with mu held.
+func (rr *runRecorder) draftLocked(ss *session) *runDraft {
+	c := rr.chains[ss.id]
+	if c == nil {
+		c = &runChain{owner: ss.owner, prev: protocol.RunChainStart(ss.id)}
+		rr.chains[ss.id] = c
+	}
+	if c.draft == nil {
+		c.draft = &runDraft{done: make(chan struct{})}
+	}
+	return c.draft
+}
+
+// noteFile keeps the digest of an input ("inputs") or output ("outputs")
+// read through h for the session's running prompt.
+func (rr *runRecorder) noteFile(ss *session, kind, name string, h *hashReader) {
+	rr.init(ss.srv)
+	f := protocol.RunFile{SHA256: hex.EncodeToString(h.h.Sum(nil)), Size: h.n}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	d := rr.draftLocked(ss)
+	m := &d.inputs
+	if kind == "outputs" {
+		m = &d.outputs
+	}
+	if *m == nil {
+		*m = map[string]protocol.RunFile{}
+	}
+	(*m)[name] = f
+}
+
+// noteLimit keeps the limit the agent's exit event names.
+func (rr *runRecorder) noteLimit(ss *session, limit string) {
+	if limit == "" {
+		return
+	}
+	rr.init(ss.srv)
+	rr.mu.Lock()
+	rr.draftLocked(ss).limit = limit
+	rr.mu.Unlock()
+}
+
+// ended drafts the record of a prompt that just ended, before its frame
+// goes out; seal signs and keeps it after.
+func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
+	srv := ss.srv
+	rr.init(srv)
+	now := time.Now()
+	text := p.msg.Text
+	sum := sha256.Sum256([]byte(text))
+	r := &protocol.RunRecord{
+		V: protocol.RunRecordVersion, ClosureHash: rr.closureHash, ManifestDigest: rr.manifestDigest,
+		Session: ss.id, Prompt: p.msg.ID, PromptDigest: hex.EncodeToString(sum[:]), Agent: rr.agent,
+		Outcome: outcome, Started: protocol.RunTime(p.started), Ended: protocol.RunTime(now),
+		DurationMS: now.Sub(p.started).Milliseconds(),
+	}
+	if rr.recordText {
+		r.PromptText = text
+	}
+	if code := ss.exitCode.Load(); code != noExit {
+		r.ExitCode = &code
+	}
+	rr.mu.Lock()
+	d := rr.draftLocked(ss)
+	d.rec, d.started, d.ended = r, p.started, now
+	rr.mu.Unlock()
+}
+
+// seal signs the session's drafted record and keeps it.
+func (rr *runRecorder) seal(ss *session) {
+	rr.mu.Lock()
+	c := rr.chains[ss.id]
+	var d *runDraft
+	if c != nil {
+		d, c.draft = c.draft, nil
+	}
+	rr.mu.Unlock()
+	if d == nil || d.rec == nil { // no prompt ended: nothing to sign
+		return
+	}
+	defer close(d.done)
+	r := d.rec
+	r.Inputs, r.Outputs = d.inputs, d.outputs
+	r.Limits = runLimits(d.limit, r.Outcome)
+	r.Egress, r.EgressDropped = rr.egressWindow(ss, d.started, d.ended)
+
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	r.Seq, r.Prev = c.seq+1, c.prev
+	signed, err := protocol.SignRun(rr.key, r)
+	if err != nil {
+		ss.logger().Error("run record not signed", "prompt", r.Prompt, "err", err)
+		return
+	}
+	body, _ := json.Marshal(signed)
+	c.seq, c.prev, c.last = r.Seq, signed.Digest, d.ended
+	c.records = append(c.records, runEntry{prompt: r.Prompt, ended: d.ended, body: body})
+	rr.bytes += len(body)
+	if rr.dir != "" {
+		if err := rr.append(ss.id, c.owner, body); err != nil {
+			ss.logger().Warn("run record kept in memory only", "prompt", r.Prompt, "err", err)
+		}
+	}
+	rr.trimLocked(d.ended)
+}
+
+// runLimits lists the limits a prompt hit.
+func runLimits(named, outcome string) []string {
+	switch {
+	case named != "":
+		return []string{named}
+	case outcome == protocol.CodeTimeout:
+		return []string{"timeout"}
+	case outcome == protocol.CodeLimit:
+		return []string{"disk"} // only the disk watcher fails a prompt with no limit named
+	}
+	return nil
+}
+
+// egressWindow is the session's egress decisions from start to end.
+func (rr *runRecorder) egressWindow(ss *session, start, end time.Time) ([]protocol.RunEgressDecision, int64) {
+	e := ss.srv.egress
+	if e == nil || e.audit == nil {
+		return nil, 0
+	}
+	lines, _, err := e.audit.Since(egress.Query{Session: ss.id, Since: start})
+	if err != nil {
+		return nil, 0
+	}
+	var out []protocol.RunEgressDecision
+	var dropped int64
+	for _, l := range lines {
+		var ev protocol.EgressEvent
+		if json.Unmarshal(l, &ev) != nil || ev.Time.After(end) {
+			continue
+		}
+		if len(out) == protocol.MaxRunEgress {
+			dropped++
+			continue
+		}
+		out = append(out, protocol.RunEgressDecision{Seq: ev.Seq, Time: protocol.RunTime(ev.Time), Proto: ev.Proto,
+			Host: ev.Host, Port: ev.Port, Decision: ev.Decision, Rule: ev.Rule, Line: ev.Line})
+	}
+	return out, dropped
+}
+
+// trimLocked drops the sessions whose last record is older than the TTL,
+// and the oldest ones while the records take more than runsMaxBytes.
+// Called with mu held.
+func (rr *runRecorder) trimLocked(now time.Time) {
+	for id, c := range rr.chains {
+		if c.draft == nil && len(c.records) > 0 && now.Sub(c.last) > rr.ttl {
+			rr.dropLocked(id)
+		}
+	}
+	for rr.bytes > runsMaxBytes {
+		var oldest string
+		for id, c := range rr.chains {
+			if c.draft == nil && len(c.records) > 0 && (oldest == "" || c.last.Before(rr.chains[oldest].last)) {
+				oldest = id
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		rr.dropLocked(oldest)
+	}
+}
+
+func (rr *runRecorder) dropLocked(id string) {
+	for _, e := range rr.chains[id].records {
+		rr.bytes -= len(e.body)
+	}
+	delete(rr.chains, id)
+	if rr.dir != "" {
+		os.Remove(rr.file(id))
+	}
+}
+
+// runFileLine is one line of a session's file.
+type runFileLine struct {
+	Owner string              `json:"owner"`
+	Run   *protocol.SignedRun `json:"run"`
+}
+
+var safeSessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// file is the session's file; an id unfit for a file name is hex-encoded.
+func (rr *runRecorder) file(id string) string {
+	if !safeSessionID.MatchString(id) {
+		id = "x" + hex.EncodeToString([]byte(id))
+	}
+	return filepath.Join(rr.dir, id+".jsonl")
+}
+
+func (rr *runRecorder) append(id, owner string, body []byte) error {
+	line, err := json.Marshal(struct {
+		Owner string          `json:"owner"`
+		Run   json.RawMessage `json:"run"`
+	}{owner, body})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(rr.file(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// reread loads the records an earlier run of the kit kept, dropping
+// files past the TTL.
+func (rr *runRecorder) reread(s *Server) {
+	names, _ := filepath.Glob(filepath.Join(rr.dir, "*.jsonl"))
+	now := time.Now()
+	for _, name := range names {
+		if st, err := os.Stat(name); err != nil || now.Sub(st.ModTime()) > rr.ttl {
+			os.Remove(name)
+			continue
+		}
+		if err := rr.rereadFile(name); err != nil {
+			s.log.Warn("run records: a file of an earlier run does not read; removed", "file", name, "err", err)
+			os.Remove(name)
+		}
+	}
+	rr.trimLocked(now)
+}
+
+func (rr *runRecorder) rereadFile(name string) error {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	var c *runChain
+	var id string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		var l runFileLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Run == nil {
+			return fmt.Errorf("line %d does not decode", n)
+		}
+		r, err := l.Run.Run()
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(l.Run)
+		if c == nil {
+			id = r.Session
+			c = &runChain{owner: l.Owner}
+		}
+		c.seq, c.prev = r.Seq, l.Run.Digest
+		c.last, _ = time.Parse(time.RFC3339Nano, r.Ended)
+		c.records = append(c.records, runEntry{prompt: r.Prompt, ended: c.last, body: body})
+		rr.bytes += len(body)
+	}
+	if c != nil && rr.file(id) == name {
+		rr.chains[id] = c
+	}
+	return sc.Err()
+}
+
+// hashReader digests what is read through it.
+type hashReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+}
+
+func newHashReader(r io.Reader) *hashReader { return &hashReader{r: r, h: sha256.New()} }
+
+func (h *hashReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	return n, err
+}
