@@ -207,6 +207,7 @@ func TestHostileBoxRoundTrips(t *testing.T) {
 	}
 
 	m := c.Manifest(testKeyFingerprint())
+	m.Runs = &protocol.RunsSpec{PublicKey: protocol.RunPublicKey(testKey)}
 	want, err := marshalJSON(m)
 	if err != nil {
 		t.Fatal(err)

@@ -252,13 +252,14 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	rr.mu.Unlock()
 }
 
-// seal signs the session's drafted record and keeps it.
+// seal signs the session's drafted record and keeps it. The draft stays
+// in place (GET /runs waits for it) until the record is kept.
 func (rr *runRecorder) seal(ss *session) {
 	rr.mu.Lock()
 	c := rr.chains[ss.id]
 	var d *runDraft
 	if c != nil {
-		d, c.draft = c.draft, nil
+		d = c.draft
 	}
 	rr.mu.Unlock()
 	if d == nil || d.rec == nil { // no prompt ended: nothing to sign
@@ -272,6 +273,7 @@ func (rr *runRecorder) seal(ss *session) {
 
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
+	c.draft = nil
 	r.Seq, r.Prev = c.seq+1, c.prev
 	signed, err := protocol.SignRun(rr.key, r)
 	if err != nil {

@@ -79,7 +79,7 @@ func runGenerate(ctx context.Context, stdio IO, args []string) error {
 			return err
 		}
 	}
-	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, RunsPublicKey: key.RunsPublicKey, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
 	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
 		pin.Ref = opts.KitVersion // the tag flake.nix names
 		opts.Glovebox = &pin
