@@ -51,6 +51,7 @@ var commands = []command{
 	psCommand,
 	logsCommand,
 	egressCommand,
+	runsCommand,
 	endpointsCommand,
 	versionCommand,
 }
