@@ -332,37 +332,69 @@ func (rr *runRecorder) egressWindow(ss *session, start, end time.Time) ([]protoc
 	return out, dropped
 }
 
-// trimLocked drops the sessions whose last record is older than the TTL,
-// and the oldest ones while the records take more than runsMaxBytes.
+// trimLocked forgets the sessions whose last record is older than the
+// TTL, and, while the records take more than runsMaxBytes, drops the
+// oldest records of any session down to three quarters of it (a session
+// keeps its seq and last digest: its next record still links to the
+// dropped one, and a verifier is told the chain's start is missing).
 // Called with mu held.
 func (rr *runRecorder) trimLocked(now time.Time) {
 	for id, c := range rr.chains {
-		if c.draft == nil && len(c.records) > 0 && now.Sub(c.last) > rr.ttl {
-			rr.dropLocked(id)
+		if c.draft == nil && now.Sub(c.last) > rr.ttl {
+			for _, e := range c.records {
+				rr.bytes -= len(e.body)
+			}
+			delete(rr.chains, id)
+			if rr.dir != "" {
+				os.Remove(rr.file(id))
+			}
 		}
 	}
-	for rr.bytes > runsMaxBytes {
+	if rr.bytes <= runsMaxBytes {
+		return
+	}
+	touched := map[string]*runChain{}
+	for rr.bytes > runsMaxBytes*3/4 {
 		var oldest string
 		for id, c := range rr.chains {
-			if c.draft == nil && len(c.records) > 0 && (oldest == "" || c.last.Before(rr.chains[oldest].last)) {
+			if len(c.records) > 0 && (oldest == "" || c.records[0].ended.Before(rr.chains[oldest].records[0].ended)) {
 				oldest = id
 			}
 		}
 		if oldest == "" {
-			return
+			break
 		}
-		rr.dropLocked(oldest)
+		c := rr.chains[oldest]
+		rr.bytes -= len(c.records[0].body)
+		c.records[0] = runEntry{}
+		c.records = c.records[1:]
+		touched[oldest] = c
+	}
+	if rr.dir == "" {
+		return
+	}
+	for id, c := range touched {
+		if err := rr.rewrite(id, c); err != nil {
+			os.Remove(rr.file(id))
+		}
 	}
 }
 
-func (rr *runRecorder) dropLocked(id string) {
-	for _, e := range rr.chains[id].records {
-		rr.bytes -= len(e.body)
+// rewrite replaces a session's file with the records it keeps.
+func (rr *runRecorder) rewrite(id string, c *runChain) error {
+	var buf bytes.Buffer
+	for _, e := range c.records {
+		line, err := runLine(c.owner, e.body)
+		if err != nil {
+			return err
+		}
+		buf.Write(line)
 	}
-	delete(rr.chains, id)
-	if rr.dir != "" {
-		os.Remove(rr.file(id))
+	tmp := rr.file(id) + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		return err
 	}
+	return os.Rename(tmp, rr.file(id))
 }
 
 // runFileLine is one line of a session's file.
@@ -381,11 +413,17 @@ func (rr *runRecorder) file(id string) string {
 	return filepath.Join(rr.dir, id+".jsonl")
 }
 
+// runLine is a record's line in its session's file (body is the signed
+// record's JSON, already compact).
+func runLine(owner string, body []byte) ([]byte, error) {
+	o, err := json.Marshal(owner)
+	line := make([]byte, 0, len(body)+len(o)+20)
+	line = append(append(append(line, `{"owner":`...), o...), `,"run":`...)
+	return append(append(line, body...), '}', '\n'), err
+}
+
 func (rr *runRecorder) append(id, owner string, body []byte) error {
-	line, err := json.Marshal(struct {
-		Owner string          `json:"owner"`
-		Run   json.RawMessage `json:"run"`
-	}{owner, body})
+	line, err := runLine(owner, body)
 	if err != nil {
 		return err
 	}
@@ -393,7 +431,7 @@ func (rr *runRecorder) append(id, owner string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(line, '\n'))
+	_, err = f.Write(line)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

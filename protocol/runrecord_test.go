@@ -208,3 +208,24 @@ func FuzzRunRecordVerify(f *testing.F) {
 		VerifyRunChain(pub, []SignedRun{*s, *s})
 	})
 }
+
+func BenchmarkSignRun(b *testing.B) {
+	priv := RunSigningKey("k")
+	r := testRun("s", 1, RunChainStart("s"))
+	for b.Loop() {
+		if _, err := SignRun(priv, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerifyRun(b *testing.B) {
+	priv := RunSigningKey("k")
+	s, _ := SignRun(priv, testRun("s", 1, RunChainStart("s")))
+	pub := priv.Public().(ed25519.PublicKey)
+	for b.Loop() {
+		if err := s.Verify(pub); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
