@@ -1,6 +1,7 @@
 import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
+import { verifyRun, verifyRunChain, type RunChain, type SignedRun } from "./runs.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
 import type { AbortFrame, ClientHelloFrame, EgressEnvironment, EgressPolicyFrame, EgressSetFrame, Environment, FileRef, Health, NetworkSpec, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
 
@@ -748,6 +749,46 @@ export class Box {
       default:
         throw new GloveboxError(ClientCodes.BadRequest, `read ${name}: a ${(ref as FileRef).kind} ref is read with its cloud SDK, not with this client`);
     }
+  }
+
+  /**
+   * Fetches the signed record of a prompt (GET /runs/{prompt}; the key, a
+   * runs or admin token, or the credential that opened its session), in
+   * this Box's session unless another is given, and verifies it with
+   * publicKey (runs.public_key of the box's manifest) or, without one,
+   * the key the box's /environment reports. Rejects with a
+   * RunVerifyError naming what was changed.
+   */
+  run(prompt: string, opts: { session?: string; publicKey?: string; signal?: AbortSignal } = {}): Promise<SignedRun> {
+    return settled(raceSignal(this.#runs(`runs/${encodeURIComponent(prompt)}`, opts, async (body, key) => {
+      const s = body as SignedRun;
+      await verifyRun(s, key);
+      return s;
+    }), opts.signal));
+  }
+
+  /**
+   * Fetches a session's chain of run records (GET /runs?session=ID;
+   * this Box's session unless another is given) and verifies every
+   * record and link (see run for the key).
+   */
+  runChain(opts: { session?: string; publicKey?: string; signal?: AbortSignal } = {}): Promise<SignedRun[]> {
+    return settled(raceSignal(this.#runs("runs", opts, async (body, key) => {
+      const c = body as RunChain;
+      await verifyRunChain(c.records, key);
+      return c.records;
+    }), opts.signal));
+  }
+
+  async #runs<T>(route: string, opts: { session?: string; publicKey?: string }, check: (body: unknown, key: string) => Promise<T>): Promise<T> {
+    let key = opts.publicKey;
+    if (!key) {
+      key = (await this.environment()).runs?.public_key;
+      if (!key) throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.name)} keeps no run records (its /environment has no runs.public_key)`);
+    }
+    const session = opts.session || this.#session;
+    const body = await this.#getJSON<unknown>(session ? `${route}?session=${encodeURIComponent(session)}` : route, true);
+    return check(body, key);
   }
 
   /** Reads the file the box stores under id (GET /files/{id}). */
