@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -245,5 +246,23 @@ func TestRunRecordEgress(t *testing.T) {
 	}
 	if want := []string{"outside.test allow outside.test", `blocked.test deny default = "deny"`}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the record's egress = %q, want %q", got, want)
+	}
+}
+
+func TestRunRecordLimitHit(t *testing.T) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), func(m *protocol.Manifest, _ *Options) {
+		m.Limits.Disk = "1MB"
+	})
+	c := b.dial("/", nil)
+	c.prompt("big", "dd if=/dev/zero of=f bs=1M count=8 2>/dev/null; sleep 5")
+	if e := last(c.finish("big")); errCode(e) != protocol.CodeLimit {
+		t.Fatalf("big = %v, want a %s", e, protocol.CodeLimit)
+	}
+	recs := chainOf(t, b, c.hello["session_id"].(string), b.auth())
+	if err := protocol.VerifyRunChain(runKey(t, b), recs); err != nil {
+		t.Fatal(err)
+	}
+	if r := runOf(t, recs[0]); strings.Join(r.Limits, ",") != "disk" || r.Outcome != protocol.CodeLimit {
+		t.Errorf("record = %+v, want limits [disk]", r)
 	}
 }
