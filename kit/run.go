@@ -48,7 +48,6 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.promptEnded(p, code, nil)
 		ss.stream.sendError(bg, p.msg.ID, code, text)
-		ss.srv.runs.seal(ss) // runs.go, once the frame is queued
 		return
 	}
 	// Logged and counted before the client hears of it, so that whoever
@@ -57,7 +56,6 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 	if err := ss.sendComplete(bg, p.msg.ID, msg, outputs); err != nil {
 		ss.logger().Debug("complete not sent", "id", p.msg.ID, "err", err)
 	}
-	ss.srv.runs.seal(ss)
 }
 
 // promptEnded logs a prompt's one Info line and counts it: its id, how
@@ -65,7 +63,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 // status its agent reported, and its outputs. Never its text.
 func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]protocol.FileRef) {
 	d := time.Since(p.started)
-	ss.srv.runs.ended(ss, p, outcome) // runs.go
+	ss.srv.runs.ended(ss, p, outcome) // runs.go: signed by its own goroutine
 	ss.promptsRun.Add(1)
 	if o := ss.srv.obs; o != nil {
 		o.prompt(outcome, d)

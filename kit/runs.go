@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,8 +28,10 @@ import (
 // the prompt, its inputs and outputs, the agent, the prompt's egress
 // decisions, the limits it hit, its outcome, exit status and times) with
 // protocol.RunSigningKey of the box key, chained to the session's previous
-// record. The prompt's complete or error frame is queued first: signing
-// never delays it, and GET /runs waits for a record still being signed.
+// record. The draft is completed as the prompt ends and signed by a
+// goroutine of its own (one for the box, in the order prompts end): the
+// prompt's complete or error frame and the session's next prompt never
+// wait for it, and GET /runs waits for a record still being signed.
 //
 // Inputs and outputs are digested as the kit reads them anyway (writing an
 // input, storing an output), never read a second time. The egress
@@ -70,9 +73,11 @@ type runRecorder struct {
 	dir            string // "" keeps records in memory only
 	ttl            time.Duration
 
-	mu     sync.Mutex
-	chains map[string]*runChain // by session id
-	bytes  int
+	mu      sync.Mutex
+	chains  map[string]*runChain // by session id
+	bytes   int
+	queue   []*runDraft // ended prompts to sign, in the order they ended
+	sealing bool        // a sealLoop goroutine runs
 }
 
 // runChain is one session's records.
@@ -82,7 +87,8 @@ type runChain struct {
 	seq     int64
 	last    time.Time
 	records []runEntry
-	draft   *runDraft // the prompt being recorded
+	draft   *runDraft   // the running prompt's
+	pending []*runDraft // ended, being signed, in order
 }
 
 type runEntry struct {
@@ -94,6 +100,9 @@ type runEntry struct {
 // runDraft gathers a prompt's record while it runs; done is closed once
 // the record is kept (or given up).
 type runDraft struct {
+	chain           *runChain
+	session         string
+	log             *slog.Logger
 	inputs, outputs map[string]protocol.RunFile
 	limit           string
 	rec             *protocol.RunRecord
@@ -192,7 +201,7 @@ func (rr *runRecorder) draftLocked(ss *session) *runDraft {
 		rr.chains[ss.id] = c
 	}
 	if c.draft == nil {
-		c.draft = &runDraft{done: make(chan struct{})}
+		c.draft = &runDraft{chain: c, session: ss.id, log: ss.logger(), done: make(chan struct{})}
 	}
 	return c.draft
 }
@@ -247,46 +256,68 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 		r.ExitCode = &code
 	}
 	rr.mu.Lock()
+	defer rr.mu.Unlock()
 	d := rr.draftLocked(ss)
 	d.rec, d.started, d.ended = r, p.started, now
-	rr.mu.Unlock()
+	d.chain.draft = nil
+	d.chain.pending = append(d.chain.pending, d)
+	rr.queue = append(rr.queue, d)
+	if !rr.sealing {
+		rr.sealing = true
+		srv.wg.Add(1) // a prompt's runner holds srv.wg: Close has not stopped waiting
+		go rr.sealLoop(srv)
+	}
 }
 
-// seal signs the session's drafted record and keeps it. The draft stays
-// in place (GET /runs waits for it) until the record is kept.
-func (rr *runRecorder) seal(ss *session) {
-	rr.mu.Lock()
-	c := rr.chains[ss.id]
-	var d *runDraft
-	if c != nil {
-		d = c.draft
+// sealLoop signs the queued records in order, until none is left.
+func (rr *runRecorder) sealLoop(srv *Server) {
+	defer srv.wg.Done()
+	for {
+		rr.mu.Lock()
+		if len(rr.queue) == 0 {
+			rr.sealing = false
+			rr.mu.Unlock()
+			return
+		}
+		d := rr.queue[0]
+		rr.queue[0] = nil
+		rr.queue = rr.queue[1:]
+		rr.mu.Unlock()
+		rr.seal(srv, d)
 	}
-	rr.mu.Unlock()
-	if d == nil || d.rec == nil { // no prompt ended: nothing to sign
-		return
-	}
+}
+
+// seal signs a drafted record and keeps it. Only sealLoop calls it, so
+// a chain's seq and prev change nowhere else.
+func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	defer close(d.done)
-	r := d.rec
+	c, r := d.chain, d.rec
 	r.Inputs, r.Outputs = d.inputs, d.outputs
 	r.Limits = runLimits(d.limit, r.Outcome)
-	r.Egress, r.EgressDropped = rr.egressWindow(ss, d.started, d.ended)
+	r.Egress, r.EgressDropped = rr.egressWindow(srv, d.session, d.started, d.ended)
+	rr.mu.Lock()
+	r.Seq, r.Prev = c.seq+1, c.prev
+	rr.mu.Unlock()
+	signed, err := protocol.SignRun(rr.key, r)
+	var body []byte
+	if err == nil {
+		body = signed.Encode()
+	}
 
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	c.draft = nil
-	r.Seq, r.Prev = c.seq+1, c.prev
-	signed, err := protocol.SignRun(rr.key, r)
+	c.pending[0] = nil
+	c.pending = c.pending[1:]
 	if err != nil {
-		ss.logger().Error("run record not signed", "prompt", r.Prompt, "err", err)
+		d.log.Error("run record not signed", "prompt", r.Prompt, "err", err)
 		return
 	}
-	body, _ := json.Marshal(signed)
 	c.seq, c.prev, c.last = r.Seq, signed.Digest, d.ended
 	c.records = append(c.records, runEntry{prompt: r.Prompt, ended: d.ended, body: body})
 	rr.bytes += len(body)
 	if rr.dir != "" {
-		if err := rr.append(ss.id, c.owner, body); err != nil {
-			ss.logger().Warn("run record kept in memory only", "prompt", r.Prompt, "err", err)
+		if err := rr.append(d.session, c.owner, body); err != nil {
+			d.log.Warn("run record kept in memory only", "prompt", r.Prompt, "err", err)
 		}
 	}
 	rr.trimLocked(d.ended)
@@ -306,12 +337,12 @@ func runLimits(named, outcome string) []string {
 }
 
 // egressWindow is the session's egress decisions from start to end.
-func (rr *runRecorder) egressWindow(ss *session, start, end time.Time) ([]protocol.RunEgressDecision, int64) {
-	e := ss.srv.egress
+func (rr *runRecorder) egressWindow(srv *Server, session string, start, end time.Time) ([]protocol.RunEgressDecision, int64) {
+	e := srv.egress
 	if e == nil || e.audit == nil {
 		return nil, 0
 	}
-	lines, _, err := e.audit.Since(egress.Query{Session: ss.id, Since: start})
+	lines, _, err := e.audit.Since(egress.Query{Session: session, Since: start})
 	if err != nil {
 		return nil, 0
 	}
@@ -340,7 +371,7 @@ func (rr *runRecorder) egressWindow(ss *session, start, end time.Time) ([]protoc
 // Called with mu held.
 func (rr *runRecorder) trimLocked(now time.Time) {
 	for id, c := range rr.chains {
-		if c.draft == nil && now.Sub(c.last) > rr.ttl {
+		if c.draft == nil && len(c.pending) == 0 && now.Sub(c.last) > rr.ttl {
 			for _, e := range c.records {
 				rr.bytes -= len(e.body)
 			}

@@ -12,10 +12,10 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// BenchmarkRunRecord measures what recording costs a prompt, on the
-// prompt's runner after its frame is queued: draft (ended), digest
-// bookkeeping for one input and one output, and seal (sign, append to the
-// session's file). The files' bytes are digested as the kit reads them
+// BenchmarkRunRecord measures what recording costs a prompt: the draft
+// (ended, on the prompt's runner), digest bookkeeping for one input and
+// one output, and the sealing goroutine's work until the record is kept
+// (sign, append to the session's file). The files' bytes are digested as the kit reads them
 // anyway; their hashing is in the figure as a 1 KiB read each.
 func BenchmarkRunRecord(b *testing.B) {
 	srv, _, _ := benchBox(b, agent.Func(func(context.Context, agent.Turn) (string, error) { return "", nil }))
@@ -31,6 +31,10 @@ func BenchmarkRunRecord(b *testing.B) {
 			rr.noteFile(ss, kind, "f.txt", h)
 		}
 		rr.ended(ss, p, "complete")
-		rr.seal(ss)
+		rr.mu.Lock()
+		c := rr.chains[ss.id]
+		done := c.pending[len(c.pending)-1].done
+		rr.mu.Unlock()
+		<-done
 	}
 }

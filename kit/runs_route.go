@@ -114,8 +114,10 @@ func (rr *runRecorder) find(session, prompt string, may func(owner string) bool)
 		if session != "" && id != session || !may(c.owner) {
 			continue
 		}
-		if d := c.draft; d != nil && d.rec != nil && (prompt == "" || d.rec.Prompt == prompt) {
-			pending = append(pending, d.done)
+		for _, d := range c.pending {
+			if prompt == "" || d.rec.Prompt == prompt {
+				pending = append(pending, d.done)
+			}
 		}
 		for _, e := range c.records {
 			if prompt == "" || e.prompt == prompt {

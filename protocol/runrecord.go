@@ -204,6 +204,19 @@ func SignRun(key ed25519.PrivateKey, r *RunRecord) (*SignedRun, error) {
 	}, nil
 }
 
+// Encode is the signed record's JSON, as GET /runs/{prompt} answers it:
+// json.Marshal's, without re-encoding the record.
+func (s *SignedRun) Encode() []byte {
+	b := make([]byte, 0, len(s.Record)+len(s.Digests)*100+256)
+	b = append(append(b, `{"record":`...), s.Record...)
+	b = append(append(b, `,"digests":`...), canonicalDigests(s.Digests)...)
+	for _, f := range [...]struct{ k, v string }{{"digest", s.Digest}, {"public_key", s.PublicKey}, {"signature", s.Signature}} {
+		b = append(append(append(b, ',', '"'), f.k...), '"', ':')
+		b = appendCanonicalString(b, f.v)
+	}
+	return append(b, '}')
+}
+
 // DecodeSignedRun decodes one signed record as GET /runs/{prompt} answers
 // it. It checks the shape only; Verify checks the rest.
 func DecodeSignedRun(data []byte) (*SignedRun, error) {

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -228,4 +229,58 @@ func BenchmarkVerifyRun(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestCanonicalScalar: the fast path for scalars gives what decoding and
+// re-encoding gives, and declines what it would change.
+func TestCanonicalScalar(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{`"plain"`, `"é ` + "\u2028" + `"`, `"a\"b"`, `"\b"`, `"\u00e9"`, `"\/"`, `0`, `-12`, `12`, `007`, `-0`, `1e2`, `9007199254740992`, `true`, `null`, "\"\xff\""} {
+		var v any
+		d := json.NewDecoder(strings.NewReader(raw))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil || d.More() {
+			if got, err := Canonical([]byte(raw)); err == nil {
+				t.Errorf("Canonical(%s) = %s, want an error: not one JSON value", raw, got)
+			}
+			continue
+		}
+		full, ferr := appendCanonical(nil, v)
+		got, err := Canonical([]byte(raw))
+		if (err == nil) != (ferr == nil) || string(got) != string(full) {
+			t.Errorf("Canonical(%s) = %s, %v; decoding and re-encoding gives %s, %v", raw, got, err, full, ferr)
+		}
+	}
+}
+
+func TestSignedRunEncode(t *testing.T) {
+	t.Parallel()
+	s := testChain(t, "k", 1)[0]
+	want, _ := json.Marshal(s)
+	var a, b any
+	json.Unmarshal(want, &a)
+	if err := json.Unmarshal(s.Encode(), &b); err != nil {
+		t.Fatalf("Encode is not JSON: %v\n%s", err, s.Encode())
+	}
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("Encode = %s, want json.Marshal's %s", s.Encode(), want)
+	}
+}
+
+// FuzzCanonical: what Canonical writes is canonical already, and it
+// never panics.
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{`{"b":[1,"x\n"],"a":null}`, `"é"`, `-3`, `[{"z":true}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Canonical(data)
+		if err != nil {
+			return
+		}
+		again, err := Canonical(c)
+		if err != nil || string(again) != string(c) {
+			t.Errorf("Canonical(%q) = %q, and again %q, %v", data, c, again, err)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // RunVerifyError says why a record failed verification.
@@ -217,6 +218,9 @@ const maxSafeInt = 1<<53 - 1
 // non-integer or unsafe number; invalid UTF-8 reads as U+FFFD, as
 // encoding/json reads it.
 func Canonical(raw []byte) ([]byte, error) {
+	if canonicalScalar(raw) {
+		return raw, nil
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
@@ -227,6 +231,27 @@ func Canonical(raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("more than one JSON value")
 	}
 	return appendCanonical(nil, v)
+}
+
+// canonicalScalar reports whether raw is already canonical: a string
+// with no escape and no control character, an integer as Canonical
+// writes it, true, false or null. Most of a record's fields are.
+func canonicalScalar(raw []byte) bool {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"':
+		body := raw[1 : len(raw)-1]
+		for _, c := range body {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		return utf8.Valid(body)
+	case len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9'):
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil && n <= maxSafeInt && n >= -maxSafeInt && strconv.FormatInt(n, 10) == string(raw)
+	}
+	s := string(raw)
+	return s == "true" || s == "false" || s == "null"
 }
 
 func appendCanonical(b []byte, v any) ([]byte, error) {
