@@ -143,6 +143,8 @@ type SignedRun struct {
 	Digest    string            `json:"digest"`
 	PublicKey string            `json:"public_key"`
 	Signature string            `json:"signature"`
+
+	signed []byte // canonicalDigests(Digests), when SignRun made it
 }
 
 // RunChain is the body of GET /runs?session=ID: the session's records in
@@ -196,6 +198,7 @@ func SignRun(key ed25519.PrivateKey, r *RunRecord) (*SignedRun, error) {
 	signed := canonicalDigests(digests)
 	sum := sha256.Sum256(signed)
 	return &SignedRun{
+		signed:    signed,
 		Record:    raw,
 		Digests:   digests,
 		Digest:    hex.EncodeToString(sum[:]),
@@ -209,7 +212,11 @@ func SignRun(key ed25519.PrivateKey, r *RunRecord) (*SignedRun, error) {
 func (s *SignedRun) Encode() []byte {
 	b := make([]byte, 0, len(s.Record)+len(s.Digests)*100+256)
 	b = append(append(b, `{"record":`...), s.Record...)
-	b = append(append(b, `,"digests":`...), canonicalDigests(s.Digests)...)
+	signed := s.signed
+	if signed == nil {
+		signed = canonicalDigests(s.Digests)
+	}
+	b = append(append(b, `,"digests":`...), signed...)
 	for _, f := range [...]struct{ k, v string }{{"digest", s.Digest}, {"public_key", s.PublicKey}, {"signature", s.Signature}} {
 		b = append(append(append(b, ',', '"'), f.k...), '"', ':')
 		b = appendCanonicalString(b, f.v)
