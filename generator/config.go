@@ -86,6 +86,9 @@ type Config struct {
 	// HTTP tunes the box's HTTP routes for browsers ([http]); nil when the
 	// file has none.
 	HTTP *protocol.HTTPSpec
+	// Runs holds the run records' settings ([runs] record_text); nil when
+	// the file has none. Generate adds the public key.
+	Runs *protocol.RunsSpec
 	// Warnings are what the file may have wrong but the checks cannot
 	// decide (a package name near a known one), "file:line: key: text"
 	// each; Generate reports them first.
@@ -138,6 +141,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Inspect:         c.Inspect,
 		Inputs:          c.Inputs,
 		HTTP:            c.HTTP,
+		Runs:            c.Runs,
 	}
 }
 
@@ -198,7 +202,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}, Kubernetes: Kubernetes{PodSecurity: PodBaseline}},
 	}
 	d.applyPreset()
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs")
 	for _, k := range sortedKeys(root) {
 		v := root[k]
 		switch k {
@@ -246,6 +250,13 @@ func Parse(file string, data []byte) (*Config, error) {
 			d.inputs(k, v, c)
 		case "http":
 			d.http(k, v, c)
+		case "runs":
+			if m, ok := d.table(k, v, "record_text"); ok {
+				c.Runs = &protocol.RunsSpec{}
+				if x, ok := m["record_text"]; ok {
+					c.Runs.RecordText, _ = d.boolean(k+".record_text", x)
+				}
+			}
 		}
 	}
 	if len(d.probs) == 0 {

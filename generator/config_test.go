@@ -544,3 +544,33 @@ func TestAgentWarm(t *testing.T) {
 		})
 	}
 }
+
+func TestParseRuns(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("glovebox.toml", []byte("[runs]\nrecord_text = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Generate(c, Options{Key: testKey, KitVersion: "v0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := protocol.ParseManifest(fileData(t, res, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (protocol.RunsSpec{PublicKey: protocol.RunPublicKey(testKey), RecordText: true}); m.Runs == nil || *m.Runs != want {
+		t.Errorf("the manifest's runs = %+v, want %+v", m.Runs, want)
+	}
+	// A check without the key keeps the committed manifest's public key.
+	check, err := Generate(c, Options{Fingerprint: protocol.Fingerprint(testKey), RunsPublicKey: m.Runs.PublicKey, KitVersion: "v0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(fileData(t, check, ManifestFile)), string(fileData(t, res, ManifestFile)); got != want {
+		t.Errorf("generated from the fingerprint and public key:\n%s\nwant the same as from the key:\n%s", got, want)
+	}
+	if _, err := Parse("glovebox.toml", []byte("[runs]\nrecord_txt = true\n")); err == nil || !strings.Contains(err.Error(), "record_txt") {
+		t.Errorf("an unknown [runs] key = %v, want it named", err)
+	}
+}

@@ -208,6 +208,7 @@ func TestHostileBoxRoundTrips(t *testing.T) {
 
 	m := c.Manifest(testKeyFingerprint())
 	m.Provenance = provenance(c, Options{Nixpkgs: pins[DefaultBranch], KitVersion: "v0.1.0"})
+	m.Runs = &protocol.RunsSpec{PublicKey: protocol.RunPublicKey(testKey)}
 	want, err := marshalJSON(m)
 	if err != nil {
 		t.Fatal(err)

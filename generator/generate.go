@@ -63,6 +63,9 @@ type Options struct {
 	// checkout without the git-ignored key): the manifest names it, and no
 	// glovebox.key is produced.
 	Fingerprint string
+	// RunsPublicKey stands in for the run records' public key, derived
+	// from Key, when there is no Key, as Fingerprint does.
+	RunsPublicKey string
 	// Nixpkgs is the nixpkgs pin; zero means the verified pin of
 	// DefaultBranch. Tests pass the stand-in's narHash here.
 	Nixpkgs Pin
@@ -128,6 +131,7 @@ func Generate(c *Config, opts Options) (*Result, error) {
 	}
 	m := c.Manifest(fingerprint)
 	m.Provenance = provenance(c, opts) // provenance.go
+	m.Runs = runsSpec(m.Runs, key, opts.RunsPublicKey)
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("generate: manifest: %w", err)
 	}
@@ -293,4 +297,22 @@ func marshalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// runsSpec is the manifest's runs block: the config's settings and the
+// public key of the box's run records (protocol.RunPublicKey of key, or
+// the one given for it), so that whoever holds the manifest verifies
+// them. Nil when there is neither.
+func runsSpec(c *protocol.RunsSpec, key, public string) *protocol.RunsSpec {
+	r := protocol.RunsSpec{PublicKey: public}
+	if c != nil {
+		r.RecordText = c.RecordText
+	}
+	if key != "" {
+		r.PublicKey = protocol.RunPublicKey(key)
+	}
+	if r == (protocol.RunsSpec{}) {
+		return nil
+	}
+	return &r
 }

@@ -167,6 +167,9 @@ type Key struct {
 	// with Fingerprint, the one the committed manifest names.
 	Value       string
 	Fingerprint string
+	// RunsPublicKey is the committed manifest's runs.public_key, when
+	// there is no key (Source "manifest").
+	RunsPublicKey string
 	// Source says where the key came from: "glovebox.key", "GLOVEBOX_KEY",
 	// "new", "rotated" or "manifest" (no key, the manifest's fingerprint).
 	Source string
@@ -224,7 +227,7 @@ func ResolveKey(dir, env string, rotate, check bool) (Key, error) {
 	case k.Value == "" && committed == "":
 		k = Key{Value: protocol.NewKey(), Source: "new"}
 	case k.Value == "" && check:
-		return Key{Fingerprint: committed, Source: "manifest"}, nil
+		return Key{Fingerprint: committed, RunsPublicKey: manifestRunsKey(manifestPath), Source: "manifest"}, nil
 	case k.Value == "":
 		return Key{}, fmt.Errorf("%s names the key with fingerprint %s, but %s is not here (it is kept out of git): put that key in %s or GLOVEBOX_KEY, or pass --rotate-key to make a new one and redeploy with it", manifestPath, committed, keyPath, keyPath)
 	case committed != "" && protocol.Fingerprint(k.Value) != committed && !check:
@@ -251,4 +254,20 @@ func manifestFingerprint(path string) (string, error) {
 		return "", nil // not ours to judge: generate rewrites it
 	}
 	return m.KeyFingerprint, nil
+}
+
+// manifestRunsKey returns the runs.public_key of the manifest at path, ""
+// when there is none.
+func manifestRunsKey(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		Runs struct {
+			PublicKey string `json:"public_key"`
+		} `json:"runs"`
+	}
+	json.Unmarshal(data, &m)
+	return m.Runs.PublicKey
 }

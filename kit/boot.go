@@ -58,6 +58,7 @@ func (b *boot) run(opts Options) *Server {
 		b.add("manifest: none given")
 		return nil
 	}
+	m = runsManifest(b, m, opts.Key) // runs.go: the run records' public key
 	if err := m.Check(); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			b.add("%s", line)

@@ -49,6 +49,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveSessions(w, r)
 	case strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3:
 		s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/sessions/"), "/egress"))
+	case p == "/runs" || strings.HasPrefix(p, "/runs/"):
+		s.serveRuns(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/runs"), "/")) // runs_route.go
 	case p == "/logs":
 		s.serveLogs(w, r)
 	case p == "/files":

@@ -126,7 +126,8 @@ func (w *workspace) writeInput(ctx context.Context, a storage.Adapter, ref proto
 			return 0, err
 		}
 	}
-	n, err := io.Copy(f, io.LimitReader(rc, max+1))
+	hr := newHashReader(io.LimitReader(rc, max+1)) // runs.go: the input's digest
+	n, err := io.Copy(f, hr)
 	if err == nil && n > max {
 		err = fmt.Errorf("larger than limits.max_input (%s)", protocol.FormatSize(max))
 	}
@@ -143,5 +144,6 @@ func (w *workspace) writeInput(ctx context.Context, a storage.Adapter, ref proto
 		os.Remove(tmp)
 		return 0, err
 	}
+	w.ss.srv.runs.noteFile(w.ss, "inputs", filepath.Base(dst), hr)
 	return n, nil
 }

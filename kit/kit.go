@@ -19,6 +19,7 @@
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)
+//	GET /runs/{prompt}     a prompt's signed run record; GET /runs?session=ID a session's chain of them (key, runs or admin token, or the session's own credential; kit/runs_route.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
@@ -170,6 +171,9 @@ const (
 type Options struct {
 	// Manifest is the box's glovebox.json. Required.
 	Manifest *protocol.Manifest
+	// ManifestDigest is the SHA-256 (hex) of the manifest's bytes, which
+	// run records name (runs.go). Empty: that of Manifest's JSON encoding.
+	ManifestDigest string
 	// Key is the box key clients present as a bearer token. It must match
 	// the manifest's key_fingerprint.
 	Key string
@@ -283,6 +287,7 @@ type Server struct {
 	logs       *logRing        // recent log records, for /logs
 	warm       *warmPool       // nil: no warm sessions
 	memory     *memoryReturner // returns a burst's garbage (memory.go)
+	runs       runRecorder     // signed run records (runs.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

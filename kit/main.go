@@ -2,6 +2,8 @@ package kit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -185,6 +187,7 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	manSum := sha256.Sum256(data)
 	srv, err := New(Options{
 		Manifest:  man,
 		Key:       key,
@@ -195,6 +198,8 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		Adapters:  adapters,
 		Logger:    log,
 		Getenv:    env.getenv,
+
+		ManifestDigest: hex.EncodeToString(manSum[:]), // run records name it (runs.go)
 	})
 	var be *BootError
 	if errors.As(err, &be) {

@@ -222,10 +222,12 @@ func (w *workspace) store(ctx context.Context, promptID string, o output, policy
 		return protocol.FileRef{}, fmt.Errorf("storage adapter %s: %w", rule.Use.Adapter, storage.ErrUnregistered)
 	}
 	meta.Options = rule.Use.Options
-	ref, err := a.Put(ctx, meta, io.LimitReader(f, info.Size()))
+	hr := newHashReader(io.LimitReader(f, info.Size())) // runs.go: the output's digest
+	ref, err := a.Put(ctx, meta, hr)
 	if err != nil {
 		return protocol.FileRef{}, fmt.Errorf("store with %s: %w", rule.Use.Adapter, err)
 	}
+	ss.srv.runs.noteFile(ss, "outputs", o.name, hr)
 	if ref.Kind == protocol.KindInline {
 		*inlineLeft -= cost
 	}

@@ -63,6 +63,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 // status its agent reported, and its outputs. Never its text.
 func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]protocol.FileRef) {
 	d := time.Since(p.started)
+	ss.srv.runs.ended(ss, p, outcome) // runs.go: signed by its own goroutine
 	ss.promptsRun.Add(1)
 	if o := ss.srv.obs; o != nil {
 		o.prompt(outcome, d)

@@ -95,11 +95,13 @@ func (t *turn) emitLocked(eventType string, data any) error {
 	}
 	if eventType == eventExit {
 		var x struct {
-			Code *int64 `json:"code"`
+			Code  *int64 `json:"code"`
+			Limit string `json:"limit"`
 		}
 		if json.Unmarshal(b[start:], &x) == nil && x.Code != nil {
 			t.ss.exitCode.Store(*x.Code)
 		}
+		t.ss.srv.runs.noteLimit(t.ss, x.Limit) // runs.go
 	}
 	if err := t.ss.stream.sendSeq(t.ctx, b); err != nil {
 		return fmt.Errorf("%w: %w", agent.ErrTurnDone, err)

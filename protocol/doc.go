@@ -14,6 +14,12 @@
 // and golden frames to it, and the TypeScript client's wire types are
 // generated from it (see schema/README.md).
 //
+// Run records (runrecord.go) are the signed, chained account of every
+// prompt a box ran, served by GET /runs/{prompt} and GET /runs?session=ID:
+// the record, its canonical encoding, the per-field digests, the ed25519
+// signature and the chain are specified there, with SignRun, Verify and
+// VerifyRunChain.
+//
 // The package imports only the standard library, so every side can use it.
 package protocol
 

@@ -20,6 +20,8 @@ type Environment struct {
 	Warm *WarmEnvironment `json:"warm,omitempty"`
 	// Provenance is what the box was made from. Additive.
 	Provenance *Provenance `json:"provenance,omitempty"`
+	// Runs is the run records' public key and settings. Additive.
+	Runs *RunsSpec `json:"runs,omitempty"`
 }
 
 // EgressEnvironment is the /environment view of the egress proxy.
@@ -76,6 +78,7 @@ func (m *Manifest) Environment(capabilities []string) Environment {
 	}
 	env.Warm = &WarmEnvironment{Size: m.Agent.WarmSize()}
 	env.Provenance = m.Provenance
+	env.Runs = m.Runs
 	return env
 }
 

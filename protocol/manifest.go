@@ -47,6 +47,9 @@ type Manifest struct {
 	// Provenance is what the box was made from: gbx generate writes what
 	// it knows, the image build adds the closure. Additive.
 	Provenance *Provenance `json:"provenance,omitempty"`
+	// Runs holds the run records' public key and settings
+	// (runrecord.go). Additive.
+	Runs *RunsSpec `json:"runs,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.

@@ -402,6 +402,7 @@ var schemaTypes = map[string]reflect.Type{
 	"warm_environment":   reflect.TypeFor[WarmEnvironment](),
 	"provenance":         reflect.TypeFor[Provenance](),
 	"locked_input":       reflect.TypeFor[LockedInput](),
+	"runs_spec":          reflect.TypeFor[RunsSpec](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

@@ -59,10 +59,11 @@ const (
 	ScopeMetrics     = "metrics"     // GET /metrics
 	ScopeLogs        = "logs"        // GET /logs
 	ScopeAudit       = "audit"       // GET /egress/log: the egress audit trail
+	ScopeRuns        = "runs"        // GET /runs: every signed run record of the box
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs, ScopeAudit}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs, ScopeAudit, ScopeRuns}
 
 // Errors VerifyToken returns, wrapped.
 var (

@@ -52,6 +52,7 @@ var commands = []command{
 	psCommand,
 	logsCommand,
 	egressCommand,
+	runsCommand,
 	endpointsCommand,
 	versionCommand,
 }

@@ -123,7 +123,7 @@ func generateOptions(ctx context.Context, cfg *generator.Config, outDir string, 
 			return generator.Options{}, err
 		}
 	}
-	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
+	opts := generator.Options{PreviousFly: prevFly, Key: key.Value, Fingerprint: key.Fingerprint, RunsPublicKey: key.RunsPublicKey, KitVersion: kitVersion(), PreviousLock: prevLock, NpmLock: npmLock}
 	if pin, ok := generator.ReleasePin(); ok && opts.KitVersion != "latest" {
 		pin.Ref = opts.KitVersion // the tag flake.nix names
 		opts.Glovebox = &pin

@@ -27,8 +27,9 @@ subprotocols glovebox.v1 and bearer.TOKEN), files (GET /files/ID, also as
 /files/ID?token=TOKEN; only the --file ids when given), environment
 (GET /environment), admin (the egress policy, GET /sessions, GET /logs,
 listing and deleting /files), metrics (GET /metrics), logs (GET /logs),
-audit (GET /egress/log: the egress audit trail, gbx egress log). The
-box's clock decides expiry.
+audit (GET /egress/log: the egress audit trail, gbx egress log), runs
+(GET /runs: every signed run record, gbx runs). The box's clock decides
+expiry.
 
 The key: --key or $GLOVEBOX_KEY, or --box NAME's key from the endpoints file.`
 
@@ -36,7 +37,7 @@ func runToken(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var ttl time.Duration
 	var scopes, files []string
-	fs := newFlags(stdio, "token", "token [--key KEY | --box NAME] [--ttl 15m] [--scope connect,files,environment,admin,metrics,logs,audit] [--file ID ...] [--subject NAME]"+"\n"+tokenHelp+"\n"+endpointsHelp)
+	fs := newFlags(stdio, "token", "token [--key KEY | --box NAME] [--ttl 15m] [--scope connect,files,environment,admin,metrics,logs,audit,runs] [--file ID ...] [--subject NAME]"+"\n"+tokenHelp+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.DurationVar(&ttl, "ttl", 15*time.Minute, "how long the token works")
 	fs.StringSliceVar(&scopes, "scope", []string{protocol.ScopeConnect}, "what the token allows: "+strings.Join(protocol.Scopes, ", "))

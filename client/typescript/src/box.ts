@@ -1,10 +1,11 @@
 import type { BoxSettings } from "./client.js";
 import { newConn, startKeepalive, stopKeepalive, type Conn } from "./conn.js";
 import { parseEndpoint, type Endpoint } from "./endpoint.js";
-import { ClientCodes, closedError, GloveboxError, type Completion } from "./errors.js";
+import { asError, ClientCodes, closedError, GloveboxError, type Completion } from "./errors.js";
 import { BoxHTTP } from "./http.js";
 import { buildInputs, utf8Length, type PromptOptions } from "./prompt.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
+import { fetchRun, fetchRunChain, type RunHost, type RunOptions, type SignedRun } from "./runs.js";
 import { SessionEgress } from "./sessionegress.js";
 import { raceSignal, sleep } from "./signals.js";
 import { dial } from "./socket.js";
@@ -566,6 +567,29 @@ export class Box {
     return settled(this.#http.open(ref, opts));
   }
 
+  /**
+   * Fetches a prompt's signed record (GET /runs/{prompt}), in this Box's
+   * session unless another is given, and verifies it with opts.publicKey
+   * (the manifest's runs.public_key) or else the key /environment
+   * reports; rejects with a RunVerifyError naming what was changed.
+   */
+  run(prompt: string, opts: RunOptions = {}): Promise<SignedRun> {
+    return settled(raceSignal(fetchRun(this.#runHost(), prompt, opts), opts.signal));
+  }
+
+  /**
+   * Fetches a session's chain of run records (GET /runs?session=ID;
+   * this Box's session unless another is given) and verifies every
+   * record and link (see run for the key).
+   */
+  runChain(opts: RunOptions = {}): Promise<SignedRun[]> {
+    return settled(raceSignal(fetchRunChain(this.#runHost(), opts), opts.signal));
+  }
+
+  #runHost(): RunHost {
+    return { name: this.name, session: this.#session, environment: () => this.environment(), getJSON: (route) => this.#http.getJSON<unknown>(route, true) };
+  }
+
   /** Reads the file the box stores under id (GET /files/{id}). */
   file(id: string, opts: ReadOptions = {}): Promise<Uint8Array> {
     if (!/^[A-Za-z0-9_-]+$/.test(id)) {
@@ -574,11 +598,3 @@ export class Box {
     return this.open({ kind: "server", name: id, mime: "", size: 0, id, url: this.route("files/" + id).toString() }, opts);
   }
 }
-
-
-function asError(e: unknown, what: string): GloveboxError {
-  if (e instanceof GloveboxError) return e;
-  return new GloveboxError("Error", `${what}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
-}
-
-

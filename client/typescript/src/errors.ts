@@ -63,3 +63,9 @@ export function isGloveboxError(e: unknown, code?: string): e is GloveboxError {
 export function closedError(name: string): GloveboxError {
   return new GloveboxError(ClientCodes.Closed, `box ${JSON.stringify(name)}: closed`);
 }
+
+/** e as a GloveboxError: itself when it is one, else wrapped with what failed. */
+export function asError(e: unknown, what: string): GloveboxError {
+  if (e instanceof GloveboxError) return e;
+  return new GloveboxError("Error", `${what}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+}

@@ -123,6 +123,7 @@ export interface Environment {
   network?: EgressEnvironment;
   warm?: WarmEnvironment;
   provenance?: Provenance;
+  runs?: RunsSpec;
   [field: string]: unknown;
 }
 
@@ -302,6 +303,13 @@ export interface RequestRule {
   paths?: string[];
 }
 
+/** The run records' ed25519 public key (standard base64) and whether records keep the prompt's text (manifest runs, /environment runs). */
+export interface RunsSpec {
+  public_key?: string;
+  record_text?: boolean;
+  [field: string]: unknown;
+}
+
 /** Sends every output of the prompt to S3. */
 export interface S3Override {
   bucket: string;
@@ -356,7 +364,7 @@ export interface Slot {
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */
-export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs","audit"] as const;
+export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs","audit","runs"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** A URL the receiver fetches, with optional request headers (inputs only, in this box). */

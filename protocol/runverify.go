@@ -1,0 +1,332 @@
+package protocol
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// RunVerifyError says why a record failed verification.
+type RunVerifyError struct {
+	// Seq and Prompt identify the record, when it decodes.
+	Seq    int64
+	Prompt string
+	// Problem says what is wrong.
+	Problem string
+	// Fields are the fields whose values no longer match their signed
+	// digests, added or removed fields included ("outputs/report.pdf").
+	Fields []string
+}
+
+func (e *RunVerifyError) Error() string {
+	who := "run record"
+	if e.Prompt != "" || e.Seq != 0 {
+		who = fmt.Sprintf("run record %d (prompt %q)", e.Seq, e.Prompt)
+	}
+	return who + ": " + e.Problem
+}
+
+// RunChainError says where a session's chain of records broke.
+type RunChainError struct {
+	// At is the record's position in the chain, from 1.
+	At      int
+	Problem string
+}
+
+func (e *RunChainError) Error() string {
+	return fmt.Sprintf("run chain broken at record %d: %s", e.At, e.Problem)
+}
+
+// Verify checks the record against the box's public key: the signature
+// over the field digests, the digest, and each field's value against its
+// digest. The error is a *RunVerifyError naming what differs.
+func (s *SignedRun) Verify(pub ed25519.PublicKey) error {
+	e := &RunVerifyError{}
+	if r, err := s.Run(); err == nil {
+		e.Seq, e.Prompt = r.Seq, r.Prompt
+	}
+	signed := canonicalDigests(s.Digests)
+	sig, err := base64.StdEncoding.DecodeString(s.Signature)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		e.Problem = "the signature is not a base64 ed25519 signature"
+		return e
+	}
+	if !ed25519.Verify(pub, append([]byte(RunSignContext), signed...), sig) {
+		want := base64.StdEncoding.EncodeToString(pub)
+		if s.PublicKey != want {
+			e.Problem = fmt.Sprintf("signed with another key (%s) than the box's (%s): the record comes from another box, or the manifest is another box's", s.PublicKey, want)
+		} else {
+			e.Problem = "the signature does not match the field digests: the digests were changed"
+		}
+		return e
+	}
+	sum := sha256.Sum256(signed)
+	if s.Digest != hex.EncodeToString(sum[:]) {
+		e.Fields = []string{"digest"}
+		e.Problem = "field digest was changed: it is not the SHA-256 of the signed field digests"
+		return e
+	}
+	got, err := runFieldDigests(s.Record)
+	if err != nil {
+		e.Problem = "the record does not decode: " + err.Error()
+		return e
+	}
+	for name, d := range s.Digests {
+		if got[name] != d {
+			e.Fields = append(e.Fields, name)
+		}
+	}
+	for name := range got {
+		if _, ok := s.Digests[name]; !ok {
+			e.Fields = append(e.Fields, name)
+		}
+	}
+	if len(e.Fields) > 0 {
+		slices.Sort(e.Fields)
+		e.Problem = fmt.Sprintf("changed after signing: %s (the value does not match its signed digest, or the field was added or removed)", strings.Join(e.Fields, ", "))
+		return e
+	}
+	return nil
+}
+
+// VerifyRunChain verifies each record (Verify) and the links between
+// them: one session, seq 1, 2, 3... and each prev the digest of the record
+// before it (the first RunChainStart). Records must come in order, from
+// the session's first. The error is a *RunVerifyError or a
+// *RunChainError.
+func VerifyRunChain(pub ed25519.PublicKey, recs []SignedRun) error {
+	var session, prev string
+	var prevSeq int64
+	for i := range recs {
+		s := &recs[i]
+		if err := s.Verify(pub); err != nil {
+			return fmt.Errorf("run chain, record %d: %w", i+1, err)
+		}
+		r, err := s.Run()
+		if err != nil {
+			return &RunChainError{At: i + 1, Problem: err.Error()}
+		}
+		if i == 0 {
+			session, prev = r.Session, RunChainStart(r.Session)
+		}
+		switch {
+		case r.Session != session:
+			return &RunChainError{At: i + 1, Problem: fmt.Sprintf("it belongs to session %q, the chain to %q", r.Session, session)}
+		case r.Prev != prev && i == 0:
+			return &RunChainError{At: 1, Problem: fmt.Sprintf("it is seq %d and does not start the session: the records before it are missing", r.Seq)}
+		case r.Prev != prev && r.Seq <= prevSeq:
+			return &RunChainError{At: i + 1, Problem: fmt.Sprintf("seq %d comes after seq %d: the records are out of order", r.Seq, prevSeq)}
+		case r.Prev != prev:
+			return &RunChainError{At: i + 1, Problem: fmt.Sprintf("seq %d does not name record %d (seq %d) as its previous one: a record between them is missing or was replaced", r.Seq, i, prevSeq)}
+		case r.Seq != prevSeq+1:
+			return &RunChainError{At: i + 1, Problem: fmt.Sprintf("seq %d follows seq %d", r.Seq, prevSeq)}
+		}
+		prev, prevSeq = s.Digest, r.Seq
+	}
+	return nil
+}
+
+// runFieldDigests digests each field of a record's JSON (see the format
+// above).
+func runFieldDigests(record []byte) (map[string]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(record, &top); err != nil {
+		return nil, err
+	}
+	if top == nil {
+		return nil, fmt.Errorf("the record is null")
+	}
+	out := make(map[string]string, len(top)+8)
+	add := func(name string, raw []byte) error {
+		c, err := Canonical(raw)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		sum := sha256.Sum256(c)
+		out[name] = hex.EncodeToString(sum[:])
+		return nil
+	}
+	for k, v := range top {
+		if err := addField(k, v, add); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// addField digests one top-level field: each member of inputs and
+// outputs, each entry of egress, any other field (or one of those three
+// of another JSON type) whole.
+func addField(k string, v json.RawMessage, add func(string, []byte) error) error {
+	switch k {
+	case "inputs", "outputs":
+		var m map[string]json.RawMessage
+		if json.Unmarshal(v, &m) == nil && m != nil {
+			for name, mv := range m {
+				if err := add(k+"/"+name, mv); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	case "egress":
+		var l []json.RawMessage
+		if json.Unmarshal(v, &l) == nil && l != nil {
+			for i, lv := range l {
+				if err := add(k+"/"+strconv.Itoa(i), lv); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return add(k, v)
+}
+
+// canonicalDigests is the canonical encoding of a digests object.
+func canonicalDigests(d map[string]string) []byte {
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendCanonicalString(b, k)
+		b = append(b, ':')
+		b = appendCanonicalString(b, d[k])
+	}
+	return append(b, '}')
+}
+
+// maxSafeInt is the largest integer every JSON reader holds exactly.
+const maxSafeInt = 1<<53 - 1
+
+// Canonical re-encodes one JSON value in the run records' canonical
+// encoding (see the format above). It fails on invalid JSON and on a
+// non-integer or unsafe number; invalid UTF-8 reads as U+FFFD, as
+// encoding/json reads it.
+func Canonical(raw []byte) ([]byte, error) {
+	if canonicalScalar(raw) {
+		return raw, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if d.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	return appendCanonical(nil, v)
+}
+
+// canonicalScalar reports whether raw is already canonical: a string
+// with no escape and no control character, an integer as Canonical
+// writes it, true, false or null. Most of a record's fields are.
+func canonicalScalar(raw []byte) bool {
+	switch {
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"':
+		body := raw[1 : len(raw)-1]
+		for _, c := range body {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		return utf8.Valid(body)
+	case len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9'):
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil && n <= maxSafeInt && n >= -maxSafeInt && strconv.FormatInt(n, 10) == string(raw)
+	}
+	s := string(raw)
+	return s == "true" || s == "false" || s == "null"
+}
+
+func appendCanonical(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil || n > maxSafeInt || n < -maxSafeInt {
+			return nil, fmt.Errorf("number %.40s is not an integer within ±2^53", x)
+		}
+		return strconv.AppendInt(b, n, 10), nil
+	case string:
+		return appendCanonicalString(b, x), nil
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendCanonical(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendCanonicalString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = appendCanonical(b, x[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	}
+	return nil, fmt.Errorf("unexpected JSON value %T", v)
+}
+
+// appendCanonicalString quotes s as JSON.stringify does.
+func appendCanonicalString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
