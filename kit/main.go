@@ -18,6 +18,7 @@ import (
 
 	buildversion "github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -44,6 +45,10 @@ const shutdownGrace = 10 * time.Second
 // sessions apart, or cannot enforce its egress policy, serve anyway, as the
 // manifest's sandbox.allow_degraded does (see the package doc).
 //
+// A program started as a sandbox supervisor serves as one and exits
+// (sandbox.MaybeSupervise): a Go agent's main that calls Main first thing
+// needs nothing else to be its sessions' supervisor.
+//
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents
 // leave behind (which would otherwise pile up as zombies), and returns the
@@ -62,6 +67,7 @@ const shutdownGrace = 10 * time.Second
 // closes; it then returns 0. A second signal cuts the drain at once. It
 // writes every problem to stderr itself, one line each.
 func Main(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) int {
+	sandbox.MaybeSupervise()
 	err := run(ctx, env, resolve)
 	var status *ExitStatusError
 	switch {

@@ -63,9 +63,9 @@
 // rlimits and privileges, and forks and executes each command on request,
 // so that a command costs a fork/exec. The session's commands share its
 // private /tmp; when the last running one ends, whatever they left in the
-// pid namespace is ended. A binary that imports this package (the kit,
-// gbx, a Go agent's kit) serves as that supervisor automatically, from
-// this package's init function.
+// pid namespace is ended. A program serves as that supervisor when its
+// main calls [MaybeSupervise] first thing (the kit's binaries, gbx, and a
+// Go agent's main through kit.Main do; so do test binaries, in TestMain).
 package sandbox
 
 import (

@@ -167,3 +167,6 @@ func SupervisorMain() int {
 	os.Stderr.WriteString("glovebox-sandbox: the sandbox supervisor runs on Linux only\n")
 	return 2
 }
+
+// MaybeSupervise does nothing: sandbox supervisors run on Linux only.
+func MaybeSupervise() {}
