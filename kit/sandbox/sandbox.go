@@ -135,6 +135,17 @@ type Config struct {
 	// TmpRoot/<session id>: owned by the session's uid, mode 0700,
 	// removed with the session, and its commands' TMPDIR. Empty: none.
 	TmpRoot string
+	// SessionRoots are where OpenSession makes each session's
+	// directories, in this order (the box's work, input and output
+	// mounts; "" for one the box has not): a directory named after the
+	// session under each, or with SharedDirs the roots themselves. The
+	// sandbox holds them open from New on (see dirs_linux.go).
+	SessionRoots []string
+	// FrontGID, when above 0, is the group of an unprivileged front that
+	// reads and writes sessions' directories through its group: they are
+	// then group FrontGID, mode 02770, instead of mode 0700 (see
+	// Monitor). Never the gid of a session.
+	FrontGID int
 }
 
 // Limits are a session's resource limits. Zero means the default where

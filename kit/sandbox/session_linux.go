@@ -23,10 +23,14 @@ type Session struct {
 	sb   *Sandbox
 	id   string
 	dirs []string
-	tmp  string // the session's private TMPDIR (Config.TmpRoot), or ""
-	uid  int    // -1: the kit's
-	slot int
-	cg   *cgroup
+	// held are the directories OpenSession made (ownsDirs): removed
+	// with the session.
+	held     sessionDirs
+	ownsDirs bool
+	tmp      string // the session's private TMPDIR (Config.TmpRoot), or ""
+	uid      int    // -1: the kit's
+	slot     int
+	cg       *cgroup
 
 	// OnListener, when set before the first Start, receives the egress
 	// proxy listener made inside each new network namespace. Without it a
@@ -55,14 +59,42 @@ type Session struct {
 
 // Open makes the sandbox of session id, whose writable directories are
 // dirs (which must exist): they are given to the session's uid, mode 0700.
+// The caller removes them. OpenSession makes and removes them itself.
 func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
-	ss := &Session{sb: sb, id: id, dirs: dirs, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
+	if sb.mon != nil {
+		return nil, errors.New("sandbox: a front opens sessions with OpenSession: the monitor makes their directories")
+	}
+	return sb.open(id, sessionDirs{paths: dirs}, false)
+}
+
+// OpenSession makes session id's directories under Config.SessionRoots
+// and its sandbox. Dirs lists them; Close removes them (not the roots,
+// with SharedDirs). In a front (Dial) the monitor does both.
+func (sb *Sandbox) OpenSession(id string) (*Session, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("sandbox: session id %q cannot name a directory", id)
+	}
+	if sb.mon != nil {
+		return sb.mon.open(sb, id)
+	}
+	d, err := sb.makeDirs(id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.open(id, d, true)
+}
+
+// open makes the sandbox of session id over its directories d, made by
+// the sandbox (owned: held open and removed with the session) or not.
+func (sb *Sandbox) open(id string, d sessionDirs, owned bool) (*Session, error) {
+	ss := &Session{sb: sb, id: id, dirs: d.list(), held: d, ownsDirs: owned, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 	switch {
 	case sb.users && sb.cfg.SharedDirs:
 		ss.uid = sb.cfg.UIDBase
 	case sb.users:
 		slot, err := sb.takeSlot()
 		if err != nil {
+			d.close()
 			return nil, err
 		}
 		ss.slot, ss.uid = slot, sb.cfg.UIDBase+slot
@@ -73,19 +105,9 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 			killUID(ss.uid)
 		}
 	}
-	if ss.uid >= 0 {
-		for _, d := range dirs {
-			if err := os.Chown(d, ss.uid, ss.uid); err != nil {
-				ss.Close()
-				return nil, fmt.Errorf("sandbox: give %s to the session: %w", d, err)
-			}
-		}
-	}
-	for _, d := range dirs {
-		if err := os.Chmod(d, 0o700); err != nil {
-			ss.Close()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
+	if err := ss.giveDirs(); err != nil {
+		ss.Close()
+		return nil, err
 	}
 	if err := ss.makeTmp(); err != nil {
 		ss.Close()
@@ -97,16 +119,44 @@ func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
 	return ss, nil
 }
 
-// makeTmp makes the session's private temporary directory where it has
-// no mount namespace of its own (whose /tmp is private) and the box has
-// a TmpRoot.
-func (ss *Session) makeTmp() error {
-	root := ss.sb.cfg.TmpRoot
-	if root == "" || ss.sb.cloneMask&syscall.CLONE_NEWNS != 0 {
+// giveDirs gives the session's directories to its uid: through the
+// descriptors the sandbox holds where it made them, else by path.
+func (ss *Session) giveDirs() error {
+	if ss.held.fds != nil {
+		return ss.sb.giveDirs(ss.held, ss.uid)
+	}
+	if ss.uid >= 0 {
+		for _, d := range ss.dirs {
+			if err := os.Chown(d, ss.uid, ss.uid); err != nil {
+				return fmt.Errorf("sandbox: give %s to the session: %w", d, err)
+			}
+		}
+	}
+	for _, d := range ss.dirs {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// Dirs are the session's directories as OpenSession made them, one per
+// Config.SessionRoots entry ("" where that root is ""); nil for a session
+// made by Open.
+func (ss *Session) Dirs() []string {
+	if ss == nil || !ss.ownsDirs {
 		return nil
 	}
-	if ss.id == "" || strings.ContainsAny(ss.id, `/\`) || ss.id == "." || ss.id == ".." {
-		return fmt.Errorf("sandbox: session id %q cannot name a directory", ss.id)
+	return ss.held.paths
+}
+
+// openTmpRoot makes Config.TmpRoot, where sessions have no mount
+// namespace (whose /tmp is private) and holds it open: what it held
+// before is the sessions' of an earlier kit process, all ended.
+func (sb *Sandbox) openTmpRoot() error {
+	root := sb.cfg.TmpRoot
+	if root == "" || sb.cloneMask&syscall.CLONE_NEWNS != 0 {
+		return nil
 	}
 	// Traversable, not listable: sessions reach their own only.
 	if err := os.MkdirAll(root, 0o711); err != nil {
@@ -115,16 +165,33 @@ func (ss *Session) makeTmp() error {
 	if err := os.Chmod(root, 0o711); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	dir := filepath.Join(root, ss.id)
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: open the sessions' temporary directories: %w", err)
+	}
+	sb.tmpRoot = fd
+	return nil
+}
+
+// makeTmp makes the session's private temporary directory under the
+// held TmpRoot, if the sandbox has one.
+func (ss *Session) makeTmp() error {
+	root := ss.sb.tmpRoot
+	if root < 0 {
+		return nil
+	}
+	if !validID(ss.id) {
+		return fmt.Errorf("sandbox: session id %q cannot name a directory", ss.id)
+	}
 	// Left by a session of the same id that a killed kit never closed.
-	_ = os.RemoveAll(dir)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	_ = os.RemoveAll(filepath.Join(fdPath(root), ss.id))
+	if err := unix.Mkdirat(root, ss.id, 0o700); err != nil {
 		return fmt.Errorf("sandbox: make the session's temporary directory: %w", err)
 	}
-	ss.tmp = dir
+	ss.tmp = filepath.Join(ss.sb.cfg.TmpRoot, ss.id)
 	if ss.uid >= 0 {
-		if err := os.Chown(dir, ss.uid, ss.uid); err != nil {
-			return fmt.Errorf("sandbox: give %s to the session: %w", dir, err)
+		if err := chownBeneath(root, ss.id, ss.uid, ss.uid); err != nil {
+			return fmt.Errorf("sandbox: give %s to the session: %w", ss.tmp, err)
 		}
 	}
 	return nil
@@ -165,11 +232,48 @@ func (ss *Session) UID() int {
 
 // Chown gives path (not following a last symbolic link) to the session's
 // uid; without a uid of its own it does nothing.
+//
+// In a session OpenSession made, path must be a regular file with one
+// link in one of the session's directories, resolved without following
+// any symbolic link: in a front, the monitor gives it.
 func (ss *Session) Chown(path string) error {
 	if ss == nil || ss.uid < 0 {
 		return nil
 	}
-	return os.Lchown(path, ss.uid, ss.uid)
+	if ss.sb.mon != nil {
+		return ss.sb.mon.chown(ss, path)
+	}
+	if !ss.ownsDirs {
+		return os.Lchown(path, ss.uid, ss.uid)
+	}
+	for i, d := range ss.held.paths {
+		rel, err := filepath.Rel(d, path)
+		if d == "" || err != nil || rel == "." || !filepath.IsLocal(rel) {
+			continue
+		}
+		if err := giveFile(ss.held.fds[i], rel, ss.uid); err != nil {
+			return fmt.Errorf("sandbox: give %s to the session: %w", path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("sandbox: %s is not in the session's directories", path)
+}
+
+// Clear empties the session's work directory (the first of
+// Config.SessionRoots), not following symbolic links: in a front, the
+// monitor does, since the front cannot remove what the session's
+// processes made.
+func (ss *Session) Clear() error {
+	if ss.sb.mon != nil {
+		return ss.sb.mon.simple(opClear, ss.id)
+	}
+	if len(ss.held.fds) == 0 || ss.held.fds[0] < 0 {
+		return nil
+	}
+	if err := clearDir(ss.held.fds[0]); err != nil {
+		return fmt.Errorf("sandbox: clear the work directory: %w", err)
+	}
+	return nil
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -239,7 +343,7 @@ func withEnv(env []string, name, value string) []string {
 
 // initSpec is what a supervisor of the session sets up, and the flags it
 // is cloned with; home is the session user's home directory.
-func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)) {
+func (ss *Session) initSpec(home string) (*initSpec, uintptr) {
 	sb := ss.sb
 	is := &initSpec{
 		UID: ss.uid, GID: ss.uid,
@@ -280,7 +384,6 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			is.Mount.User = &userEntry{UID: ss.uid, Home: home}
 		}
 	}
-	var onListener func(net.Listener)
 	if flags&syscall.CLONE_NEWNET != 0 {
 		is.Net = &netSpec{}
 		if ss.OnListener != nil {
@@ -288,7 +391,6 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			if is.Net.ProxyAddr == "" {
 				is.Net.ProxyAddr = DefaultProxyAddr
 			}
-			onListener = ss.OnListener
 		}
 	}
 	// The network is confined to the egress proxy by a namespace that
@@ -313,7 +415,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 	if sb.userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
-	return is, flags, onListener
+	return is, flags
 }
 
 // Warm starts the session's supervisor now, in its namespaces and cgroup,
@@ -362,26 +464,20 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 			return ss.sup, nil
 		}
 	}
-	home := "/"
-	if len(ss.dirs) > 0 {
-		home = ss.dirs[0]
+	var sp *sessionSup
+	var ln net.Listener
+	var err error
+	if ss.sb.mon != nil {
+		sp, ln, err = ss.sb.mon.supervise(ss)
+	} else {
+		sp, ln, err = ss.startSup()
 	}
-	if ss.sb.cg != nil && ss.cg == nil {
-		cg, err := ss.sb.cg.create(ss.id, ss.sb.cfg.Limits)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		ss.cg = cg
-	}
-	is, flags, onListener := ss.initSpec(home)
-	is.Session = true
-	sp, ln, err := startSessionSup(ss.sb.program(), is, flags, ss.cg)
 	if err != nil {
 		return nil, err
 	}
 	if ln != nil {
-		if onListener != nil {
-			onListener(ln)
+		if ss.OnListener != nil {
+			ss.OnListener(ln)
 		} else {
 			ln.Close()
 		}
@@ -389,6 +485,34 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 	ss.sup = sp
 	ss.supNet = [2]int{boolInt(ss.ConfineNet), ss.EgressPort}
 	return sp, nil
+}
+
+// startSup starts the session's supervisor as this process's child.
+func (ss *Session) startSup() (*sessionSup, net.Listener, error) {
+	is, flags, err := ss.prepareSup()
+	if err != nil {
+		return nil, nil, err
+	}
+	return startSessionSup(ss.sb.program(), is, flags, ss.cg)
+}
+
+// prepareSup makes the session's cgroup, the first time, and the spec of
+// its next supervisor.
+func (ss *Session) prepareSup() (*initSpec, uintptr, error) {
+	home := "/"
+	if len(ss.dirs) > 0 {
+		home = ss.dirs[0]
+	}
+	if ss.sb.cg != nil && ss.cg == nil {
+		cg, err := ss.sb.cg.create(ss.id, ss.sb.cfg.Limits)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sandbox: %w", err)
+		}
+		ss.cg = cg
+	}
+	is, flags := ss.initSpec(home)
+	is.Session = true
+	return is, flags, nil
 }
 
 // KillAll kills every process of the session and waits until they are
@@ -413,7 +537,14 @@ func (ss *Session) KillAll() {
 	ss.mu.Lock()
 	sp, cg := ss.sup, ss.cg
 	ss.mu.Unlock()
-	if (sp == nil || !sp.killAll()) && cg != nil {
+	switch {
+	case sp != nil && sp.killAll():
+	case ss.sb.mon != nil:
+		// The monitor kills through the cgroup or the uid.
+		if err := ss.sb.mon.simple(opKillAll, ss.id); err != nil {
+			ss.sb.log.Warn("sandbox: kill the session's processes", "err", err)
+		}
+	case cg != nil:
 		cg.kill(5 * time.Second)
 	}
 	if ss.slot >= 0 && ss.sb.uidOnly() {
@@ -424,8 +555,9 @@ func (ss *Session) KillAll() {
 	}
 }
 
-// Close kills every process of the session, removes its cgroup and frees
-// its uid. The kit removes the directories.
+// Close kills every process of the session, removes its cgroup, its
+// temporary directory and the directories OpenSession made, and frees its
+// uid.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
 	if ss.closed {
@@ -441,14 +573,24 @@ func (ss *Session) Close() error {
 	if sp != nil {
 		sp.close()
 	}
+	if ss.sb.mon != nil {
+		// Processes, cgroup, directories, uid: the monitor's.
+		return ss.sb.mon.simple(opClose, ss.id)
+	}
 	if cg != nil {
 		cg.remove()
 	}
 	if ss.tmp != "" {
-		if err := os.RemoveAll(ss.tmp); err != nil {
+		if err := os.RemoveAll(filepath.Join(fdPath(ss.sb.tmpRoot), ss.id)); err != nil {
 			ss.sb.log.Warn("sandbox: remove the session's temporary directory", "dir", ss.tmp, "err", err)
 		}
 	}
+	if ss.ownsDirs {
+		if err := ss.sb.removeDirs(ss.id); err != nil {
+			ss.sb.log.Warn(err.Error())
+		}
+	}
+	ss.held.close()
 	if ss.slot >= 0 {
 		ss.sb.mu.Lock()
 		ss.sb.free = append(ss.sb.free, ss.slot)
@@ -536,7 +678,7 @@ func (ss *Session) track(p *Process) {
 // run tools that need what the filter refuses (a container runtime, a
 // debugger).
 func Plain() *Session {
-	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
+	sb := &Sandbox{plain: true, tmpRoot: -1, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
 	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session", LayerSeccomp: "a plain session", LayerLandlock: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }
@@ -552,5 +694,5 @@ func (ss *Session) SupervisorPid() int {
 	if ss.sup == nil || ss.sup.isGone() {
 		return 0
 	}
-	return ss.sup.cmd.Process.Pid
+	return ss.sup.pid
 }
