@@ -110,16 +110,32 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	if needsInit() {
 		return runInit(env.Args, env.Stderr)
 	}
+	// A privilege-separated kit's front drops its privileges before it
+	// reads anything else (privsep_linux.go).
+	fr, err := frontOf(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "glovebox-kit: %v\n", err)
+		return err
+	}
 	fl, err := parseFlags(env)
 	if fl == nil {
 		return err // help, version, or a bad command line
 	}
-	k, err := bootKit(env, fl, resolve)
+	if fr == nil {
+		if handled, err := runMonitor(ctx, env, fl); handled {
+			return err
+		}
+	}
+	k, err := bootKit(env, fl, fr, resolve)
 	if err != nil {
 		return err
 	}
-	k.log.Info("glovebox-kit serving", "name", k.man.Name, "version", k.man.Version, "agent", k.man.AgentType(), "addr", k.ln.Addr().String(),
-		"boot", time.Since(start).Round(100*time.Microsecond).String())
+	attrs := []any{"name", k.man.Name, "version", k.man.Version, "agent", k.man.AgentType(), "addr", k.ln.Addr().String(),
+		"boot", time.Since(start).Round(100 * time.Microsecond).String()}
+	if fr != nil {
+		attrs = append(attrs, "front_uid", os.Getuid())
+	}
+	k.log.Info("glovebox-kit serving", attrs...)
 	return k.serve(ctx, env.Stderr)
 }
 
@@ -170,12 +186,16 @@ type booted struct {
 	ln  net.Listener
 	man *protocol.Manifest
 	log *slog.Logger
+	// gone, in a privilege-separated kit's front, is closed if its monitor
+	// goes away: nothing could make or end a session then.
+	gone <-chan struct{}
 }
 
 // bootKit reads the manifest and the environment, makes the server and
-// listens. Every problem it finds is written to stderr, one line each,
-// and returned as a *BootError.
-func bootKit(env Env, fl *flags, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) (*booted, error) {
+// listens, or in a privilege-separated kit's front (fr) takes the
+// monitor's sandbox and listener. Every problem it finds is written to
+// stderr, one line each, and returned as a *BootError.
+func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) (*booted, error) {
 	stderr := env.Stderr
 	var problems []string
 	handler, err := NewLogHandler(stderr, env.getenv("GLOVEBOX_LOG"), env.getenv("GLOVEBOX_LOG_FORMAT"))
@@ -207,7 +227,12 @@ func bootKit(env Env, fl *flags, resolve func(*protocol.Manifest, *slog.Logger) 
 		publicURL = "http://localhost:" + strconv.Itoa(port)
 	}
 
-	man, err := readManifest(fl.manifest)
+	var man *protocol.Manifest
+	if fr != nil {
+		man, err = parseManifest(fl.manifest, fr.manifest)
+	} else {
+		man, err = readManifest(fl.manifest)
+	}
 	if err != nil {
 		problems = append(problems, err.Error())
 		if strings.TrimSpace(key) == "" {
@@ -224,7 +249,7 @@ func bootKit(env Env, fl *flags, resolve func(*protocol.Manifest, *slog.Logger) 
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	srv, err := New(Options{
+	opts := Options{
 		Manifest:  man,
 		Key:       key,
 		Root:      fl.root,
@@ -234,7 +259,11 @@ func bootKit(env Env, fl *flags, resolve func(*protocol.Manifest, *slog.Logger) 
 		Adapters:  adapters,
 		Logger:    log,
 		Getenv:    env.getenv,
-	})
+	}
+	if fr != nil {
+		opts.monitor = fr.monitor
+	}
+	srv, err := New(opts)
 	var be *BootError
 	if errors.As(err, &be) {
 		problems = append(problems, be.Problems...)
@@ -248,6 +277,9 @@ func bootKit(env Env, fl *flags, resolve func(*protocol.Manifest, *slog.Logger) 
 		return nil, report()
 	}
 
+	if fr != nil {
+		return &booted{srv: srv, ln: fr.ln, man: man, log: log, gone: srv.sb.MonitorGone()}, nil
+	}
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		srv.Close(context.Background())
@@ -263,9 +295,14 @@ func readManifest(path string) (*protocol.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %v", path, pathCause(err))
 	}
+	return parseManifest(path, data)
+}
+
+// parseManifest parses data, the manifest read from path.
+func parseManifest(path string, data []byte) (*protocol.Manifest, error) {
 	man, err := protocol.ParseManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %v", path, pathCause(err))
+		return nil, fmt.Errorf("manifest %s: %v", path, err)
 	}
 	return man, nil
 }
@@ -290,6 +327,8 @@ func (k *booted) serve(ctx context.Context, stderr io.Writer) error {
 	case <-ctx.Done():
 	case <-sigs:
 		signals++
+	case <-k.gone:
+		err = errors.New("the privileged monitor is gone")
 	}
 	cut := false
 	if err == nil {

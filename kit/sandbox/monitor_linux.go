@@ -241,6 +241,9 @@ func (ms *monSession) supervise(req monRequest) (monReply, []int) {
 	ms.sup = p
 	files := []*os.File{ctl, p.specW}
 	rep := monReply{Pid: p.cmd.Process.Pid, PidNS: p.pidns}
+	if ss.cg != nil {
+		rep.Cgroup, rep.CgroupDirs = ss.cg.cg.version, ss.cg.dirs
+	}
 	if p.listener != nil {
 		lf, err := p.listener.(*net.TCPListener).File()
 		p.listener.Close()

@@ -75,6 +75,12 @@ type monReply struct {
 	Pid      int  `json:"pid,omitempty"`
 	PidNS    bool `json:"pidns,omitempty"`
 	Listener bool `json:"listener,omitempty"`
+	// Cgroup and CgroupDirs (supervise) are the session's cgroup version
+	// and directories, by controller, for the front to read its counters
+	// (which limit a command hit, the inspector's usage): reading them
+	// needs no privilege.
+	Cgroup     string            `json:"cgroup,omitempty"`
+	CgroupDirs map[string]string `json:"cgroup_dirs,omitempty"`
 	// Usage: bytes; reclaim: whether there was something.
 	Used      int64 `json:"used,omitempty"`
 	Reclaimed bool  `json:"reclaimed,omitempty"`

@@ -197,7 +197,13 @@ func (mc *monitorClient) supervise(ss *Session) (*sessionSup, net.Listener, erro
 	// The monitor kills it when the session closes; a supervisor that
 	// does not end once its pipes close is the monitor's to end.
 	kill := func() { _, _, _ = mc.call(monRequest{Op: opKillAll, Session: ss.id}) }
-	sp, err := newSessionSup(ctl, keep, r.PidNS, nil, r.Pid, kill, nil)
+	// The cgroup, read only: the monitor makes, kills and removes it.
+	var cg *cgroup
+	if r.Cgroup != "" && len(r.CgroupDirs) > 0 {
+		cg = &cgroup{cg: &cgroups{version: r.Cgroup}, dirs: r.CgroupDirs}
+		ss.cg = cg
+	}
+	sp, err := newSessionSup(ctl, keep, r.PidNS, cg, r.Pid, kill, nil)
 	if err != nil {
 		keep.Close()
 		if ln != nil {
@@ -235,4 +241,17 @@ func (mc *monitorClient) usage(id string) (int64, error) {
 func (mc *monitorClient) simple(op, id string) error {
 	_, _, err := mc.call(monRequest{Op: op, Session: id})
 	return err
+}
+
+// Remote reports whether the sandbox is a monitor's (Dial).
+func (sb *Sandbox) Remote() bool { return sb.mon != nil }
+
+// MonitorGone is closed when a front's monitor is gone (nil, never
+// closed, for a sandbox from New): the front has nothing left to serve
+// sessions with.
+func (sb *Sandbox) MonitorGone() <-chan struct{} {
+	if sb.mon == nil {
+		return nil
+	}
+	return sb.mon.done
 }

@@ -255,3 +255,14 @@ func SupervisorMain() int {
 
 // MaybeSupervise does nothing: sandbox supervisors run on Linux only.
 func MaybeSupervise() {}
+
+// Remote is false: there is no monitor off Linux.
+func (sb *Sandbox) Remote() bool { return false }
+
+// Dial fails: privilege separation is Linux only.
+func Dial(*os.File, *slog.Logger) (*Sandbox, error) {
+	return nil, errors.New("sandbox: a monitor runs on Linux only")
+}
+
+// MonitorGone is nil: there is no monitor off Linux.
+func (sb *Sandbox) MonitorGone() <-chan struct{} { return nil }

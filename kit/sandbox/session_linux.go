@@ -94,6 +94,9 @@ func (sb *Sandbox) open(id string, d sessionDirs, owned bool) (*Session, error) 
 	case sb.users:
 		slot, err := sb.takeSlot()
 		if err != nil {
+			if owned {
+				_ = sb.removeDirs(id)
+			}
 			d.close()
 			return nil, err
 		}
