@@ -346,7 +346,6 @@ func runMonitor(ctx context.Context, env Env, fl *flags) (handled bool, err erro
 	if err != nil {
 		return true, fmt.Errorf("listener: %w", err)
 	}
-	defer lnFile.Close()
 	return true, serveFront(ctx, env, plan, sb, lnFile, log)
 }
 
@@ -355,6 +354,7 @@ func runMonitor(ctx context.Context, env Env, fl *flags) (handled bool, err erro
 // (and ctx's end, as SIGTERM) to the front, and returns its status once
 // it and every session it had open are gone.
 func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.Sandbox, lnFile *os.File, log *slog.Logger) error {
+	defer lnFile.Close()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("privilege separation: %w", err)
@@ -390,9 +390,11 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
 	}
 	err = cmd.Start()
+	// The front's copies only: the monitor accepts no connection.
 	envF.Close()
 	manF.Close()
 	frontEnd.Close()
+	lnFile.Close()
 	if err != nil {
 		monEnd.Close()
 		return fmt.Errorf("privilege separation: start the front: %w", err)
