@@ -49,6 +49,14 @@ const shutdownGrace = 10 * time.Second
 // (sandbox.MaybeSupervise): a Go agent's main that calls Main first thing
 // needs nothing else to be its sessions' supervisor.
 //
+// Run as root, where the sandbox gives each session a uid of its own, Main
+// separates privileges (privsep_linux.go): it stays root as a small
+// monitor that makes sessions' directories, uids, cgroups and
+// supervisors, and serves from a second process of the same executable
+// that runs as the kit user (uid and gid just below the sessions' range,
+// no capabilities, no_new_privs), where every byte from clients and
+// agents is parsed. GLOVEBOX_PRIVSEP=off keeps it in one process.
+//
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents
 // leave behind (which would otherwise pile up as zombies), and returns the

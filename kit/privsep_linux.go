@@ -188,7 +188,7 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 	if err != nil || man.Check() != nil {
 		return nil
 	}
-	if sb := man.Sandbox; sb != nil && sb.Enabled != nil && !*sb.Enabled {
+	if sb := man.Sandbox; sb != nil && (sb.Enabled != nil && !*sb.Enabled || sb.Users != nil && !*sb.Users) {
 		return nil
 	}
 	mounts, real := map[string]string{}, map[string]string{}
@@ -268,17 +268,6 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 	if err := os.RemoveAll(p.cfg.TmpRoot); err != nil {
 		return nil, fmt.Errorf("state dir: remove %s: %w", p.cfg.TmpRoot, err)
 	}
-	// The state directory is the front's; its TmpRoot, made by the
-	// sandbox below, stays root's.
-	err := filepath.WalkDir(p.stateDir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, p.uid, p.gid)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("state dir: give it to the kit user: %w", err)
-	}
 	sb, err := sandbox.New(p.cfg, log)
 	if err != nil {
 		return nil, err
@@ -286,6 +275,28 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 	if !sb.Report().Has(sandbox.LayerUsers) {
 		sb.Close()
 		return nil, nil
+	}
+	// The state directory is the front's; the sessions' TmpRoot in it,
+	// which the sandbox made and holds, stays root's. A file with more
+	// than one link is left as it is: an earlier front may have linked a
+	// file from elsewhere (Lchown follows no symbolic link).
+	err = filepath.WalkDir(p.stateDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == p.cfg.TmpRoot {
+			return filepath.SkipDir
+		}
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil && !d.IsDir() && st.Nlink > 1 {
+			log.Warn("privilege separation: a file in the state directory with several links stays root's", "file", path)
+			return nil
+		}
+		return os.Lchown(path, p.uid, p.gid)
+	})
+	if err != nil {
+		sb.Close()
+		return nil, fmt.Errorf("state dir: give it to the kit user: %w", err)
 	}
 	// The sessions' roots: the front makes no directory there, but its
 	// boot checks it may write them, and sessions traverse them (0731);

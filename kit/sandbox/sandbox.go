@@ -8,7 +8,9 @@
 //
 //   - users: each session's processes run under a uid and gid of their
 //     own, taken from a configured range, with supplementary groups
-//     cleared; their directories are theirs alone (mode 0700). Needs the
+//     cleared; their directories are theirs alone (mode 0700; or mode
+//     02770 with the group of an unprivileged front, Config.FrontGID,
+//     which no session is in). Needs the
 //     kit to run as root. Without root, a user namespace maps the kit's uid
 //     to root inside the sandbox, with no capabilities.
 //   - privileges: no_new_privs, an empty capability bounding set, and
@@ -66,6 +68,15 @@
 // pid namespace is ended. A program serves as that supervisor when its
 // main calls [MaybeSupervise] first thing (the kit's binaries, gbx, and a
 // Go agent's main through kit.Main do; so do test binaries, in TestMain).
+//
+// Privilege separation: where the kit runs as root, a [Monitor] keeps
+// root and a front, which parses every client's and agent's bytes, runs
+// unprivileged with a sandbox from [Dial]: the same API, whose privileged
+// acts the monitor does on the front's request, by session id, through a
+// narrow, strictly decoded interface (monitor_linux.go says what each op
+// may do and why each refusal exists). A session's directories are made
+// under Config.SessionRoots by [Sandbox.OpenSession], in both modes, through
+// directories the sandbox holds open (dirs_linux.go).
 package sandbox
 
 import (
