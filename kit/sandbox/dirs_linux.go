@@ -112,11 +112,17 @@ func (d sessionDirs) close() {
 
 // makeDirs makes session id's directory under each root (the roots
 // themselves with SharedDirs), and holds each open. A directory of the
-// same id left by a kit that was killed is taken over.
+// same id left by a kit that was killed is taken over. On failure, what
+// it made is removed.
 func (sb *Sandbox) makeDirs(id string) (sessionDirs, error) {
 	d := sessionDirs{paths: make([]string, len(sb.roots)), fds: make([]int, len(sb.roots))}
 	for i := range d.fds {
 		d.fds[i] = -1
+	}
+	fail := func(err error) (sessionDirs, error) {
+		d.close()
+		_ = sb.removeDirs(id)
+		return sessionDirs{}, err
 	}
 	for i, root := range sb.roots {
 		if root < 0 {
@@ -125,20 +131,17 @@ func (sb *Sandbox) makeDirs(id string) (sessionDirs, error) {
 		if sb.cfg.SharedDirs {
 			fd, err := unix.Open(fdPath(root), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
-				d.close()
-				return sessionDirs{}, fmt.Errorf("sandbox: %w", err)
+				return fail(fmt.Errorf("sandbox: %w", err))
 			}
 			d.paths[i], d.fds[i] = sb.cfg.SessionRoots[i], fd
 			continue
 		}
 		if err := unix.Mkdirat(root, id, 0o700); err != nil && !errors.Is(err, syscall.EEXIST) {
-			d.close()
-			return sessionDirs{}, fmt.Errorf("sandbox: make the session's directory under %s: %w", sb.cfg.SessionRoots[i], err)
+			return fail(fmt.Errorf("sandbox: make the session's directory under %s: %w", sb.cfg.SessionRoots[i], err))
 		}
 		fd, err := openBeneath(root, id, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
-			d.close()
-			return sessionDirs{}, fmt.Errorf("sandbox: open the session's directory under %s: %w", sb.cfg.SessionRoots[i], err)
+			return fail(fmt.Errorf("sandbox: open the session's directory under %s: %w", sb.cfg.SessionRoots[i], err))
 		}
 		d.paths[i], d.fds[i] = filepath.Join(sb.cfg.SessionRoots[i], id), fd
 	}
