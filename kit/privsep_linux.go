@@ -124,7 +124,14 @@ func parseUser(s string) (uid, gid int, err error) {
 func dropPrivileges(uid, gid int) error {
 	runtime.LockOSThread() // never unlocked: the thread executes or fails
 	for c := 0; c <= lastCap(); c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, syscall.EPERM) {
+			// No CAP_SETPCAP (a container dropped it): the set stays,
+			// harmless to a uid other than root with no_new_privs and
+			// no capability in any other set.
+			break
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("privilege separation: drop capability %d from the bounding set: %w", c, err)
 		}
 	}
