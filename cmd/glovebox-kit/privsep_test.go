@@ -19,8 +19,9 @@ import (
 // TestPrivilegeSeparation runs the kit as root, as in its image: the
 // process that serves HTTP is the kit user (just below the sessions'
 // uids) with no capability in any set, while prompts still get their
-// inputs, return their outputs, clear their workspace, trip the disk
-// limit, and stay out of each other's files.
+// inputs, return their outputs (but those their agent made unreadable),
+// clear their workspace, trip the disk limit, and stay out of each
+// other's files.
 func TestPrivilegeSeparation(t *testing.T) {
 	h := startHostile(t, nil, protocol.Limits{Disk: "2MB"})
 	server := listenerPid(t, h.port)
@@ -61,6 +62,12 @@ func TestPrivilegeSeparation(t *testing.T) {
 	out, _ := m["outputs"].(map[string]any)["out.txt"].(map[string]any)
 	if data, _ := base64.StdEncoding.DecodeString(fmt.Sprint(out["data"])); string(data) != "HELLO" {
 		t.Errorf("the prompt's output out.txt = %v, want HELLO inline", out)
+	}
+	// An output its agent made unreadable is lost, with an error that
+	// says which; the session goes on.
+	m = promptResult(t, c, "hide", `echo s > "$GLOVEBOX_OUTPUT/hidden.txt"; chmod 600 "$GLOVEBOX_OUTPUT/hidden.txt"; echo ok`)
+	if msg := fmt.Sprint(m["error"]); m["type"] != "error" || !strings.Contains(msg, "hidden.txt") || !strings.Contains(msg, "permission denied") {
+		t.Errorf("a prompt whose output is unreadable = %v, want an error naming it", m)
 	}
 	work := filepath.Join(h.root, "work", sid)
 	if m := promptResult(t, c, "w", `echo x > "$GLOVEBOX_WORK/keep"; mkdir -p "$GLOVEBOX_WORK/d"; chmod 700 "$GLOVEBOX_WORK/d"; echo y > "$GLOVEBOX_WORK/d/f"; echo ok`); m["type"] != "complete" {
