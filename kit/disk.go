@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -35,30 +34,12 @@ const (
 	diskPollCost = 20
 )
 
-// diskUsage adds up the bytes of the regular files under dirs, not
-// following symbolic links.
-func diskUsage(dirs []string) int64 {
-	var total int64
-	for _, d := range dirs {
-		total += treeSize(d)
-	}
-	return total
-}
-
-// diskUsed is the size of the session's files: its directories and its
-// private temporary files: with a mount namespace its /tmp and /dev/shm
-// (tmpfs, measured from outside through its supervisor's root), else its
-// TMPDIR.
+// diskUsed is the size of the session's files (sandbox.Session.DiskUsed):
+// its directories and its private temporary files.
 func (ss *session) diskUsed() int64 {
-	info := ss.workspace.info
-	used := diskUsage(dirSet(info.Dirs).list())
-	if tmp := info.Sandbox.TmpDir(); tmp != "" {
-		used += treeSize(tmp)
-	}
-	if ss.srv.sb != nil && ss.srv.sb.Report().Has(sandbox.LayerMount) {
-		if pid := info.Sandbox.SupervisorPid(); pid > 0 {
-			used += tmpfsUsed(pid, "/tmp", "/dev/shm")
-		}
+	used, err := ss.workspace.info.Sandbox.DiskUsed()
+	if err != nil {
+		ss.logger().Warn("measuring the session's files", "err", err)
 	}
 	return used
 }

@@ -53,7 +53,7 @@ func TestDiskLimitStopsWriter(t *testing.T) {
 				t.Errorf("the next prompt = %v, want complete", m)
 			}
 			sid := c.hello["session_id"].(string)
-			if used := diskUsage([]string{b.root + "/work/" + sid}); used != 0 {
+			if used := treeSize(b.root + "/work/" + sid); used != 0 {
 				t.Errorf("the work directory holds %d bytes after the clean-up", used)
 			}
 		})

@@ -104,7 +104,10 @@ func (w *workspace) materialise(ctx context.Context, refs map[string]protocol.Fi
 }
 
 // writeInput streams one input into a temporary file beside dst and
-// renames it into place, so the agent never sees a partial file.
+// renames it into place, so the agent never sees a partial file, then
+// gives it to the session's uid (through the sandbox, which resolves the
+// name without following links; in a privilege-separated kit, its
+// monitor does).
 func (w *workspace) writeInput(ctx context.Context, a storage.Adapter, ref protocol.FileRef, dst string) (int64, error) {
 	max := w.ss.srv.maxInput
 	rc, err := a.Open(ctx, ref, max)
@@ -117,15 +120,6 @@ func (w *workspace) writeInput(ctx context.Context, a storage.Adapter, ref proto
 		return 0, err
 	}
 	tmp := f.Name()
-	if uid := w.info.Sandbox.UID(); uid >= 0 {
-		// The session's uid owns its inputs (by the descriptor: no path
-		// the agent could have swapped is followed).
-		if err := f.Chown(uid, uid); err != nil {
-			f.Close()
-			os.Remove(tmp)
-			return 0, err
-		}
-	}
 	hr := newHashReader(io.LimitReader(rc, max+1)) // runs.go: the input's digest
 	n, err := io.Copy(f, hr)
 	if err == nil && n > max {
@@ -142,6 +136,10 @@ func (w *workspace) writeInput(ctx context.Context, a storage.Adapter, ref proto
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return 0, err
+	}
+	if err := w.info.Sandbox.Chown(dst); err != nil {
+		os.Remove(dst)
 		return 0, err
 	}
 	w.ss.srv.runs.noteFile(w.ss, "inputs", filepath.Base(dst), hr)

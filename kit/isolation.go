@@ -38,33 +38,63 @@ func sandboxConfig(m *protocol.Manifest, hide []string, shared bool) sandbox.Con
 	return cfg
 }
 
-// openSandbox sets up the box's sandbox and reports it: one boot line, a
-// boot problem for every layer the manifest requires that is not in
-// force, and one for every protection the box lacks (checkDegraded).
-func (s *Server) openSandbox(b *boot) {
-	var hide []string
-	hide = append(hide, s.stateDir)
-	if !s.sharedDirs {
-		for _, k := range []string{protocol.MountWork, protocol.MountInput, protocol.MountOutput} {
-			if p, ok := s.mounts[k]; ok {
+// sessionMounts are the manifest's mounts each session gets a directory
+// of its own under, in the order of sandbox.Config.SessionRoots.
+var sessionMounts = []string{protocol.MountWork, protocol.MountInput, protocol.MountOutput}
+
+// sandboxSetup is the sandbox a box asks for, from its manifest, its
+// mounts (as paths, and resolved where they could be), its state
+// directory and whether its sessions share their directories: what a kit
+// doing its own privileged work and a privilege-separated kit's monitor
+// both open.
+func sandboxSetup(m *protocol.Manifest, mounts, realMounts map[string]string, stateDir string, shared bool) sandbox.Config {
+	hide := []string{stateDir}
+	if !shared {
+		for _, k := range sessionMounts {
+			if p, ok := mounts[k]; ok {
 				hide = append(hide, p)
 			}
 		}
 	}
-	cfg := sandboxConfig(s.man, hide, s.sharedDirs)
-	s.diskLimit = cfg.Limits.Disk
+	cfg := sandboxConfig(m, hide, shared)
 	// The egress proxy's CA bundle lives in the state directory; agents
 	// read it there, and nothing else of it.
-	cfg.Expose = []string{filepath.Join(s.stateDir, "egress")}
+	cfg.Expose = []string{filepath.Join(stateDir, "egress")}
 	// Sessions without a mount namespace (so without a private /tmp) get
-	// a TMPDIR of their own here. What an earlier kit process left is
-	// its sessions', all ended: this state directory is this kit's.
-	cfg.TmpRoot = filepath.Join(s.stateDir, "tmp")
-	if err := os.RemoveAll(cfg.TmpRoot); err != nil {
-		b.add("state dir: remove %s: %v", cfg.TmpRoot, err)
-		return
+	// a TMPDIR of their own here.
+	cfg.TmpRoot = filepath.Join(stateDir, "tmp")
+	// Each session's directories are made under the mounts resolved at
+	// boot, so that the paths agents see are real ones.
+	for _, k := range sessionMounts {
+		root := realMounts[k]
+		if root == "" {
+			root = mounts[k]
+		}
+		cfg.SessionRoots = append(cfg.SessionRoots, root)
 	}
-	sb, err := sandbox.New(cfg, s.log)
+	return cfg
+}
+
+// openSandbox sets up the box's sandbox, or in a privilege-separated
+// kit's front connects to its monitor's, and reports it: one boot line, a
+// boot problem for every layer the manifest requires that is not in
+// force, and one for every protection the box lacks (checkDegraded).
+func (s *Server) openSandbox(b *boot) {
+	cfg := sandboxSetup(s.man, s.mounts, s.realMounts, s.stateDir, s.sharedDirs)
+	s.diskLimit = cfg.Limits.Disk
+	var sb *sandbox.Sandbox
+	var err error
+	if s.opts.monitor != nil {
+		sb, err = sandbox.Dial(s.opts.monitor, s.log)
+	} else {
+		// What an earlier kit process left in TmpRoot is its sessions',
+		// all ended: this state directory is this kit's.
+		if err := os.RemoveAll(cfg.TmpRoot); err != nil {
+			b.add("state dir: remove %s: %v", cfg.TmpRoot, err)
+			return
+		}
+		sb, err = sandbox.New(cfg, s.log)
+	}
 	if err != nil {
 		b.add("%v", sandboxHint(err))
 		return
@@ -84,7 +114,7 @@ func (s *Server) openSandbox(b *boot) {
 		}
 	}
 	s.checkDegraded(b, r, cfg.Off)
-	if len(b.problems) == 0 && r.Has(sandbox.LayerUsers) {
+	if len(b.problems) == 0 && r.Has(sandbox.LayerUsers) && !sb.Remote() {
 		uid := cfg.UIDBase
 		if uid <= 0 {
 			uid = sandbox.DefaultUIDBase
@@ -293,7 +323,17 @@ func (s *Server) isolation() *protocol.Isolation {
 		Limits:   protocol.IsolationLimits(r.Limits),
 		Degraded: new(s.degraded),
 		Gaps:     gaps(r),
+		Front:    frontNote(s.sb),
 	}
+}
+
+// frontNote says, for a privilege-separated kit, who serves: "" for a
+// kit that does its own privileged work.
+func frontNote(sb *sandbox.Sandbox) string {
+	if !sb.Remote() {
+		return ""
+	}
+	return fmt.Sprintf("uid %d, gid %d, no capabilities: the process that parses clients' and agents' bytes; a root monitor makes sessions' directories, uids, cgroups and supervisors", os.Getuid(), os.Getgid())
 }
 
 // gaps says, for each layer not in force, what that means for the box's

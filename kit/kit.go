@@ -138,6 +138,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -228,6 +229,10 @@ type Options struct {
 	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
 	// the manifest says; gbx dev sets it.
 	Inspect bool
+	// monitor, when set, is the socket to the root monitor of a
+	// privilege-separated kit (privsep_linux.go): the server is its
+	// unprivileged front, and its sandbox is the monitor's (sandbox.Dial).
+	monitor *os.File
 }
 
 // Server is a running box. It is an http.Handler factory plus the sessions

@@ -20,6 +20,7 @@ import (
 
 	buildversion "github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -46,6 +47,18 @@ const shutdownGrace = 10 * time.Second
 // sessions apart, or cannot enforce its egress policy, serve anyway, as the
 // manifest's sandbox.allow_degraded does (see the package doc).
 //
+// A program started as a sandbox supervisor serves as one and exits
+// (sandbox.MaybeSupervise): a Go agent's main that calls Main first thing
+// needs nothing else to be its sessions' supervisor.
+//
+// Run as root, where the sandbox gives each session a uid of its own, Main
+// separates privileges (privsep_linux.go): it stays root as a small
+// monitor that makes sessions' directories, uids, cgroups and
+// supervisors, and serves from a second process of the same executable
+// that runs as the kit user (uid and gid just below the sessions' range,
+// no capabilities, no_new_privs), where every byte from clients and
+// agents is parsed. GLOVEBOX_PRIVSEP=off keeps it in one process.
+//
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents
 // leave behind (which would otherwise pile up as zombies), and returns the
@@ -64,6 +77,7 @@ const shutdownGrace = 10 * time.Second
 // closes; it then returns 0. A second signal cuts the drain at once. It
 // writes every problem to stderr itself, one line each.
 func Main(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) int {
+	sandbox.MaybeSupervise()
 	err := run(ctx, env, resolve)
 	var status *ExitStatusError
 	switch {
@@ -99,38 +113,100 @@ func (e Env) getenv(name string) string {
 // init, or another error it has reported.
 func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) error {
 	start := time.Now()
-	args, stdout, stderr := env.Args, env.Stdout, env.Stderr
 	if err := protectSecrets(); err != nil {
-		fmt.Fprintf(stderr, "glovebox-kit: %v\n", err)
+		fmt.Fprintf(env.Stderr, "glovebox-kit: %v\n", err)
 		return err
 	}
 	if needsInit() {
-		return runInit(args, stderr)
+		return runInit(env.Args, env.Stderr)
 	}
+	// A privilege-separated kit's front drops its privileges before it
+	// reads anything else (privsep_linux.go).
+	fr, err := frontOf(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "glovebox-kit: %v\n", err)
+		return err
+	}
+	fl, err := parseFlags(env)
+	if fl == nil {
+		return err // help, version, or a bad command line
+	}
+	if fr == nil {
+		if handled, err := runMonitor(ctx, env, fl); handled {
+			return err
+		}
+	}
+	k, err := bootKit(env, fl, fr, resolve)
+	if err != nil {
+		return err
+	}
+	attrs := []any{"name", k.man.Name, "version", k.man.Version, "agent", k.man.AgentType(), "addr", k.ln.Addr().String(),
+		"boot", time.Since(start).Round(100 * time.Microsecond).String()}
+	if fr != nil {
+		attrs = append(attrs, "front_uid", os.Getuid())
+	}
+	k.log.Info("glovebox-kit serving", attrs...)
+	return k.serve(ctx, env.Stderr)
+}
+
+// flags are the kit's command line.
+type flags struct {
+	manifest, root, stateDir string
+}
+
+// parseFlags reads the command line. It returns nil flags when the kit
+// has nothing more to do: asked for help or its version (err nil), or
+// given a bad command line (err says why, already reported).
+func parseFlags(env Env) (*flags, error) {
 	fl := flag.NewFlagSet("glovebox-kit", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl.SetOutput(env.Stderr)
 	manifestPath := fl.String("manifest", env.getenv("GLOVEBOX_MANIFEST"), "path of the box's `glovebox.json` (env GLOVEBOX_MANIFEST)")
 	root := fl.String("root", env.getenv("GLOVEBOX_ROOT"), "re-root the manifest's fs paths and the state dir under `DIR` (env GLOVEBOX_ROOT)")
 	stateDir := fl.String("state-dir", env.getenv("GLOVEBOX_STATE_DIR"), "the kit's state `DIR` (default /var/glovebox, re-rooted; env GLOVEBOX_STATE_DIR)")
 	version := fl.Bool("version", false, "print the kit's version and exit")
-	if err := fl.Parse(args); err != nil {
+	if err := fl.Parse(env.Args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
 	if *version {
-		fmt.Fprintf(stdout, "glovebox-kit %s\n", buildversion.String(Version))
-		return nil
+		fmt.Fprintf(env.Stdout, "glovebox-kit %s\n", buildversion.String(Version))
+		return nil, nil
 	}
 	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "glovebox-kit: unexpected argument %q (the image's entrypoint is the kit: to run a command in it, use docker run --entrypoint %s IMAGE)\n", fl.Arg(0), fl.Arg(0))
-		return fmt.Errorf("unexpected argument %q", fl.Arg(0))
+		fmt.Fprintf(env.Stderr, "glovebox-kit: unexpected argument %q (the image's entrypoint is the kit: to run a command in it, use docker run --entrypoint %s IMAGE)\n", fl.Arg(0), fl.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q", fl.Arg(0))
 	}
-	if *manifestPath == "" {
-		*manifestPath = "glovebox.json"
+	f := &flags{manifest: *manifestPath, root: *root, stateDir: *stateDir}
+	if f.manifest == "" {
+		f.manifest = "glovebox.json"
 	}
+	if f.root != "" {
+		if abs, err := filepath.Abs(f.root); err == nil {
+			f.root = abs
+		}
+	}
+	return f, nil
+}
 
+// booted is a kit ready to serve: its server, listener, manifest and log.
+type booted struct {
+	srv *Server
+	ln  net.Listener
+	man *protocol.Manifest
+	log *slog.Logger
+	// gone, in a privilege-separated kit's front, is closed if its monitor
+	// goes away: nothing could make or end a session then.
+	gone <-chan struct{}
+}
+
+// bootKit reads the manifest and the environment, makes the server and
+// listens, or in a privilege-separated kit's front (fr) takes the
+// monitor's sandbox and listener. Every problem it finds is written to
+// stderr, one line each, and returned as a *BootError.
+func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) (*booted, error) {
+	stderr := env.Stderr
 	var problems []string
 	handler, err := NewLogHandler(stderr, env.getenv("GLOVEBOX_LOG"), env.getenv("GLOVEBOX_LOG_FORMAT"))
 	if err != nil {
@@ -162,21 +238,16 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	}
 
 	var man *protocol.Manifest
-	data, err := os.ReadFile(*manifestPath)
+	data, err := manifestBytes(fl.manifest, fr)
 	if err == nil {
-		man, err = protocol.ParseManifest(data)
+		man, err = parseManifest(fl.manifest, data)
 	}
 	if err != nil {
-		problems = append(problems, fmt.Sprintf("manifest %s: %v", *manifestPath, pathCause(err)))
+		problems = append(problems, err.Error())
 		if strings.TrimSpace(key) == "" {
 			problems = append(problems, "GLOVEBOX_KEY is not set: set it to the box key generated with the manifest (glovebox.key)")
 		}
-		return report()
-	}
-	if *root != "" {
-		if abs, err := filepath.Abs(*root); err == nil {
-			*root = abs
-		}
+		return nil, report()
 	}
 
 	ag, err := resolve(man, log)
@@ -188,11 +259,11 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		problems = append(problems, err.Error())
 	}
 	manSum := sha256.Sum256(data)
-	srv, err := New(Options{
+	opts := Options{
 		Manifest:  man,
 		Key:       key,
-		Root:      *root,
-		StateDir:  *stateDir,
+		Root:      fl.root,
+		StateDir:  fl.stateDir,
 		PublicURL: publicURL,
 		Agent:     orPlaceholder(ag),
 		Adapters:  adapters,
@@ -200,7 +271,11 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		Getenv:    env.getenv,
 
 		ManifestDigest: hex.EncodeToString(manSum[:]), // run records name it (runs.go)
-	})
+	}
+	if fr != nil {
+		opts.monitor = fr.monitor
+	}
+	srv, err := New(opts)
 	var be *BootError
 	if errors.As(err, &be) {
 		problems = append(problems, be.Problems...)
@@ -211,18 +286,47 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		if srv != nil {
 			srv.Close(context.Background())
 		}
-		return report()
+		return nil, report()
 	}
 
+	if fr != nil {
+		return &booted{srv: srv, ln: fr.ln, man: man, log: log, gone: srv.sb.MonitorGone()}, nil
+	}
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		srv.Close(context.Background())
 		problems = append(problems, fmt.Sprintf("listen on port %d: %v", port, err))
-		return report()
+		return nil, report()
 	}
-	log.Info("glovebox-kit serving", "name", man.Name, "version", man.Version, "agent", man.AgentType(), "addr", ln.Addr().String(),
-		"boot", time.Since(start).Round(100*time.Microsecond).String())
+	return &booted{srv: srv, ln: ln, man: man, log: log}, nil
+}
 
+// manifestBytes is the manifest at path: as the monitor read it for a
+// front, else read here.
+func manifestBytes(path string, fr *front) ([]byte, error) {
+	if fr != nil {
+		return fr.manifest, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %v", path, pathCause(err))
+	}
+	return data, nil
+}
+
+// parseManifest parses data, the manifest read from path.
+func parseManifest(path string, data []byte) (*protocol.Manifest, error) {
+	man, err := protocol.ParseManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %v", path, err)
+	}
+	return man, nil
+}
+
+// serve serves until ctx ends or SIGTERM or SIGINT arrives, then drains
+// and closes the server (see Main).
+func (k *booted) serve(ctx context.Context, stderr io.Writer) error {
+	srv, log := k.srv, k.log
 	// Signals are counted here as well as by ctx: the first (or ctx's end)
 	// starts the drain, the second cuts it.
 	sigs := make(chan os.Signal, 2)
@@ -231,44 +335,20 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(serveCtx, ln) }()
+	go func() { serveErr <- srv.Serve(serveCtx, k.ln) }()
+	var err error
 	signals := 0
 	select {
 	case err = <-serveErr:
 	case <-ctx.Done():
 	case <-sigs:
 		signals++
+	case <-k.gone:
+		err = errors.New("the privileged monitor is gone")
 	}
 	cut := false
 	if err == nil {
-		// The listener stays open while the box drains: /health answers 503
-		// and new sessions get a clear refusal instead of a refused
-		// connection.
-		drain := man.DrainTime()
-		log.Info("shutting down: draining", "drain", drain.String())
-		dctx, cancel := context.WithTimeout(context.Background(), drain)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			srv.Drain(dctx)
-		}()
-	wait:
-		for {
-			select {
-			case <-done:
-				break wait
-			case err = <-serveErr:
-				cancel()
-			case <-sigs:
-				signals++
-				if signals >= 2 {
-					log.Warn("second signal: cutting the drain")
-					cut = true
-					cancel()
-				}
-			}
-		}
-		cancel()
+		cut, err = k.drain(serveErr, sigs, signals)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
@@ -289,6 +369,38 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 	}
 	log.Info("glovebox-kit stopped")
 	return nil
+}
+
+// drain lets running prompts finish for up to the manifest's
+// sessions.drain. The listener stays open meanwhile: /health answers 503
+// and new sessions get a clear refusal instead of a refused connection.
+// A second signal (signals counts those already seen) cuts it. It
+// returns whether the drain was cut, and Serve's error if Serve ended.
+func (k *booted) drain(serveErr <-chan error, sigs <-chan os.Signal, signals int) (cut bool, err error) {
+	drain := k.man.DrainTime()
+	k.log.Info("shutting down: draining", "drain", drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.srv.Drain(dctx)
+	}()
+	for {
+		select {
+		case <-done:
+			return cut, err
+		case err = <-serveErr:
+			cancel()
+		case <-sigs:
+			signals++
+			if signals >= 2 {
+				k.log.Warn("second signal: cutting the drain")
+				cut = true
+				cancel()
+			}
+		}
+	}
 }
 
 // orPlaceholder keeps New's own "no agent" line out of the report when the

@@ -129,12 +129,17 @@ func init() {
 
 // envFile writes env, NUL-separated, into a sealed memfd.
 func envFile(env []string) (*os.File, error) {
-	fd, err := unix.MemfdCreate("glovebox-env", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	return sealedFile("glovebox-env", []byte(strings.Join(env, "\x00")))
+}
+
+// sealedFile writes data into a sealed memfd named name.
+func sealedFile(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "glovebox-env")
-	if _, err := f.WriteString(strings.Join(env, "\x00")); err != nil {
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package kit
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,13 +21,12 @@ type workspace struct {
 	ss      *session
 	info    *agent.Session // the agent's view of the session; nil until made
 	made    bool           // on the ledger (reclaim.go), directories maybe made
-	dirs    agent.Dirs     // the directories made, removed with the session
 	outSnap *snapshot      // the output directory when outputs were last collected
 }
 
 // prepare creates the session's directories and sandbox, the first time.
-// A failed attempt leaves what it made for remove, and the next prompt
-// tries again.
+// A failed attempt leaves only the session on the ledger, and the next
+// prompt tries again.
 func (w *workspace) prepare() error {
 	if w.info != nil {
 		return nil
@@ -37,27 +35,17 @@ func (w *workspace) prepare() error {
 	srv := ss.srv
 	srv.noteSession(ss.id) // reclaim.go
 	w.made = true
-	var dirs agent.Dirs
-	for _, d := range []struct {
-		key string
-		dst *string
-	}{{protocol.MountWork, &dirs.Work}, {protocol.MountInput, &dirs.Input}, {protocol.MountOutput, &dirs.Output}} {
-		root, ok := srv.mounts[d.key]
-		if !ok {
-			continue
-		}
-		p, err := sessionDir(root, srv.realMounts[d.key], ss.id, srv.sharedDirs)
-		if err != nil {
-			return codeErr(protocol.CodeError, fmt.Errorf("create session directory: %w", err))
-		}
-		*d.dst = p
-		// Recorded as soon as made, so that remove finds it whatever
-		// fails next.
-		w.dirs = dirs
-	}
-	box, err := srv.sb.Open(ss.id, dirSet(dirs).list())
+	// The sandbox makes the directories (sessionMounts, in its
+	// SessionRoots) and removes them when the session closes.
+	box, err := srv.sb.OpenSession(ss.id)
 	if err != nil {
-		return codeErr(protocol.CodeError, fmt.Errorf("set up the session's sandbox: %w", err))
+		return codeErr(protocol.CodeError, fmt.Errorf("set up the session's directories and sandbox: %w", err))
+	}
+	var dirs agent.Dirs
+	for i, dst := range []*string{&dirs.Work, &dirs.Input, &dirs.Output} {
+		if d := box.Dirs(); i < len(d) {
+			*dst = d[i]
+		}
 	}
 	proxyEnv, err := ss.egressEnv(box)
 	if err != nil {
@@ -77,55 +65,15 @@ func (w *workspace) prepare() error {
 	return nil
 }
 
-// sessionDir makes a session's directory under a mount's root and returns
-// its path with symbolic links resolved. real is the root resolved at
-// boot ("" if it could not be): a directory the kit has just made under
-// it is its own real path, so the common case costs one mkdir, not a
-// walk of every component. Anything else (the root changed since boot,
-// the directory was there) is made and resolved in full.
-func sessionDir(root, real, id string, shared bool) (string, error) {
-	if real != "" {
-		if shared {
-			return real, nil
-		}
-		p := filepath.Join(real, id)
-		if err := os.Mkdir(p, 0o755); err == nil {
-			return p, nil
-		}
-	}
-	p := root
-	if !shared {
-		p = filepath.Join(root, id)
-	}
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return "", err
-	}
-	if real, err := filepath.EvalSymlinks(p); err == nil {
-		p = real
-	}
-	return p, nil
-}
-
 // clear empties the session's work directory.
 func (w *workspace) clear() {
-	dir := w.info.Dirs.Work
-	if dir == "" {
-		return
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+	if err := w.info.Sandbox.Clear(); err != nil {
 		w.ss.logger().Warn("clear-workspace", "err", err)
-		return
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			w.ss.logger().Warn("clear-workspace", "err", err)
-		}
 	}
 }
 
-// remove closes the sandbox, killing whatever the agent left running,
-// removes the session's directories and takes the session off the
+// remove closes the sandbox, killing whatever the agent left running and
+// removing the session's directories, and takes the session off the
 // ledger. The session has ended.
 func (w *workspace) remove() {
 	ss := w.ss
@@ -133,17 +81,8 @@ func (w *workspace) remove() {
 	// with them (sandbox.OwnThread).
 	sandbox.OwnThread(func() {
 		if w.info != nil && w.info.Sandbox != nil {
-			// Whatever the agent left running dies with the session.
-			w.info.Sandbox.Close()
-		}
-		if w.made && !ss.srv.sharedDirs {
-			for _, d := range []string{w.dirs.Work, w.dirs.Input, w.dirs.Output} {
-				if d == "" {
-					continue
-				}
-				if err := os.RemoveAll(d); err != nil {
-					ss.logger().Warn("removing a session directory", "dir", d, "err", err)
-				}
+			if err := w.info.Sandbox.Close(); err != nil {
+				ss.logger().Warn("closing the session's sandbox", "err", err)
 			}
 		}
 	})

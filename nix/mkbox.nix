@@ -5,7 +5,12 @@
 # The image starts the kit as root (uid 0), with the manifest at
 # /etc/glovebox/glovebox.json and port 8080: the kit is a supervisor that
 # runs each session's agents under their own unprivileged uids, which only
-# root can do. The image keeps the user glovebox (uid/gid 10001) for
+# root can do. Only a small monitor stays root (privilege separation, see
+# kit/privsep_linux.go): the process that serves HTTP and parses clients'
+# and agents' bytes runs as the kit user, uid/gid 199999 by default (just
+# below the sessions' uids), to which the monitor gives /var/glovebox, and
+# the group of /work, /input and /output, at boot: the image needs no
+# entry for it. The image keeps the user glovebox (uid/gid 10001) for
 # compatibility: /work, /input, /output, /var/glovebox and /home/glovebox
 # belong to it, and so do the other fs mounts a manifest given as a path
 # declares.

@@ -137,6 +137,11 @@ type Isolation struct {
 	// Gaps maps each layer not in force to what that means for the box's
 	// users, one sentence each. Additive.
 	Gaps map[string]string `json:"gaps,omitempty"`
+	// Front, in a privilege-separated kit, says who serves: the
+	// unprivileged uid and gid that parse clients' and agents' bytes,
+	// while a root monitor does what needs root. Absent where the kit
+	// does its own privileged work. Additive.
+	Front string `json:"front,omitempty"`
 }
 
 // IsolationLimits are a session's limits in force; zero is none.

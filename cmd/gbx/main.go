@@ -10,9 +10,11 @@ import (
 	"syscall"
 
 	"github.com/glovebox-dev/glovebox/internal/cli"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 func main() {
+	sandbox.MaybeSupervise() // gbx dev serves boxes: it is their sandbox's supervisor
 	os.Exit(run())
 }
 

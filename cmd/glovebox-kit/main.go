@@ -11,9 +11,11 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit"
 	"github.com/glovebox-dev/glovebox/kit/agent/builtin"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 func main() {
+	sandbox.MaybeSupervise()
 	os.Exit(run())
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -25,6 +26,7 @@ import (
 // the kit, glovebox-sandbox is built beside it first: the kit's sessions
 // (and the attacks on them) run under the real supervisor binary.
 func TestMain(m *testing.M) {
+	sandbox.MaybeSupervise() // the test binary serves as its sessions' supervisor
 	if os.Getenv("GLOVEBOX_KIT_AS_MAIN") == "1" {
 		main()
 		os.Exit(0)

@@ -6,8 +6,8 @@
 // it spares every session and the boot probe a re-execution of the whole
 // kit. It links only the standard library, x/sys and kit/sandbox.
 //
-// The kit starts it under the name glovebox-sandbox-init, which kit/sandbox's
-// init function serves before main runs; run by hand, it says what it is.
+// The kit starts it under the name glovebox-sandbox-init; run by hand, it
+// says what it is.
 package main
 
 import (

@@ -15,11 +15,13 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // The test binary doubles as the example when this variable is set.
 func TestMain(m *testing.M) {
+	sandbox.MaybeSupervise() // the test binary serves as its sessions' supervisor
 	if os.Getenv("ECHO_AGENT_AS_MAIN") == "1" {
 		main()
 		os.Exit(0)

@@ -221,6 +221,15 @@ func TestPlatforms(t *testing.T) {
 					t.Errorf("layer %s is off with no reason in /environment", l)
 				}
 			}
+			// A root kit with a uid per session serves from an
+			// unprivileged front (privilege separation); elsewhere there
+			// is no root to separate from.
+			switch separated := slices.Contains(iso.Active, "users") && p.kind != "dev"; {
+			case separated && !strings.Contains(iso.Front, "uid 199999"):
+				t.Errorf("isolation.front = %q, want the front's uid 199999: a root kit with a uid per session serves unprivileged", iso.Front)
+			case !separated && iso.Front != "":
+				t.Errorf("isolation.front = %q, want none: this kit does its own privileged work", iso.Front)
+			}
 
 			s := openSession(t, k)
 			if out, err := s.prompt(ctx, "echo hello"); err != nil || out != "hello\n" {

@@ -59,8 +59,22 @@ func Main(m *testing.M, opts ...Option) {
 	os.Exit(Run(m, opts...))
 }
 
+// SupervisorArg0 is argv[0] of a sandbox supervisor (kit/sandbox's
+// InitName, which this package cannot import: kit/sandbox's own tests
+// import it).
+const SupervisorArg0 = "glovebox-sandbox-init"
+
 // Run is Main without the exit: it returns the exit code.
+//
+// A test binary that starts sandboxed sessions with itself as their
+// supervisor calls sandbox.MaybeSupervise in TestMain before Main; one that
+// reaches Run as a supervisor did not, and is refused here rather than
+// running its tests again inside a session's sandbox.
 func Run(m *testing.M, opts ...Option) int {
+	if len(os.Args) > 0 && os.Args[0] == SupervisorArg0 {
+		fmt.Fprintln(os.Stderr, "testkit: this test binary was started as a sandbox supervisor, but its TestMain does not call sandbox.MaybeSupervise before testkit.Main")
+		return 2
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)

@@ -8,7 +8,9 @@
 //
 //   - users: each session's processes run under a uid and gid of their
 //     own, taken from a configured range, with supplementary groups
-//     cleared; their directories are theirs alone (mode 0700). Needs the
+//     cleared; their directories are theirs alone (mode 0700; or mode
+//     02770 with the group of an unprivileged front, Config.FrontGID,
+//     which no session is in). Needs the
 //     kit to run as root. Without root, a user namespace maps the kit's uid
 //     to root inside the sandbox, with no capabilities.
 //   - privileges: no_new_privs, an empty capability bounding set, and
@@ -63,9 +65,18 @@
 // rlimits and privileges, and forks and executes each command on request,
 // so that a command costs a fork/exec. The session's commands share its
 // private /tmp; when the last running one ends, whatever they left in the
-// pid namespace is ended. A binary that imports this package (the kit,
-// gbx, a Go agent's kit) serves as that supervisor automatically, from
-// this package's init function.
+// pid namespace is ended. A program serves as that supervisor when its
+// main calls [MaybeSupervise] first thing (the kit's binaries, gbx, and a
+// Go agent's main through kit.Main do; so do test binaries, in TestMain).
+//
+// Privilege separation: where the kit runs as root, a [Monitor] keeps
+// root and a front, which parses every client's and agent's bytes, runs
+// unprivileged with a sandbox from [Dial]: the same API, whose privileged
+// acts the monitor does on the front's request, by session id, through a
+// narrow, strictly decoded interface (monitor_linux.go says what each op
+// may do and why each refusal exists). A session's directories are made
+// under Config.SessionRoots by [Sandbox.OpenSession], in both modes, through
+// directories the sandbox holds open (dirs_linux.go).
 package sandbox
 
 import (
@@ -135,6 +146,17 @@ type Config struct {
 	// TmpRoot/<session id>: owned by the session's uid, mode 0700,
 	// removed with the session, and its commands' TMPDIR. Empty: none.
 	TmpRoot string
+	// SessionRoots are where OpenSession makes each session's
+	// directories, in this order (the box's work, input and output
+	// mounts; "" for one the box has not): a directory named after the
+	// session under each, or with SharedDirs the roots themselves. The
+	// sandbox holds them open from New on (see dirs_linux.go).
+	SessionRoots []string
+	// FrontGID, when above 0, is the group of an unprivileged front that
+	// reads and writes sessions' directories through its group: they are
+	// then group FrontGID, mode 02770, instead of mode 0700 (see
+	// Monitor). Never the gid of a session.
+	FrontGID int
 }
 
 // Limits are a session's resource limits. Zero means the default where

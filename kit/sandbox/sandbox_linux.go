@@ -32,6 +32,12 @@ type Sandbox struct {
 	supLater bool
 	supCheck sync.Once
 
+	roots   []int // Config.SessionRoots held open; -1 for ""
+	tmpRoot int   // Config.TmpRoot held open where sessions use it, else -1
+	// mon, in a front, is the monitor every privileged act goes through
+	// (Dial); nil where this process does them itself.
+	mon *monitorClient
+
 	mu   sync.Mutex
 	free []int // free uid slots, as a stack
 	next int   // the next never-used slot
@@ -78,7 +84,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	// Root in a container that dropped what a uid per session needs is
 	// treated as any other user.
 	rootCaps := hasCaps(caps, capSetuid, capSetgid, capChown, capFowner)
-	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0 && rootCaps}
+	sb := &Sandbox{cfg: cfg, log: log, root: os.Geteuid() == 0 && rootCaps, tmpRoot: -1}
 	notRoot := "the kit does not run as root"
 	if os.Geteuid() == 0 {
 		notRoot = "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER"
@@ -149,6 +155,14 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 				return nil, fmt.Errorf("sandbox: protect %s: %w", p, err)
 			}
 		}
+	}
+
+	if err := sb.openRoots(); err != nil {
+		return nil, err
+	}
+	if err := sb.openTmpRoot(); err != nil {
+		sb.closeRoots()
+		return nil, err
 	}
 
 	var active []string
@@ -459,8 +473,16 @@ func (sb *Sandbox) uidOnly() bool {
 // after killing whatever still runs in it. It reports whether there was
 // one. Call it at boot, for the ids of sessions the kit knows were open,
 // never for a live session. Other kits' cgroups share the parent, so
-// reclaiming goes by id only.
+// reclaiming goes by id only. In a front, the monitor also removes the
+// session's directories and temporary directory.
 func (sb *Sandbox) Reclaim(id string) bool {
+	if sb.mon != nil {
+		r, _, err := sb.mon.call(monRequest{Op: opReclaim, Session: id})
+		if err != nil {
+			sb.log.Warn("sandbox: reclaim", "session", id, "err", err)
+		}
+		return r.Reclaimed
+	}
 	if sb.cg == nil || id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
 		return false
 	}

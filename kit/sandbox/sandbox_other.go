@@ -4,10 +4,13 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,8 +42,80 @@ func Plain() *Session { return &Session{procs: map[*Process]struct{}{}} }
 // Open returns a session without any layer.
 func (sb *Sandbox) Open(string, []string) (*Session, error) { return Plain(), nil }
 
+// OpenSession makes session id's directories under Config.SessionRoots
+// (the roots themselves with SharedDirs) and returns a session without
+// any layer, which removes them when it closes.
+func (sb *Sandbox) OpenSession(id string) (*Session, error) {
+	if id == "" || strings.ContainsAny(id, `/\.`) {
+		return nil, fmt.Errorf("sandbox: session id %q cannot name a directory", id)
+	}
+	ss := Plain()
+	ss.dirs = make([]string, len(sb.cfg.SessionRoots))
+	for i, r := range sb.cfg.SessionRoots {
+		if r == "" {
+			continue
+		}
+		d := r
+		if !sb.cfg.SharedDirs {
+			d = filepath.Join(r, id)
+			ss.remove = append(ss.remove, d)
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			ss.Close()
+			return nil, fmt.Errorf("sandbox: make the session's directory: %w", err)
+		}
+		ss.dirs[i] = d
+	}
+	return ss, nil
+}
+
+// Dirs are the session's directories as OpenSession made them.
+func (ss *Session) Dirs() []string { return ss.dirs }
+
+// Clear empties the session's work directory.
+func (ss *Session) Clear() error {
+	if len(ss.dirs) == 0 || ss.dirs[0] == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(ss.dirs[0])
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(ss.dirs[0], e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DiskUsed adds up the sizes of the regular files in the session's
+// directories.
+func (ss *Session) DiskUsed() (int64, error) {
+	var n int64
+	for _, d := range ss.dirs {
+		if d == "" {
+			continue
+		}
+		_ = filepath.WalkDir(d, func(_ string, e os.DirEntry, err error) error {
+			if err == nil && e.Type().IsRegular() {
+				if info, err := e.Info(); err == nil {
+					n += info.Size()
+				}
+			}
+			return nil
+		})
+	}
+	return n, nil
+}
+
+// Close does nothing: no sandbox holds anything.
+func (sb *Sandbox) Close() error { return nil }
+
 // Session runs processes as the kit's user.
 type Session struct {
+	dirs       []string // OpenSession's
+	remove     []string // removed by Close
 	OnListener func(net.Listener)
 	ProxyAddr  string
 	ConfineNet bool
@@ -106,8 +181,18 @@ func (ss *Session) KillAll() {
 	}
 }
 
-// Close kills the session's processes.
-func (ss *Session) Close() error { ss.KillAll(); return nil }
+// Close kills the session's processes and removes the directories
+// OpenSession made.
+func (ss *Session) Close() error {
+	ss.KillAll()
+	var first error
+	for _, d := range ss.remove {
+		if err := os.RemoveAll(d); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // Process is a started command.
 type Process struct {
@@ -167,3 +252,17 @@ func SupervisorMain() int {
 	os.Stderr.WriteString("glovebox-sandbox: the sandbox supervisor runs on Linux only\n")
 	return 2
 }
+
+// MaybeSupervise does nothing: sandbox supervisors run on Linux only.
+func MaybeSupervise() {}
+
+// Remote is false: there is no monitor off Linux.
+func (sb *Sandbox) Remote() bool { return false }
+
+// Dial fails: privilege separation is Linux only.
+func Dial(*os.File, *slog.Logger) (*Sandbox, error) {
+	return nil, errors.New("sandbox: a monitor runs on Linux only")
+}
+
+// MonitorGone is nil: there is no monitor off Linux.
+func (sb *Sandbox) MonitorGone() <-chan struct{} { return nil }

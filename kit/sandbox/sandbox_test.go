@@ -608,7 +608,7 @@ func TestSupervisorKilledIsReplaced(t *testing.T) {
 	}
 	lost := ss.Lost()
 	ss.mu.Lock()
-	pid := ss.sup.cmd.Process.Pid
+	pid := ss.sup.pid
 	ss.mu.Unlock()
 	syscall.Kill(pid, syscall.SIGKILL)
 	select {

@@ -23,10 +23,14 @@ type Session struct {
 	sb   *Sandbox
 	id   string
 	dirs []string
-	tmp  string // the session's private TMPDIR (Config.TmpRoot), or ""
-	uid  int    // -1: the kit's
-	slot int
-	cg   *cgroup
+	// held are the directories OpenSession made (ownsDirs): removed
+	// with the session.
+	held     sessionDirs
+	ownsDirs bool
+	tmp      string // the session's private TMPDIR (Config.TmpRoot), or ""
+	uid      int    // -1: the kit's
+	slot     int
+	cg       *cgroup
 
 	// OnListener, when set before the first Start, receives the egress
 	// proxy listener made inside each new network namespace. Without it a
@@ -51,125 +55,6 @@ type Session struct {
 	procs  map[*Process]struct{}
 	sup    *sessionSup // the session's supervisor, once started
 	supNet [2]int      // ConfineNet and EgressPort as its supervisor was made with
-}
-
-// Open makes the sandbox of session id, whose writable directories are
-// dirs (which must exist): they are given to the session's uid, mode 0700.
-func (sb *Sandbox) Open(id string, dirs []string) (*Session, error) {
-	ss := &Session{sb: sb, id: id, dirs: dirs, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
-	switch {
-	case sb.users && sb.cfg.SharedDirs:
-		ss.uid = sb.cfg.UIDBase
-	case sb.users:
-		slot, err := sb.takeSlot()
-		if err != nil {
-			return nil, err
-		}
-		ss.slot, ss.uid = slot, sb.cfg.UIDBase+slot
-		// Where nothing but the uid holds a session's processes, a uid
-		// that a dead session left processes under is not handed out
-		// dirty: whatever still runs under it goes first.
-		if sb.uidOnly() {
-			killUID(ss.uid)
-		}
-	}
-	if ss.uid >= 0 {
-		for _, d := range dirs {
-			if err := os.Chown(d, ss.uid, ss.uid); err != nil {
-				ss.Close()
-				return nil, fmt.Errorf("sandbox: give %s to the session: %w", d, err)
-			}
-		}
-	}
-	for _, d := range dirs {
-		if err := os.Chmod(d, 0o700); err != nil {
-			ss.Close()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-	}
-	if err := ss.makeTmp(); err != nil {
-		ss.Close()
-		return nil, err
-	}
-	// The cgroup is made with the first supervisor (supervisor): a
-	// session whose agent never starts a process (a Go agent in the kit's
-	// own process) costs no cgroup.
-	return ss, nil
-}
-
-// makeTmp makes the session's private temporary directory where it has
-// no mount namespace of its own (whose /tmp is private) and the box has
-// a TmpRoot.
-func (ss *Session) makeTmp() error {
-	root := ss.sb.cfg.TmpRoot
-	if root == "" || ss.sb.cloneMask&syscall.CLONE_NEWNS != 0 {
-		return nil
-	}
-	if ss.id == "" || strings.ContainsAny(ss.id, `/\`) || ss.id == "." || ss.id == ".." {
-		return fmt.Errorf("sandbox: session id %q cannot name a directory", ss.id)
-	}
-	// Traversable, not listable: sessions reach their own only.
-	if err := os.MkdirAll(root, 0o711); err != nil {
-		return fmt.Errorf("sandbox: make the sessions' temporary directories: %w", err)
-	}
-	if err := os.Chmod(root, 0o711); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	dir := filepath.Join(root, ss.id)
-	// Left by a session of the same id that a killed kit never closed.
-	_ = os.RemoveAll(dir)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("sandbox: make the session's temporary directory: %w", err)
-	}
-	ss.tmp = dir
-	if ss.uid >= 0 {
-		if err := os.Chown(dir, ss.uid, ss.uid); err != nil {
-			return fmt.Errorf("sandbox: give %s to the session: %w", dir, err)
-		}
-	}
-	return nil
-}
-
-// TmpDir is the session's private temporary directory (its commands'
-// TMPDIR), or "" when it has none of its own: with a mount namespace its
-// /tmp is private.
-func (ss *Session) TmpDir() string {
-	if ss == nil {
-		return ""
-	}
-	return ss.tmp
-}
-
-func (sb *Sandbox) takeSlot() (int, error) {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	if n := len(sb.free); n > 0 {
-		s := sb.free[n-1]
-		sb.free = sb.free[:n-1]
-		return s, nil
-	}
-	if sb.next >= sb.cfg.UIDCount {
-		return 0, fmt.Errorf("sandbox: all %d session uids are in use (sandbox.uid_count)", sb.cfg.UIDCount)
-	}
-	sb.next++
-	return sb.next - 1, nil
-}
-
-// UID is the session's uid, or -1 when it runs as the kit's.
-func (ss *Session) UID() int {
-	if ss == nil {
-		return -1
-	}
-	return ss.uid
-}
-
-// Chown gives path (not following a last symbolic link) to the session's
-// uid; without a uid of its own it does nothing.
-func (ss *Session) Chown(path string) error {
-	if ss == nil || ss.uid < 0 {
-		return nil
-	}
-	return os.Lchown(path, ss.uid, ss.uid)
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -239,7 +124,7 @@ func withEnv(env []string, name, value string) []string {
 
 // initSpec is what a supervisor of the session sets up, and the flags it
 // is cloned with; home is the session user's home directory.
-func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)) {
+func (ss *Session) initSpec(home string) (*initSpec, uintptr) {
 	sb := ss.sb
 	is := &initSpec{
 		UID: ss.uid, GID: ss.uid,
@@ -280,7 +165,6 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			is.Mount.User = &userEntry{UID: ss.uid, Home: home}
 		}
 	}
-	var onListener func(net.Listener)
 	if flags&syscall.CLONE_NEWNET != 0 {
 		is.Net = &netSpec{}
 		if ss.OnListener != nil {
@@ -288,7 +172,6 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 			if is.Net.ProxyAddr == "" {
 				is.Net.ProxyAddr = DefaultProxyAddr
 			}
-			onListener = ss.OnListener
 		}
 	}
 	// The network is confined to the egress proxy by a namespace that
@@ -313,7 +196,7 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr, func(net.Listener)
 	if sb.userns {
 		flags |= syscall.CLONE_NEWUSER
 	}
-	return is, flags, onListener
+	return is, flags
 }
 
 // Warm starts the session's supervisor now, in its namespaces and cgroup,
@@ -362,26 +245,20 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 			return ss.sup, nil
 		}
 	}
-	home := "/"
-	if len(ss.dirs) > 0 {
-		home = ss.dirs[0]
+	var sp *sessionSup
+	var ln net.Listener
+	var err error
+	if ss.sb.mon != nil {
+		sp, ln, err = ss.sb.mon.supervise(ss)
+	} else {
+		sp, ln, err = ss.startSup()
 	}
-	if ss.sb.cg != nil && ss.cg == nil {
-		cg, err := ss.sb.cg.create(ss.id, ss.sb.cfg.Limits)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		ss.cg = cg
-	}
-	is, flags, onListener := ss.initSpec(home)
-	is.Session = true
-	sp, ln, err := startSessionSup(ss.sb.program(), is, flags, ss.cg)
 	if err != nil {
 		return nil, err
 	}
 	if ln != nil {
-		if onListener != nil {
-			onListener(ln)
+		if ss.OnListener != nil {
+			ss.OnListener(ln)
 		} else {
 			ln.Close()
 		}
@@ -389,6 +266,34 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 	ss.sup = sp
 	ss.supNet = [2]int{boolInt(ss.ConfineNet), ss.EgressPort}
 	return sp, nil
+}
+
+// startSup starts the session's supervisor as this process's child.
+func (ss *Session) startSup() (*sessionSup, net.Listener, error) {
+	is, flags, err := ss.prepareSup()
+	if err != nil {
+		return nil, nil, err
+	}
+	return startSessionSup(ss.sb.program(), is, flags, ss.cg)
+}
+
+// prepareSup makes the session's cgroup, the first time, and the spec of
+// its next supervisor.
+func (ss *Session) prepareSup() (*initSpec, uintptr, error) {
+	home := "/"
+	if len(ss.dirs) > 0 {
+		home = ss.dirs[0]
+	}
+	if ss.sb.cg != nil && ss.cg == nil {
+		cg, err := ss.sb.cg.create(ss.id, ss.sb.cfg.Limits)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sandbox: %w", err)
+		}
+		ss.cg = cg
+	}
+	is, flags := ss.initSpec(home)
+	is.Session = true
+	return is, flags, nil
 }
 
 // KillAll kills every process of the session and waits until they are
@@ -413,7 +318,14 @@ func (ss *Session) KillAll() {
 	ss.mu.Lock()
 	sp, cg := ss.sup, ss.cg
 	ss.mu.Unlock()
-	if (sp == nil || !sp.killAll()) && cg != nil {
+	switch {
+	case sp != nil && sp.killAll():
+	case ss.sb.mon != nil:
+		// The monitor kills through the cgroup or the uid.
+		if err := ss.sb.mon.simple(opKillAll, ss.id); err != nil {
+			ss.sb.log.Warn("sandbox: kill the session's processes", "err", err)
+		}
+	case cg != nil:
 		cg.kill(5 * time.Second)
 	}
 	if ss.slot >= 0 && ss.sb.uidOnly() {
@@ -424,8 +336,9 @@ func (ss *Session) KillAll() {
 	}
 }
 
-// Close kills every process of the session, removes its cgroup and frees
-// its uid. The kit removes the directories.
+// Close kills every process of the session, removes its cgroup, its
+// temporary directory and the directories OpenSession made, and frees its
+// uid.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
 	if ss.closed {
@@ -441,14 +354,24 @@ func (ss *Session) Close() error {
 	if sp != nil {
 		sp.close()
 	}
+	if ss.sb.mon != nil {
+		// Processes, cgroup, directories, uid: the monitor's.
+		return ss.sb.mon.simple(opClose, ss.id)
+	}
 	if cg != nil {
 		cg.remove()
 	}
 	if ss.tmp != "" {
-		if err := os.RemoveAll(ss.tmp); err != nil {
+		if err := os.RemoveAll(filepath.Join(fdPath(ss.sb.tmpRoot), ss.id)); err != nil {
 			ss.sb.log.Warn("sandbox: remove the session's temporary directory", "dir", ss.tmp, "err", err)
 		}
 	}
+	if ss.ownsDirs {
+		if err := ss.sb.removeDirs(ss.id); err != nil {
+			ss.sb.log.Warn(err.Error())
+		}
+	}
+	ss.held.close()
 	if ss.slot >= 0 {
 		ss.sb.mu.Lock()
 		ss.sb.free = append(ss.sb.free, ss.slot)
@@ -536,7 +459,7 @@ func (ss *Session) track(p *Process) {
 // run tools that need what the filter refuses (a container runtime, a
 // debugger).
 func Plain() *Session {
-	sb := &Sandbox{plain: true, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
+	sb := &Sandbox{plain: true, tmpRoot: -1, cfg: Config{Off: true, Grace: DefaultGrace, Limits: Limits{Pids: DefaultPids, Files: DefaultFiles}}}
 	sb.report = Report{Inactive: map[string]string{LayerPrivileges: "a plain session", LayerSeccomp: "a plain session", LayerLandlock: "a plain session"}}
 	return &Session{sb: sb, uid: -1, slot: -1, procs: map[*Process]struct{}{}}
 }
@@ -552,5 +475,5 @@ func (ss *Session) SupervisorPid() int {
 	if ss.sup == nil || ss.sup.isGone() {
 		return 0
 	}
-	return ss.sup.cmd.Process.Pid
+	return ss.sup.pid
 }

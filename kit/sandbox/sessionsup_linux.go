@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -72,12 +71,16 @@ func hostPid(pidfd int) int {
 
 // sessionSup is the kit's side of a session's supervisor.
 type sessionSup struct {
-	cmd   *exec.Cmd
+	pid   int    // the supervisor's, in the kit's pid namespace
+	kill  func() // kills the supervisor, where close cannot end it
 	ctl   *net.UnixConn
 	specW *os.File // open while the kit wants the supervisor to live
 	pidns bool
 	cg    *cgroup
 	done  chan struct{} // closed once the supervisor is gone
+	// remote: the supervisor is the monitor's child (a front's session),
+	// and done closes once its control socket does.
+	remote bool
 
 	mu      sync.Mutex
 	next    uint64
@@ -110,6 +113,29 @@ var errSupervisorGone = errors.New("sandbox: the session's supervisor ended")
 // in cg, and waits until it is ready. It returns the egress listener made in its
 // network namespace, if is asks for one.
 func startSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (*sessionSup, net.Listener, error) {
+	p, ctl, err := spawnSessionSup(sup, is, flags, cg)
+	if err != nil {
+		return nil, nil, err
+	}
+	kill := func() { _ = p.cmd.Process.Kill() }
+	s, err := newSessionSup(ctl, p.specW, p.pidns, cg, p.cmd.Process.Pid, kill, p.done)
+	if err != nil {
+		kill()
+		p.specW.Close()
+		<-p.done
+		return nil, nil, err
+	}
+	go func() {
+		<-p.done
+		s.ctl.Close()
+	}()
+	return s, p.listener, nil
+}
+
+// spawnSessionSup starts a session's supervisor (sup) cloned with flags,
+// in cg, and waits until it is ready. It returns the supervisor and the
+// kit's end of its control socket.
+func spawnSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (*Process, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %w", err)
@@ -128,31 +154,35 @@ func startSessionSup(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup) (
 		ctlKit.Close()
 		return nil, nil, err
 	}
-	fc, err := net.FileConn(ctlKit)
-	ctlKit.Close()
+	return p, ctlKit, nil
+}
+
+// newSessionSup serves a ready supervisor's control socket ctl (which it
+// takes over). keep is the spec pipe that keeps it alive, pid its pid;
+// done is closed once it is gone, or, nil, by the session's side itself
+// once ctl closes (a supervisor the monitor started for a front).
+func newSessionSup(ctl *os.File, keep *os.File, pidns bool, cg *cgroup, pid int, kill func(), done chan struct{}) (*sessionSup, error) {
+	fc, err := net.FileConn(ctl)
+	ctl.Close()
 	if err != nil {
-		p.Kill()
-		p.specW.Close()
-		<-p.done
-		return nil, nil, fmt.Errorf("sandbox: control socket: %w", err)
+		return nil, fmt.Errorf("sandbox: control socket: %w", err)
 	}
 	s := &sessionSup{
-		cmd: p.cmd, ctl: fc.(*net.UnixConn), specW: p.specW, pidns: p.pidns, cg: cg,
-		done: p.done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
-		empty: p.pidns,
+		pid: pid, kill: kill, ctl: fc.(*net.UnixConn), specW: keep, pidns: pidns, cg: cg,
+		done: done, waiting: map[uint64]chan ctlReply{}, procs: map[uint64]*Process{},
+		empty: pidns,
 	}
-	if cg != nil && p.pidns {
+	if done == nil {
+		s.done, s.remote = make(chan struct{}), true
+	}
+	if cg != nil && pidns {
 		// Read now, while nothing but the supervisor runs in the
 		// namespace: the first command's starting point, read ahead.
 		oom, pids := cg.events()
 		s.seen = [2]int64{oom, pids}
 	}
 	go s.read()
-	go func() {
-		<-p.done
-		s.ctl.Close()
-	}()
-	return s, p.listener, nil
+	return s, nil
 }
 
 // read serves the supervisor's messages until it is gone.
@@ -194,6 +224,10 @@ func (s *sessionSup) read() {
 		closeFds(fds)
 	}
 	s.ctl.Close()
+	if s.remote {
+		s.specW.Close()
+		close(s.done)
+	}
 	<-s.done
 	s.mu.Lock()
 	s.gone = true
@@ -363,7 +397,7 @@ func (s *sessionSup) close() {
 	select {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
+		s.kill()
 		<-s.done
 	}
 }

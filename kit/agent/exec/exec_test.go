@@ -19,11 +19,13 @@ import (
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 // TestMain fails the run if a shell the tests started is still a child of
 // the test process, or a goroutine still runs, once every test is over.
 func TestMain(m *testing.M) {
+	sandbox.MaybeSupervise() // the test binary serves as its sessions' supervisor
 	testkit.Main(m)
 }
 

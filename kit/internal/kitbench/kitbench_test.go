@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
 // TestMain lets the tests re-execute the test binary in kitbench's roles,
 // as kitbench re-executes itself.
 func TestMain(m *testing.M) {
+	sandbox.MaybeSupervise() // the test binary serves as its sessions' supervisor
 	if ok, err := role(); ok {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "kitbench:", err)

@@ -1,0 +1,449 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Privilege separation (see kit/sandbox's Monitor for the boundary). A
+// kit started as root, whose sandbox gives each session a uid of its own,
+// splits in two as it boots:
+//
+//   - the monitor, this process, stays root: it reads the manifest, opens
+//     the sandbox (its probes need root), gives the state directory to the
+//     kit user and the sessions' roots to the kit user's group, binds the
+//     listening port (so that ports below 1024 work), and starts the
+//     front; then it only serves the front's requests (sandbox.Monitor),
+//     forwards SIGTERM and SIGINT to it, and exits with its status;
+//   - the front, the same executable started again with the same
+//     arguments and environment, drops to the kit user (uid and gid just
+//     below the sessions' range, no supplementary groups, no capability in
+//     any set, no_new_privs) before it reads anything, and serves: every
+//     HTTP, WebSocket, JSON and upload parser, the egress proxy with its CA
+//     key and brokered secrets, and the agents that run in the kit's own
+//     process run there.
+//
+// Under a container's init (PID 1, init_linux.go) the chain is init,
+// monitor, front: the init stays the reaper of whatever agents orphan.
+// GLOVEBOX_PRIVSEP=off keeps a root kit in one process.
+
+// Variables the monitor sets for the front.
+const (
+	privsepEnv       = "GLOVEBOX_PRIVSEP"           // "off" keeps a root kit in one process
+	privsepFDEnv     = "GLOVEBOX_PRIVSEP_FD"        // the front's socket to the monitor
+	privsepListenEnv = "GLOVEBOX_PRIVSEP_LISTEN_FD" // the listener the monitor bound
+	privsepUserEnv   = "GLOVEBOX_PRIVSEP_USER"      // uid:gid the front runs as
+	privsepDropEnv   = "GLOVEBOX_PRIVSEP_DROPPED"   // set once the front has dropped
+	// The manifest as the monitor read it: the front need not be able to
+	// read the file.
+	privsepManifestEnv = "GLOVEBOX_PRIVSEP_MANIFEST_FD"
+)
+
+// front is what a front inherits from its monitor.
+type front struct {
+	monitor  *os.File
+	ln       net.Listener
+	manifest []byte
+}
+
+// frontOf returns, in a front, what its monitor handed it, after making
+// sure the process runs as the kit user with no privilege. The first
+// time, still root, it drops and executes itself again (dropPrivileges):
+// it returns only on failure. Elsewhere it returns nil.
+func frontOf(env Env) (*front, error) {
+	fdStr := env.getenv(privsepFDEnv)
+	if fdStr == "" {
+		return nil, nil
+	}
+	uid, gid, err := parseUser(env.getenv(privsepUserEnv))
+	if err != nil {
+		return nil, err
+	}
+	if env.getenv(privsepDropEnv) == "" {
+		return nil, dropPrivileges(uid, gid)
+	}
+	if os.Geteuid() != uid || os.Getegid() != gid || os.Geteuid() == 0 {
+		return nil, fmt.Errorf("privilege separation: the front runs as %d:%d, want %d:%d", os.Geteuid(), os.Getegid(), uid, gid)
+	}
+	monFd, err1 := strconv.Atoi(fdStr)
+	lnFd, err2 := strconv.Atoi(env.getenv(privsepListenEnv))
+	manFd, err3 := strconv.Atoi(env.getenv(privsepManifestEnv))
+	if err1 != nil || err2 != nil || err3 != nil || monFd < 3 || lnFd < 3 || manFd < 3 {
+		return nil, fmt.Errorf("privilege separation: %s, %s and %s are not descriptors", privsepFDEnv, privsepListenEnv, privsepManifestEnv)
+	}
+	for _, fd := range []int{monFd, lnFd, manFd} {
+		unix.CloseOnExec(fd)
+	}
+	mf := os.NewFile(uintptr(manFd), "manifest")
+	manifest, err := readAllAt(mf)
+	mf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("privilege separation: the manifest: %w", err)
+	}
+	lf := os.NewFile(uintptr(lnFd), "listener")
+	ln, err := net.FileListener(lf)
+	lf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("privilege separation: the listener: %w", err)
+	}
+	return &front{monitor: os.NewFile(uintptr(monFd), "monitor"), ln: ln, manifest: manifest}, nil
+}
+
+// parseUser reads "uid:gid".
+func parseUser(s string) (uid, gid int, err error) {
+	u, g, ok := strings.Cut(s, ":")
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	if !ok || err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+		return 0, 0, fmt.Errorf("privilege separation: %s=%q is not uid:gid", privsepUserEnv, s)
+	}
+	return uid, gid, nil
+}
+
+// dropPrivileges makes the process the kit user with no privilege and
+// executes it again: the capability bounding set and no_new_privs are
+// per thread, so they are set on this thread, which then executes the
+// program, whose every thread inherits them. It returns only on failure.
+func dropPrivileges(uid, gid int) error {
+	runtime.LockOSThread() // never unlocked: the thread executes or fails
+	for c := 0; c <= lastCap(); c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, syscall.EPERM) {
+			// No CAP_SETPCAP (a container dropped it): the set stays,
+			// harmless to a uid other than root with no_new_privs and
+			// no capability in any other set.
+			break
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("privilege separation: drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	// Every thread: Go applies these to all of them.
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("privilege separation: setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("privilege separation: setgid %d: %w", gid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("privilege separation: setuid %d: %w", uid, err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("privilege separation: no_new_privs: %w", err)
+	}
+	f, err := envFile(append(os.Environ(), privsepDropEnv+"=1"))
+	if err != nil {
+		return fmt.Errorf("privilege separation: %w", err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("privilege separation: %w", err)
+	}
+	err = syscall.Exec("/proc/self/exe", os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
+	f.Close()
+	return fmt.Errorf("privilege separation: execute the front again: %w", err)
+}
+
+// lastCap is the highest capability the kernel knows.
+func lastCap() int {
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return 63
+}
+
+// monitorPlan is what a monitor derives from the manifest and options,
+// as the front's boot does: the sandbox's config and the state directory.
+type monitorPlan struct {
+	cfg      sandbox.Config
+	manifest []byte // as read, for the front
+	stateDir string
+	uid, gid int // the kit user's
+}
+
+// planMonitor reads the manifest as boot does and plans the monitor; nil
+// when this kit does its own privileged work: it does not run as root,
+// privilege separation is off, the sandbox is off, or the manifest has a
+// problem (the kit's boot reports it).
+func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
+	if os.Geteuid() != 0 || env.getenv(privsepEnv) == "off" {
+		return nil
+	}
+	data, err := os.ReadFile(fl.manifest)
+	if err != nil {
+		return nil
+	}
+	man, err := protocol.ParseManifest(data)
+	if err != nil || man.Check() != nil {
+		return nil
+	}
+	if sb := man.Sandbox; sb != nil && (sb.Enabled != nil && !*sb.Enabled || sb.Users != nil && !*sb.Users) {
+		return nil
+	}
+	mounts, real := map[string]string{}, map[string]string{}
+	for _, k := range sessionMounts {
+		mt, ok := man.FS[k]
+		if !ok || !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
+			continue
+		}
+		p := hostPath(fl.root, mt.Path)
+		if os.MkdirAll(p, 0o755) != nil {
+			return nil
+		}
+		mounts[k] = p
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			real[k] = r
+		}
+	}
+	state := fl.stateDir
+	if state == "" {
+		state = DefaultStateDir
+	}
+	stateDir := hostPath(fl.root, state)
+	if os.MkdirAll(stateDir, 0o755) != nil {
+		return nil
+	}
+	shared := man.Sessions != nil && man.Sessions.SharedDirs
+	cfg := sandboxSetup(man, mounts, real, stateDir, shared)
+	base := cfg.UIDBase
+	if base <= 0 {
+		base = sandbox.DefaultUIDBase
+	}
+	// Just below the sessions' range: never one of theirs.
+	uid := base - 1
+	cfg.FrontGID = uid
+	plan := &monitorPlan{cfg: cfg, manifest: data, stateDir: stateDir, uid: uid, gid: uid}
+	for _, dir := range append([]string{stateDir}, cfg.SessionRoots...) {
+		if dir == "" {
+			continue
+		}
+		if blocked := unreachable(dir, plan.uid, plan.gid); blocked != "" {
+			log.Warn("privilege separation is off: the kit user cannot reach "+dir+": "+blocked+
+				" is closed to it; make it traversable (chmod o+x), or set "+privsepEnv+"=off to silence this", "uid", plan.uid)
+			return nil
+		}
+	}
+	return plan
+}
+
+// unreachable returns the first directory on the way to dir (its
+// ancestors, not dir itself) that uid and gid may not traverse, or "".
+func unreachable(dir string, uid, gid int) string {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return p
+		}
+		var bit uint32 = 0o001
+		switch {
+		case int(st.Uid) == uid:
+			bit = 0o100
+		case int(st.Gid) == gid:
+			bit = 0o010
+		}
+		if st.Mode&bit == 0 {
+			return p
+		}
+		if p == "/" || p == "." {
+			return ""
+		}
+	}
+}
+
+// prepare opens the sandbox and gives the front what it writes: nil
+// (and nothing changed but the probes) when the sandbox gives sessions no
+// uid of their own, where the front could not be kept from them.
+func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
+	if err := os.RemoveAll(p.cfg.TmpRoot); err != nil {
+		return nil, fmt.Errorf("state dir: remove %s: %w", p.cfg.TmpRoot, err)
+	}
+	sb, err := sandbox.New(p.cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if !sb.Report().Has(sandbox.LayerUsers) {
+		sb.Close()
+		return nil, nil
+	}
+	// The state directory is the front's; the sessions' TmpRoot in it,
+	// which the sandbox made and holds, stays root's. A file with more
+	// than one link is left as it is: an earlier front may have linked a
+	// file from elsewhere (Lchown follows no symbolic link).
+	err = filepath.WalkDir(p.stateDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == p.cfg.TmpRoot {
+			return filepath.SkipDir
+		}
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil && !d.IsDir() && st.Nlink > 1 {
+			log.Warn("privilege separation: a file in the state directory with several links stays root's", "file", path)
+			return nil
+		}
+		return os.Lchown(path, p.uid, p.gid)
+	})
+	if err != nil {
+		sb.Close()
+		return nil, fmt.Errorf("state dir: give it to the kit user: %w", err)
+	}
+	// The sessions' roots: the front makes no directory there, but its
+	// boot checks it may write them, and sessions traverse them (0731);
+	// shared, they are the sessions' directories (02770).
+	for _, r := range p.cfg.SessionRoots {
+		if r == "" {
+			continue
+		}
+		mode := os.FileMode(0o731)
+		if p.cfg.SharedDirs {
+			mode = 0o770 | os.ModeSetgid
+		}
+		if err := os.Chown(r, -1, p.gid); err == nil {
+			err = os.Chmod(r, mode)
+		}
+		if err != nil {
+			sb.Close()
+			return nil, fmt.Errorf("sandbox: give %s to the kit user's group: %w", r, err)
+		}
+	}
+	return sb, nil
+}
+
+// runMonitor runs the monitor of a privilege-separated kit: it starts
+// the front and serves it until it exits, and returns its status (nil
+// for 0, an *ExitStatusError else). handled is false where the kit does
+// its own privileged work (planMonitor, prepare), and run goes on.
+func runMonitor(ctx context.Context, env Env, fl *flags) (handled bool, err error) {
+	handler, err := NewLogHandler(env.Stderr, env.getenv("GLOVEBOX_LOG"), env.getenv("GLOVEBOX_LOG_FORMAT"))
+	if err != nil {
+		return false, nil // the kit's boot reports it
+	}
+	log := slog.New(handler)
+	plan := planMonitor(env, fl, log)
+	if plan == nil {
+		return false, nil
+	}
+	sb, err := plan.prepare(log)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "glovebox-kit: %v\n", err)
+		return true, &BootError{Problems: []string{err.Error()}}
+	}
+	if sb == nil {
+		return false, nil
+	}
+	defer sb.Close()
+	port, err := listenPort(env.getenv)
+	if err != nil {
+		return false, nil // the kit's boot reports it
+	}
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "glovebox-kit: listen on port %d: %v\n", port, err)
+		return true, &BootError{Problems: []string{err.Error()}}
+	}
+	lnFile, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		return true, fmt.Errorf("listener: %w", err)
+	}
+	return true, serveFront(ctx, env, plan, sb, lnFile, log)
+}
+
+// serveFront starts the front with the listener and one end of a socket
+// pair, serves the monitor on the other end, forwards SIGTERM and SIGINT
+// (and ctx's end, as SIGTERM) to the front, and returns its status once
+// it and every session it had open are gone.
+func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.Sandbox, lnFile *os.File, log *slog.Logger) error {
+	defer lnFile.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("privilege separation: %w", err)
+	}
+	monEnd := os.NewFile(uintptr(pair[0]), "monitor")
+	frontEnd := os.NewFile(uintptr(pair[1]), "front")
+	envF, err := envFile(append(os.Environ(),
+		initChildEnv+"=1",
+		privsepFDEnv+"=4", privsepListenEnv+"=5", privsepManifestEnv+"=6",
+		privsepUserEnv+"="+strconv.Itoa(plan.uid)+":"+strconv.Itoa(plan.gid)))
+	var manF *os.File
+	if err == nil {
+		manF, err = sealedFile("glovebox-manifest", plan.manifest)
+		if err != nil {
+			envF.Close()
+		}
+	}
+	if err != nil {
+		monEnd.Close()
+		frontEnd.Close()
+		return fmt.Errorf("privilege separation: %w", err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       os.Args,
+		Env:        []string{envFDVar + "=3"},
+		Stdin:      os.Stdin,
+		Stdout:     env.Stdout,
+		Stderr:     env.Stderr,
+		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
+	}
+	err = cmd.Start()
+	// The front's copies only: the monitor accepts no connection.
+	envF.Close()
+	manF.Close()
+	frontEnd.Close()
+	lnFile.Close()
+	if err != nil {
+		monEnd.Close()
+		return fmt.Errorf("privilege separation: start the front: %w", err)
+	}
+	log.Info("privilege separation: the front serves as the kit user", "uid", plan.uid, "gid", plan.gid, "pid", cmd.Process.Pid)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = sandbox.NewMonitor(sb).Serve(monEnd)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	done := ctx.Done()
+	for {
+		select {
+		case sig := <-sigs:
+			_ = cmd.Process.Signal(sig)
+		case <-done:
+			done = nil
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case werr := <-exited:
+			// The front's end closed with it: the monitor ends every
+			// session it left open.
+			<-served
+			var ee *exec.ExitError
+			if errors.As(werr, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+					return exitStatus(ws)
+				}
+			}
+			return werr
+		}
+	}
+}
