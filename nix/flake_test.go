@@ -68,7 +68,13 @@ type boxFacts struct {
 		Passwd []string `json:"extraPasswdLines"`
 		Group  []string `json:"extraGroupLines"`
 	} `json:"nss"`
-	Python   [][]string `json:"python"`
+	Python [][]string `json:"python"`
+	// SBOM is the image's SBOM build: its output, which the image copies
+	// the SBOM and the stamped manifest from, and the manifest it stamps.
+	SBOM struct {
+		Out      string `json:"out"`
+		Manifest string `json:"manifest"`
+	} `json:"sbom"`
 	Glovebox struct {
 		Base           string            `json:"base"`
 		Version        string            `json:"version"`
@@ -77,6 +83,7 @@ type boxFacts struct {
 		Layout         []layoutDir       `json:"layout"`
 		Config         imageConfig       `json:"config"`
 		ManifestPath   string            `json:"manifestPath"`
+		SBOMPath       string            `json:"sbomPath"`
 		Packages       []string          `json:"packages"`
 		PythonPackages []string          `json:"pythonPackages"`
 		Contents       []string          `json:"contents"`
@@ -112,6 +119,7 @@ const packagesApply = `ps: builtins.mapAttrs (sys: p: {
       inherit (b) imageName imageTag;
       inherit (a) name tag created mtime fakeRootCommands config;
       glovebox = b.passthru.glovebox;
+      sbom = { out = b.passthru.sbom.outPath; manifest = b.passthru.sbom.standIn.args.manifest; };
       contents = map (c: c.name) a.contents;
       nss = (builtins.head (fn "dockerTools.fakeNss.override")).standIn.args;
       python = map (c: c.standIn.args.packages) (fn "python3.withPackages");

@@ -79,7 +79,7 @@ func TestBoxRunsInRunc(t *testing.T) {
 	key := protocol.NewKey()
 	bundle := t.TempDir()
 	rootfs := filepath.Join(bundle, "rootfs")
-	passwd := layOut(t, ctx, rootfs, box, key)
+	passwd, sbomDoc := layOut(t, ctx, rootfs, box, key)
 
 	port := freePort(t)
 	configureBundle(t, ctx, runc, bundle, cfg, key, port)
@@ -127,6 +127,23 @@ func TestBoxRunsInRunc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The SBOM the image carries, served at /sbom, and the provenance in
+	// /environment.
+	sbomReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+base+"/sbom", nil)
+	sbomReq.Header.Set("Authorization", "Bearer "+key)
+	sbomResp, err := http.DefaultClient.Do(sbomReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := io.ReadAll(sbomResp.Body)
+	sbomResp.Body.Close()
+	if sbomResp.StatusCode != http.StatusOK || !bytes.Equal(served, sbomDoc) {
+		t.Errorf("GET /sbom = %d %q, want the image's SBOM\nkit log:\n%s", sbomResp.StatusCode, served, kitLog())
+	}
+	if env, err := b.Environment(ctx); err != nil || env.Provenance == nil || env.Provenance.SBOM != box.Glovebox.SBOMPath {
+		t.Errorf("/environment provenance = %+v, %v; want the stamped manifest's", env, err)
+	}
+
 	const bigSize = 2 << 20
 	dirs := make([]string, 0, len(box.Glovebox.Layout))
 	for _, d := range box.Glovebox.Layout {
@@ -227,8 +244,8 @@ func TestBoxRunsInRunc(t *testing.T) {
 }
 
 // layOut builds the image's root file system under rootfs and returns its
-// passwd as uid -> user name.
-func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key string) map[string]string {
+// passwd as uid -> user name, and the SBOM it holds.
+func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key string) (passwd map[string]string, sbomDoc []byte) {
 	t.Helper()
 	cfg := box.Config
 	mkdir := func(dir string) {
@@ -290,7 +307,7 @@ func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key 
 	write("/etc/passwd", []byte(strings.Join(passwdLines, "\n")+"\n"), 0o644)
 	write("/etc/group", []byte(strings.Join(groupLines, "\n")+"\n"), 0o644)
 	write("/etc/nsswitch.conf", []byte("hosts: files dns\n"), 0o644)
-	passwd := map[string]string{}
+	passwd = map[string]string{}
 	for _, l := range passwdLines {
 		f := strings.Split(l, ":")
 		passwd[f[2]] = f[0]
@@ -315,23 +332,34 @@ func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key 
 		}
 	}
 
-	// The manifest mkBox installs, with the fingerprint of this test's key.
-	m := regexp.MustCompile(`(?m)^cp (\S+) '\.` + regexp.QuoteMeta(box.Glovebox.ManifestPath) + `'$`).FindStringSubmatch(box.FakeRootCommands)
-	if m == nil {
-		t.Fatalf("fakeRootCommands do not install the manifest at %s:\n%s", box.Glovebox.ManifestPath, box.FakeRootCommands)
+	// The manifest and SBOM mkBox installs from the SBOM's build, which is
+	// not built here: the manifest it stamps, with the fingerprint of this
+	// test's key and the provenance the build adds, and an SBOM in its
+	// place.
+	for _, file := range []string{box.Glovebox.ManifestPath, box.Glovebox.SBOMPath} {
+		m := regexp.MustCompile(`(?m)^cp (\S+)/` + regexp.QuoteMeta(filepath.Base(file)) + ` '\.` + regexp.QuoteMeta(file) + `'$`).FindStringSubmatch(box.FakeRootCommands)
+		if m == nil || m[1] != box.SBOM.Out {
+			t.Fatalf("fakeRootCommands do not install %s from the SBOM's build %s:\n%s", file, box.SBOM.Out, box.FakeRootCommands)
+		}
 	}
-	data, err := os.ReadFile(m[1])
+	data, err := os.ReadFile(box.SBOM.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	man, err := protocol.ParseManifest(data)
 	if err != nil {
-		t.Fatalf("manifest %s: %v", m[1], err)
+		t.Fatalf("manifest %s: %v", box.SBOM.Manifest, err)
 	}
 	if man.AgentType() != protocol.AgentExec {
-		t.Fatalf("manifest %s: agent %q, want exec", m[1], man.AgentType())
+		t.Fatalf("manifest %s: agent %q, want exec", box.SBOM.Manifest, man.AgentType())
 	}
+	sbomDoc = []byte(`{"bomFormat": "CycloneDX", "specVersion": "1.6", "components": []}` + "\n")
+	write(box.Glovebox.SBOMPath, sbomDoc, 0o444)
 	man.KeyFingerprint = protocol.Fingerprint(key)
+	man.Provenance = &protocol.Provenance{
+		ClosureSHA256: strings.Repeat("0", 64), ClosurePaths: 1,
+		SBOM: box.Glovebox.SBOMPath, SBOMSHA256: fmt.Sprintf("%x", sha256.Sum256(sbomDoc)),
+	}
 	data, err = json.Marshal(man)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +368,7 @@ func layOut(t *testing.T, ctx context.Context, rootfs string, box boxFacts, key 
 	if env := envOf(cfg.Env); env["GLOVEBOX_MANIFEST"] != box.Glovebox.ManifestPath {
 		t.Errorf("Env GLOVEBOX_MANIFEST = %q, want %s", env["GLOVEBOX_MANIFEST"], box.Glovebox.ManifestPath)
 	}
-	return passwd
+	return passwd, sbomDoc
 }
 
 // configureBundle writes bundle/config.json: runc's default spec with the

@@ -24,7 +24,7 @@
   # The closure's roots: the image's contents, and whatever its config
   # refers to.
   roots,
-  # Derivations to describe.
+  # Derivations to describe (anything else in the list is skipped).
   packages,
   # The manifest to stamp (a path or a derivation).
   manifest,
@@ -84,7 +84,7 @@ let
     builtins.toJSON {
       inherit name version;
       roots = map str roots;
-      packages = map describe packages;
+      packages = map describe (builtins.filter lib.isDerivation packages);
     }
   );
 in
