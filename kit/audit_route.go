@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -48,10 +49,10 @@ func (s *Server) openAudit() *egress.Journal {
 
 func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		methodNotAllowed(w, "GET")
+		route.MethodNotAllowed(w, "GET")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
+	if !s.auth.Admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
 		return
 	}
 	if s.egress == nil || s.egress.audit == nil {

@@ -3,12 +3,12 @@ package kit
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -110,7 +112,11 @@ func (b *boot) run(opts Options) *Server {
 	case protocol.Fingerprint(opts.Key) != m.KeyFingerprint:
 		b.add("GLOVEBOX_KEY does not match the manifest's key_fingerprint (%s): use the key generated with this manifest", m.KeyFingerprint)
 	}
-	s.keySum = sha256.Sum256([]byte(opts.Key))
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.auth = newAuth(opts.Key, now, log)
 
 	// Required environment variables; defaults count.
 	for _, name := range sortedKeys(m.Env) {
@@ -223,6 +229,7 @@ func (b *boot) run(opts Options) *Server {
 	b.phase("egress")
 	s.bootInspect()
 	b.phase("inspect")
+	s.routes = s.mount()
 
 	// Precomputed bodies.
 	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
@@ -336,4 +343,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// mount lists the box's routes in the order they are asked: a path's own
+// route before a prefix that covers it, the WebSocket upgrade last (it
+// takes any other path).
+func (s *Server) mount() []route.Route {
+	isFiles := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/files/") }
+	return []route.Route{
+		{Match: func(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path == livePath }, Serve: s.serveHealth},
+		route.Path("/environment", s.serveEnvironment),
+		route.Path("/egress", s.serveEgress),
+		route.Path("/egress/log", s.serveEgressLog),
+		route.Path("/metrics", s.serveMetrics),
+		route.Path("/sessions", s.serveSessions),
+		{Match: func(r *http.Request) bool {
+			p := r.URL.Path
+			return strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3
+		}, Serve: func(w http.ResponseWriter, r *http.Request) {
+			s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
+		}},
+		route.Path("/logs", s.serveLogs),
+		route.Path("/files", s.serveFileList),
+		{Match: func(r *http.Request) bool { return isFiles(r) && r.Method == http.MethodDelete }, Serve: func(w http.ResponseWriter, r *http.Request) {
+			s.serveFileDelete(w, r, strings.TrimPrefix(r.URL.Path, "/files/"))
+		}},
+		route.Prefix("/files/", s.serveFiles),
+		route.Prefix(protocol.UploadPath, s.serveUpload),
+		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
+		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
+	}
 }

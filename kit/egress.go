@@ -19,6 +19,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/netguard"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -282,7 +283,7 @@ func (ss *session) egressEvent(ev egress.Event) {
 // serveEgress is the admin route: GET shows the policy, POST or PUT
 // replaces it with the JSON body {"default","allow","deny"}.
 func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
-	if !s.admit(w, r, protocol.ScopeAdmin) {
+	if !s.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
 	e := s.egress
@@ -308,7 +309,7 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 		e.polMu.Unlock()
 		s.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
 	default:
-		methodNotAllowed(w, "GET, HEAD, POST, PUT")
+		route.MethodNotAllowed(w, "GET, HEAD, POST, PUT")
 		return
 	}
 	out, _ := json.Marshal(e.view())

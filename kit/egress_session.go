@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -68,7 +69,7 @@ func (ss *session) egressFrame(c *conn, spec protocol.NetworkSpec) {
 // PUT (replace its own rules with the JSON body {"default","allow",
 // "deny","allow_requests"}) of /sessions/{id}/egress, admin only.
 func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id string) {
-	if !s.admit(w, r, protocol.ScopeAdmin) {
+	if !s.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
 	if s.egress == nil {
@@ -94,11 +95,11 @@ func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id s
 			return
 		}
 	default:
-		methodNotAllowed(w, "GET, HEAD, POST, PUT")
+		route.MethodNotAllowed(w, "GET, HEAD, POST, PUT")
 		return
 	}
 	out, _ := json.Marshal(ss.egressView())
-	writeJSON(w, r, out)
+	route.JSON(w, r, out)
 }
 
 // sessionEnvironment is GET /environment?session=ID: the environment with
@@ -112,9 +113,9 @@ func (s *Server) sessionEnvironment(w http.ResponseWriter, r *http.Request, id s
 	s.mu.Unlock()
 	mine := false
 	if ss != nil && ss.opened.Load() {
-		if s.isKey(bearer) {
+		if s.auth.isKey(bearer) {
 			mine = true
-		} else if c, ok := s.tokenClaims(bearer); ok {
+		} else if c, ok := s.auth.tokenClaims(bearer); ok {
 			mine = c.Allows(protocol.ScopeAdmin) || identity(bearer, c, false) == ss.owner
 		}
 	}
@@ -129,5 +130,5 @@ func (s *Server) sessionEnvironment(w http.ResponseWriter, r *http.Request, id s
 	}
 	env.Network = ss.egressView()
 	out, _ := json.Marshal(env)
-	writeJSON(w, r, out)
+	route.JSON(w, r, out)
 }

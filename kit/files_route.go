@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -17,14 +18,14 @@ import (
 // admitFileAdmin admits the key, an admin token, or a files token not
 // limited to some ids (see admitClaims).
 func (s *Server) admitFileAdmin(w http.ResponseWriter, r *http.Request) bool {
-	return s.admitClaims(w, r, func(c protocol.TokenClaims) bool {
+	return s.auth.AdmitClaims(w, r, func(c protocol.TokenClaims) bool {
 		return c.Allows(protocol.ScopeAdmin) || (c.Allows(protocol.ScopeFiles) && len(c.Files) == 0)
 	})
 }
 
 func (s *Server) serveFileList(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
 	if !s.admitFileAdmin(w, r) {
@@ -45,7 +46,7 @@ func (s *Server) serveFileList(w http.ResponseWriter, r *http.Request) {
 		files[i].ID = s.local.publicID(files[i].ID)
 	}
 	body, _ := json.Marshal(protocol.FileList{Files: files})
-	writeJSON(w, r, body)
+	route.JSON(w, r, body)
 }
 
 func (s *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, id string) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/inspect"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -150,7 +151,7 @@ func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
 	if rest == "" {
@@ -185,10 +186,10 @@ func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
 // inspectBearer checks a bearer for the inspect scope and returns when
 // its grant ends.
 func (s *Server) inspectBearer(bearer string) (time.Time, bool) {
-	if s.isKey(bearer) {
+	if s.auth.isKey(bearer) {
 		return s.now().Add(inspectCookieTTL), true
 	}
-	c, ok := s.tokenClaims(bearer)
+	c, ok := s.auth.tokenClaims(bearer)
 	if !ok || !c.Allows(protocol.ScopeInspect) {
 		return time.Time{}, false
 	}
@@ -232,7 +233,7 @@ func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api str
 		return
 	}
 	if !s.inspectAuthorized(r) {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
 	parts := strings.Split(api, "/")
@@ -271,17 +272,17 @@ func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api str
 
 func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		methodNotAllowed(w, "POST")
+		route.MethodNotAllowed(w, "POST")
 		return
 	}
 	bearer, ok := bearerHeader(r)
 	if !ok {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
 	exp, ok := s.inspectBearer(bearer)
 	if !ok {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
 	now := s.now()
@@ -322,7 +323,7 @@ func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) inspectLogout(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		methodNotAllowed(w, "POST")
+		route.MethodNotAllowed(w, "POST")
 		return
 	}
 	if ck, err := r.Cookie(inspectCookie); err == nil {

@@ -131,7 +131,6 @@ package kit
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net"
@@ -145,6 +144,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -231,7 +231,8 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	man    *protocol.Manifest
-	keySum [sha256.Size]byte
+	auth   *auth             // the key and tokens minted from it (auth.go)
+	routes []route.Route     // what the handler answers, in order (boot.go)
 	mounts map[string]string // manifest fs key -> host path
 	// realMounts are mounts with their symbolic links resolved at boot.
 	realMounts map[string]string

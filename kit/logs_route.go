@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -21,10 +22,10 @@ import (
 
 func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		methodNotAllowed(w, "GET")
+		route.MethodNotAllowed(w, "GET")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeLogs, protocol.ScopeAdmin) {
+	if !s.auth.Admit(w, r, protocol.ScopeLogs, protocol.ScopeAdmin) {
 		return
 	}
 	q := r.URL.Query()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/version"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -66,10 +67,10 @@ func (o *observer) prompt(outcome string, d time.Duration) {
 
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeMetrics) {
+	if !s.auth.Admit(w, r, protocol.ScopeMetrics) {
 		return
 	}
 	body := s.metricsText(r.Context())

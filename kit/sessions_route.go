@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -18,14 +18,14 @@ import (
 
 func (s *Server) serveSessions(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeAdmin) {
+	if !s.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
 	body, _ := json.Marshal(protocol.SessionList{Sessions: s.sessionInfos(time.Now())})
-	writeJSON(w, r, body)
+	route.JSON(w, r, body)
 }
 
 // sessionInfos describes every opened session at now.
@@ -71,16 +71,4 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		info.State = protocol.SessionDetached
 	}
 	return info
-}
-
-// writeJSON answers a GET or HEAD with a JSON body.
-func writeJSON(w http.ResponseWriter, r *http.Request, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "private, no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -23,10 +24,10 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, name string
 	switch r.Method {
 	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodHead, http.MethodDelete:
 	default:
-		methodNotAllowed(w, "PUT, POST, PATCH, HEAD, DELETE")
+		route.MethodNotAllowed(w, "PUT, POST, PATCH, HEAD, DELETE")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeUpload) {
+	if !s.auth.Admit(w, r, protocol.ScopeUpload) {
 		return
 	}
 	if r.Method != http.MethodPut {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -28,9 +29,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		tok, ok = bearerSubprotocol(r)
 	}
-	who, ok := s.connectIdentity(tok, ok)
+	who, ok := s.auth.connectIdentity(tok, ok)
 	if !ok {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
 	if s.draining.Load() {
@@ -68,7 +69,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		fresh.mayReadFile = anyFile
 	} else {
 		tok := strings.Clone(tok)
-		fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
+		fresh.mayReadFile = func(id string) bool { return s.auth.authorized(tok, true, protocol.ScopeFiles, id) }
 	}
 	ss := fresh
 	resumeFailed := ""
