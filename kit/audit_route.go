@@ -84,7 +84,7 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 	}
-	serveLines(w, r, s.ctx.Done(), lines, follow, dropped)
+	route.Lines(w, r, s.ctx.Done(), lines, follow, dropped)
 }
 
 // auditMetrics adds the audit trail's counters to /metrics: the asks by

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -69,8 +71,8 @@ func (b *boot) run(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ring := newLogRing(time.Now)
-	log = withRing(log, ring)
+	ring := logs.NewRing(time.Now)
+	log = logs.Tee(log, ring)
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -94,7 +96,7 @@ func (b *boot) run(opts Options) *Server {
 		caps:         capabilities,
 		promptEnded:  make(chan struct{}, 1),
 		obs:          newObserver(),
-		logs:         ring,
+		logRing:      ring,
 		memory:       newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
 	if s.pingInterval <= 0 {
@@ -229,6 +231,7 @@ func (b *boot) run(opts Options) *Server {
 	b.phase("egress")
 	s.bootInspect()
 	b.phase("inspect")
+	s.cors = cors.New(m.HTTP, isInspectPath, log)
 	s.routes = s.mount()
 
 	// Precomputed bodies.
@@ -350,7 +353,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // takes any other path).
 func (s *Server) mount() []route.Route {
 	isFiles := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/files/") }
-	return []route.Route{
+	return slices.Concat([]route.Route{
 		{Match: func(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path == livePath }, Serve: s.serveHealth},
 		route.Path("/environment", s.serveEnvironment),
 		route.Path("/egress", s.serveEgress),
@@ -363,7 +366,7 @@ func (s *Server) mount() []route.Route {
 		}, Serve: func(w http.ResponseWriter, r *http.Request) {
 			s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
 		}},
-		route.Path("/logs", s.serveLogs),
+	}, s.logRing.Routes(s.auth, s.ctx.Done()), []route.Route{
 		route.Path("/files", s.serveFileList),
 		{Match: func(r *http.Request) bool { return isFiles(r) && r.Method == http.MethodDelete }, Serve: func(w http.ResponseWriter, r *http.Request) {
 			s.serveFileDelete(w, r, strings.TrimPrefix(r.URL.Path, "/files/"))
@@ -372,5 +375,5 @@ func (s *Server) mount() []route.Route {
 		route.Prefix(protocol.UploadPath, s.serveUpload),
 		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
 		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
-	}
+	})
 }

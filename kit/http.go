@@ -22,7 +22,7 @@ const (
 // matches it (mounted at boot, in order), after CORS and Fly's replay have
 // had their say.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cors(w, r) { // cors.go
+	if s.cors.Handle(w, r) {
 		return
 	}
 	if s.replayElsewhere(w, r) {

@@ -144,6 +144,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -270,7 +272,7 @@ type Server struct {
 	promptEnded chan struct{} // wakes Drain when a prompt ends
 	drainBody   []byte        // /health's body while draining
 	drainAuth   []byte        // the same for the key or a token
-	corsPolicy  *corsPolicy   // [http] cors_origins; nil: none (cors.go)
+	cors        *cors.Policy  // [http] cors_origins (kit/cors)
 
 	healthBody []byte // /health for anyone: nothing about the sandbox
 	healthAuth []byte // /health for the key or a token
@@ -280,7 +282,7 @@ type Server struct {
 	inspect    *inspector      // nil: no inspector (inspect.go)
 	resume     *resumables     // partial uploads, made on first use (upload_resume.go)
 	obs        *observer       // counters for /metrics and the log lines
-	logs       *logRing        // recent log records, for /logs
+	logRing    *logs.Ring      // recent log records, for /logs
 	warm       *warmPool       // nil: no warm sessions
 	memory     *memoryReturner // returns a burst's garbage (memory.go)
 
@@ -348,7 +350,6 @@ func New(opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	s.corsPolicy = newCORS(s.man.HTTP)
 	s.wg.Add(1)
 	go s.pingLoop()
 	s.startResources()

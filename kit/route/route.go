@@ -75,3 +75,58 @@ func JSON(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	w.Write(body)
 }
+
+// Lines answers a GET of JSON lines: backlog, then, when lines is
+// not nil (a follower), each line as it comes, until the client or the
+// kit (done) goes. dropped, asked before each line that follows, returns
+// a line that says how many this reader missed, or nil. What waits is
+// sent in one go, then flushed.
+func Lines(w http.ResponseWriter, r *http.Request, done <-chan struct{}, backlog [][]byte, lines <-chan []byte, dropped func() []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	for _, line := range backlog {
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+	}
+	if lines == nil {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-done:
+			return
+		case line := <-lines:
+			if d := dropped(); d != nil {
+				if _, err := w.Write(d); err != nil {
+					return
+				}
+			}
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			for more := true; more; {
+				select {
+				case line := <-lines:
+					if _, err := w.Write(line); err != nil {
+						return
+					}
+				default:
+					more = false
+				}
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
