@@ -22,6 +22,7 @@ import (
 	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -232,6 +233,10 @@ func (b *boot) run(opts Options) *Server {
 	s.bootInspect()
 	b.phase("inspect")
 	s.cors = cors.New(m.HTTP, isInspectPath, log)
+	s.uploads = upload.New(upload.Options{
+		Auth: s.auth, Store: s.local, Max: s.maxInput, Dir: filepath.Join(s.stateDir, "uploads"),
+		Now: now, Log: log, Sweep: opts.uploadSweep,
+	})
 	s.routes = s.mount()
 
 	// Precomputed bodies.
@@ -372,7 +377,7 @@ func (s *Server) mount() []route.Route {
 			s.serveFileDelete(w, r, strings.TrimPrefix(r.URL.Path, "/files/"))
 		}},
 		route.Prefix("/files/", s.serveFiles),
-		route.Prefix(protocol.UploadPath, s.serveUpload),
+	}, s.uploads.Routes(), []route.Route{
 		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
 		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
 	})

@@ -149,6 +149,7 @@ import (
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -214,7 +215,8 @@ type Options struct {
 	// (memory.go), for tests.
 	memoryQuiet time.Duration
 	collect     func()
-	// uploadSweep replaces resumeUploadSweep (upload_resume.go), for tests.
+	// uploadSweep replaces how often idle partial uploads are looked for
+	// (kit/upload), for tests.
 	uploadSweep time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
@@ -280,7 +282,7 @@ type Server struct {
 	caps       []string
 	egress     *kitEgress      // nil: no proxy
 	inspect    *inspector      // nil: no inspector (inspect.go)
-	resume     *resumables     // partial uploads, made on first use (upload_resume.go)
+	uploads    *upload.Uploads // /uploads (kit/upload)
 	obs        *observer       // counters for /metrics and the log lines
 	logRing    *logs.Ring      // recent log records, for /logs
 	warm       *warmPool       // nil: no warm sessions
@@ -426,7 +428,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(errShutdown)
 	s.memory.stop()
-	s.madePartials().close()
+	s.uploads.Close()
 
 	var wg sync.WaitGroup
 	wg.Go(s.warm.close)

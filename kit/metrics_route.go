@@ -143,7 +143,7 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.sample("glovebox_parked_files", "", itoa(files))
 	m.family("glovebox_parked_bytes", "gauge", "Bytes of the files parked in the box's own store.")
 	m.sample("glovebox_parked_bytes", "", itoa(fileBytes))
-	ups, upBytes := s.madePartials().usage()
+	ups, upBytes := s.uploads.Usage()
 	m.family("glovebox_partial_uploads", "gauge", "Resumable uploads under way (POST /uploads/{name}).")
 	m.sample("glovebox_partial_uploads", "", itoa(ups))
 	m.family("glovebox_partial_upload_bytes", "gauge", "Bytes the resumable uploads under way hold on disk.")
