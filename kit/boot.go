@@ -79,26 +79,27 @@ func (b *boot) run(opts Options) *Server {
 		getenv = os.Getenv
 	}
 	s := &Server{
-		opts:         opts,
-		log:          log,
-		man:          m,
-		getenv:       getenv,
-		machine:      flyMachine(getenv),
-		sessions:     map[string]*session{},
-		conns:        map[*conn]struct{}{},
-		maxMessage:   DefaultMaxMessage,
-		maxInput:     DefaultMaxInput,
-		inputTimeout: DefaultInputTimeout,
-		maxSessions:  DefaultMaxSessions,
-		maxQueue:     DefaultMaxQueue,
-		resumeGrace:  DefaultResumeGrace,
-		pingInterval: opts.PingInterval,
-		runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
-		caps:         capabilities,
-		promptEnded:  make(chan struct{}, 1),
-		obs:          newObserver(),
-		logRing:      ring,
-		memory:       newMemoryReturner(opts.memoryQuiet, opts.collect),
+		opts: opts,
+		log:  log,
+		man:  m,
+		config: config{
+			getenv:       getenv,
+			machine:      flyMachine(getenv),
+			maxMessage:   DefaultMaxMessage,
+			maxInput:     DefaultMaxInput,
+			inputTimeout: DefaultInputTimeout,
+			maxSessions:  DefaultMaxSessions,
+			maxQueue:     DefaultMaxQueue,
+			resumeGrace:  DefaultResumeGrace,
+			pingInterval: opts.PingInterval,
+			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
+		},
+		live:        live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
+		caps:        capabilities,
+		promptEnded: make(chan struct{}, 1),
+		obs:         newObserver(),
+		logRing:     ring,
+		memory:      newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
@@ -167,7 +168,11 @@ func (b *boot) run(opts Options) *Server {
 		}
 		s.sharedDirs = ss.SharedDirs
 	}
-	s.setBudgets(m.Limits)
+	s.maxConns = m.Limits.MaxConnections
+	if s.maxConns <= 0 {
+		s.maxConns = defaultMaxConns(s.maxSessions)
+	}
+	s.budget = newBudgets(m.Limits, s.maxMessage)
 
 	// Directories: every writable mount, and the input mount the kit
 	// writes inputs into, must exist and be writable.

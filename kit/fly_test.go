@@ -303,7 +303,7 @@ func TestFlyReplay(t *testing.T) {
 // lands (404 here), never sent on again; an id of this machine, or without
 // a machine, is served here.
 func TestFlyReplayOnce(t *testing.T) {
-	s := &Server{machine: "a1a1"}
+	s := &Server{config: config{machine: "a1a1"}}
 	for _, tc := range []struct {
 		path, src, want string
 	}{

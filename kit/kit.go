@@ -141,13 +141,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/cors"
 	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/route"
-	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -235,39 +232,15 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	man    *protocol.Manifest
-	auth   *auth             // the key and tokens minted from it (auth.go)
-	routes []route.Route     // what the handler answers, in order (boot.go)
-	mounts map[string]string // manifest fs key -> host path
-	// realMounts are mounts with their symbolic links resolved at boot.
-	realMounts map[string]string
-	stateDir   string
-	getenv     func(string) string
-	machine    string // FLY_MACHINE_ID, when on Fly (see fly.go)
-	baseEnv    []string
-	sb         *sandbox.Sandbox // starts every session's agent processes
-	degraded   bool             // the sandbox lacks a protection (isolation.go)
+	auth   *auth         // the key and tokens minted from it (auth.go)
+	routes []route.Route // what the handler answers, in order (boot.go)
+	config               // what boot read and set up; fixed while the box serves (config.go)
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}
 	closers  []func() error
 
-	maxMessage   int64
-	maxInput     int64
-	inputTimeout time.Duration
-	timeout      time.Duration // 0: none
-	diskLimit    int64         // limits.disk per session; 0: none
-	maxSessions  int
-	maxQueue     int
-	resumeGrace  time.Duration
-	sharedDirs   bool
-	pingInterval time.Duration
-	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
-
-	replayBytes atomic.Int64        // all sessions' replay buffers
-	replayCap   int64               // their bound; 0: replayTotal
-	maxConns    int                 // limits.max_connections (listen.go)
-	frames      *semaphore.Weighted // limits.frame_budget (budget.go)
-	frameBudget int64
+	budget *budgets // frames being read, replay buffers (budget.go)
 
 	draining    atomic.Bool   // Drain has begun (drain.go)
 	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
@@ -291,15 +264,7 @@ type Server struct {
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	sessions map[string]*session
-	conns    map[*conn]struct{}
-	servers  []*http.Server
-	gates    []*gate
-	closed   bool
-	noPark   bool                   // the epoll set could not be made
-	parker   atomic.Pointer[parker] // idle connections without goroutines, made on first use
-	wg       sync.WaitGroup         // connections (parked too), runners, grace timers
+	live // sessions, connections and listeners, under one lock (live.go)
 }
 
 // pingLoop pings every connection each ping interval; a connection that
@@ -506,11 +471,4 @@ var capabilities = []string{
 	protocol.CapSubprotocol,
 	protocol.CapTokens,
 	protocol.CapDrain,
-}
-
-// sessionCount reports the live sessions (tests and benchmarks use it).
-func (s *Server) sessionCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sessions)
 }

@@ -98,7 +98,7 @@ func (s *Server) newSession() *session {
 	ss.prompts.ss = ss
 	ss.slots.ss = ss
 	ss.workspace.ss = ss
-	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
+	ss.stream.replay.total, ss.stream.replay.limit = &s.budget.replayBytes, s.budget.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
 		ss.obs.total = &s.inspect.histBytes
@@ -131,20 +131,6 @@ func (s *Server) reserve(who string) *session {
 	s.wg.Add(1) // the connection's handler goroutine
 	s.mu.Unlock()
 	return ss
-}
-
-func (s *Server) removeSession(ss *session) {
-	s.mu.Lock()
-	if s.sessions[ss.id] == ss {
-		delete(s.sessions, ss.id)
-	}
-	s.mu.Unlock()
-}
-
-func (s *Server) lookup(id string) *session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions[id]
 }
 
 // end cancels everything the session runs, waits for its prompt to

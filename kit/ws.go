@@ -191,10 +191,10 @@ func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 		var data []byte
 		release := func() {}
 		if err == nil {
-			data, release, err = s.readFrame(c.ws, wait)
+			data, release, err = s.budget.readFrame(s.ctx, c.ws, wait)
 		}
 		if errors.Is(err, errBudget) {
-			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
+			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.budget.frameBudget)
 			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
 			return false, false
 		}
