@@ -93,14 +93,13 @@ func (b *boot) run(opts Options) *Server {
 			resumeGrace:  DefaultResumeGrace,
 			pingInterval: opts.PingInterval,
 			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
+			caps:         capabilities,
 		},
-		live:        live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
-		caps:        capabilities,
-		promptEnded: make(chan struct{}, 1),
-		obs:         newObserver(),
-		logRing:     ring,
-		memory:      newMemoryReturner(opts.memoryQuiet, opts.collect),
+		live:   live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
+		obs:    newObserver(),
+		memory: newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
+	s.drain = newDrain(&s.live, log)
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
 	}
@@ -237,24 +236,29 @@ func (b *boot) run(opts Options) *Server {
 	b.phase("egress")
 	s.bootInspect()
 	b.phase("inspect")
-	s.cors = cors.New(m.HTTP, isInspectPath, log)
 	s.uploads = upload.New(upload.Options{
 		Auth: s.auth, Store: s.local, Max: s.maxInput, Dir: filepath.Join(s.stateDir, "uploads"),
 		Now: now, Log: log, Sweep: opts.uploadSweep,
 	})
-	s.routes = s.mount()
 
-	// Precomputed bodies.
-	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
-	s.healthBody, _ = json.Marshal(health)
+	// Precomputed bodies, and the routes.
+	hl := &health{auth: s.auth, drain: s.drain, environment: s.environmentBody, sessionEnvironment: s.sessionEnvironment}
+	body := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
+	hl.body, _ = json.Marshal(body)
 	env := m.Environment(s.caps)
 	if iso := s.isolation(); iso != nil {
-		health.Isolation, health.Degraded, health.Gaps = iso.Active, iso.Degraded, iso.Gaps
+		body.Isolation, body.Degraded, body.Gaps = iso.Active, iso.Degraded, iso.Gaps
 		env.Isolation = iso
 	}
-	s.healthAuth, _ = json.Marshal(health)
+	hl.authBody, _ = json.Marshal(body)
 	s.envBody, _ = json.Marshal(env)
-	s.drainBody, s.drainAuth = drainingHealth(s.healthBody), drainingHealth(s.healthAuth)
+	hl.drainBody, hl.drainAuth = drainingHealth(hl.body), drainingHealth(hl.authBody)
+	s.handler = &handler{
+		cors:    cors.New(m.HTTP, isInspectPath, log),
+		machine: s.machine,
+		routes:  s.mount(hl, ring),
+		health:  hl.serve,
+	}
 	b.phase("bodies")
 	log.Debug("boot phases", b.phases...)
 	return s
@@ -361,11 +365,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // mount lists the box's routes in the order they are asked: a path's own
 // route before a prefix that covers it, the WebSocket upgrade last (it
 // takes any other path).
-func (s *Server) mount() []route.Route {
-	isFiles := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/files/") }
-	return slices.Concat([]route.Route{
-		{Match: func(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path == livePath }, Serve: s.serveHealth},
-		route.Path("/environment", s.serveEnvironment),
+func (s *Server) mount(hl *health, ring *logs.Ring) []route.Route {
+	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
+	return slices.Concat(hl.routes(), []route.Route{
 		route.Path("/egress", s.serveEgress),
 		route.Path("/egress/log", s.serveEgressLog),
 		route.Path("/metrics", s.serveMetrics),
@@ -376,13 +378,7 @@ func (s *Server) mount() []route.Route {
 		}, Serve: func(w http.ResponseWriter, r *http.Request) {
 			s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
 		}},
-	}, s.logRing.Routes(s.auth, s.ctx.Done()), []route.Route{
-		route.Path("/files", s.serveFileList),
-		{Match: func(r *http.Request) bool { return isFiles(r) && r.Method == http.MethodDelete }, Serve: func(w http.ResponseWriter, r *http.Request) {
-			s.serveFileDelete(w, r, strings.TrimPrefix(r.URL.Path, "/files/"))
-		}},
-		route.Prefix("/files/", s.serveFiles),
-	}, s.uploads.Routes(), []route.Route{
+	}, ring.Routes(s.auth, s.ctx.Done()), files.routes(), s.uploads.Routes(), []route.Route{
 		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
 		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
 	})

@@ -31,4 +31,5 @@ type config struct {
 	pingInterval time.Duration
 	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
 	maxConns     int           // limits.max_connections (listen.go)
+	caps         []string      // the capabilities the kit announces
 }

@@ -3,7 +3,9 @@ package kit
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -15,54 +17,89 @@ import (
 // take the key, an admin token, or a files token not limited to some ids
 // (one limited to some may only read those).
 
-// admitFileAdmin admits the key, an admin token, or a files token not
-// limited to some ids (see admitClaims).
-func (s *Server) admitFileAdmin(w http.ResponseWriter, r *http.Request) bool {
-	return s.auth.AdmitClaims(w, r, func(c protocol.TokenClaims) bool {
-		return c.Allows(protocol.ScopeAdmin) || (c.Allows(protocol.ScopeFiles) && len(c.Files) == 0)
-	})
+// fileRoutes serve the box's own file store: GET /files/{id} for a
+// download, GET /files and DELETE /files/{id} for its operator.
+type fileRoutes struct {
+	auth  *auth
+	local *localStore
+	log   *slog.Logger
 }
 
-func (s *Server) serveFileList(w http.ResponseWriter, r *http.Request) {
+func (fr *fileRoutes) routes() []route.Route {
+	isFile := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/files/") }
+	return []route.Route{
+		route.Path("/files", fr.serveList),
+		{Match: func(r *http.Request) bool { return isFile(r) && r.Method == http.MethodDelete }, Serve: func(w http.ResponseWriter, r *http.Request) {
+			fr.serveDelete(w, r, strings.TrimPrefix(r.URL.Path, "/files/"))
+		}},
+		route.Prefix("/files/", fr.serveFile),
+	}
+}
+
+func (fr *fileRoutes) serveFile(w http.ResponseWriter, r *http.Request, id string) {
+	if !storage.ValidID(id) {
+		http.NotFound(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.admitFileAdmin(w, r) {
+	if !fr.auth.fileAuthorized(r, id) {
+		route.Unauthorized(w)
 		return
 	}
-	l, err := s.local.get(r.Context())
+	fr.local.ServeHTTP(w, r)
+}
+
+// admitFileAdmin admits the key, an admin token, or a files token not
+// limited to some ids (see admitClaims).
+func (fr *fileRoutes) admitFileAdmin(w http.ResponseWriter, r *http.Request) bool {
+	return fr.auth.AdmitClaims(w, r, func(c protocol.TokenClaims) bool {
+		return c.Allows(protocol.ScopeAdmin) || (c.Allows(protocol.ScopeFiles) && len(c.Files) == 0)
+	})
+}
+
+func (fr *fileRoutes) serveList(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		route.MethodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !fr.admitFileAdmin(w, r) {
+		return
+	}
+	l, err := fr.local.get(r.Context())
 	if err != nil {
 		http.Error(w, "the file store is not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	files, err := l.List(r.Context())
 	if err != nil {
-		s.log.Error("list files", "err", err)
+		fr.log.Error("list files", "err", err)
 		http.Error(w, "listing the file store failed", http.StatusInternalServerError)
 		return
 	}
 	for i := range files {
-		files[i].ID = s.local.publicID(files[i].ID)
+		files[i].ID = fr.local.publicID(files[i].ID)
 	}
 	body, _ := json.Marshal(protocol.FileList{Files: files})
 	route.JSON(w, r, body)
 }
 
-func (s *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, id string) {
+func (fr *fileRoutes) serveDelete(w http.ResponseWriter, r *http.Request, id string) {
 	if !storage.ValidID(id) {
 		http.NotFound(w, r)
 		return
 	}
-	if !s.admitFileAdmin(w, r) {
+	if !fr.admitFileAdmin(w, r) {
 		return
 	}
-	l, err := s.local.get(r.Context())
+	l, err := fr.local.get(r.Context())
 	if err != nil {
 		http.Error(w, "the file store is not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	local := s.local.localID(id)
+	local := fr.local.localID(id)
 	if local == "" {
 		http.NotFound(w, r)
 		return
@@ -71,10 +108,10 @@ func (s *Server) serveFileDelete(w http.ResponseWriter, r *http.Request, id stri
 	case errors.Is(err, storage.ErrNotFound):
 		http.NotFound(w, r)
 	case err != nil:
-		s.log.Error("delete file", "id", id, "err", err)
+		fr.log.Error("delete file", "id", id, "err", err)
 		http.Error(w, "deleting the file failed", http.StatusInternalServerError)
 	default:
-		s.log.Info("file deleted", "id", id)
+		fr.log.Info("file deleted", "id", id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

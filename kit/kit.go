@@ -138,13 +138,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/cors"
-	"github.com/glovebox-dev/glovebox/kit/logs"
-	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -229,37 +225,26 @@ type Options struct {
 // Server is a running box. It is an http.Handler factory plus the sessions
 // it serves; Close ends them.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	man    *protocol.Manifest
-	auth   *auth         // the key and tokens minted from it (auth.go)
-	routes []route.Route // what the handler answers, in order (boot.go)
-	config               // what boot read and set up; fixed while the box serves (config.go)
+	opts    Options
+	log     *slog.Logger
+	man     *protocol.Manifest
+	config           // what boot read and set up; fixed while the box serves (config.go)
+	auth    *auth    // the key and tokens minted from it (auth.go)
+	handler *handler // the routes, mounted at boot (health.go)
 
 	registry *storage.Registry
 	local    *localStore // the built-in store; it also serves GET /files/{id}
 	closers  []func() error
 
-	budget *budgets // frames being read, replay buffers (budget.go)
-
-	draining    atomic.Bool   // Drain has begun (drain.go)
-	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
-	promptEnded chan struct{} // wakes Drain when a prompt ends
-	drainBody   []byte        // /health's body while draining
-	drainAuth   []byte        // the same for the key or a token
-	cors        *cors.Policy  // [http] cors_origins (kit/cors)
-
-	healthBody []byte // /health for anyone: nothing about the sandbox
-	healthAuth []byte // /health for the key or a token
-	envBody    []byte
-	caps       []string
-	egress     *kitEgress      // nil: no proxy
-	inspect    *inspector      // nil: no inspector (inspect.go)
-	uploads    *upload.Uploads // /uploads (kit/upload)
-	obs        *observer       // counters for /metrics and the log lines
-	logRing    *logs.Ring      // recent log records, for /logs
-	warm       *warmPool       // nil: no warm sessions
-	memory     *memoryReturner // returns a burst's garbage (memory.go)
+	budget  *budgets        // frames being read, replay buffers (budget.go)
+	drain   *drain          // the graceful shutdown (drain.go)
+	envBody []byte          // GET /environment's body as boot made it
+	egress  *kitEgress      // nil: no proxy
+	inspect *inspector      // nil: no inspector (inspect.go)
+	uploads *upload.Uploads // /uploads (kit/upload)
+	obs     *observer       // counters for /metrics and the log lines
+	warm    *warmPool       // nil: no warm sessions
+	memory  *memoryReturner // returns a burst's garbage (memory.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -326,6 +311,24 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Drain starts a graceful shutdown and waits for the box to go quiet: the
+// box takes no new sessions (an upgrade gets 503 with Retry-After, and
+// /health answers 503 with "draining": true, so that load balancers send
+// new sessions elsewhere) and no new prompts on the sessions it has (they
+// get an error frame with code Draining); every connected client gets a
+// draining frame with the deadline; the prompts already running or queued
+// go on, and their outputs are stored as usual. Drain returns nil once no
+// session runs or queues a prompt, or ctx's error when ctx ends first
+// (its deadline is the drain time: the manifest's sessions.drain in Main).
+// Close then ends what is left. Calling Drain again waits again.
+func (s *Server) Drain(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.man.DrainTime())
+	}
+	return s.drain.run(ctx, deadline)
+}
+
 // BootError lists every problem that keeps a box from starting.
 type BootError struct {
 	Problems []string
@@ -335,12 +338,12 @@ func (e *BootError) Error() string { return strings.Join(e.Problems, "\n") }
 
 // Handler returns the box's HTTP handler: /health, /environment,
 // /files/{id} and the WebSocket upgrade.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve accepts connections on ln until ctx ends or Close is called. It
 // returns nil after a shutdown it was asked for.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	g := newGate(ln, s.maxConns, s.serveHealth, s.log)
+	g := newGate(ln, s.maxConns, s.handler.health, s.log)
 	ln = g
 	hs := &http.Server{
 		Handler:           s.Handler(),

@@ -152,7 +152,7 @@ func (ss *session) end(cause error) {
 		}
 		ss.workspace.remove()
 		ss.srv.removeSession(ss)
-		ss.srv.notePromptEnded()
+		ss.srv.drain.notePromptEnded()
 		ss.obs.close()
 		ss.srv.recordSession(ss, cause)
 		if !ss.opened.Load() {

@@ -37,8 +37,8 @@ func (st *stream) attach(c *conn) {
 	st.conn.Store(c)
 	c.send(st.hello(false))
 	srv := st.ss.srv
-	if srv.draining.Load() {
-		b, _ := protocol.Encode(&protocol.Draining{Deadline: srv.drainUntil.Load(), Message: drainMessage})
+	if srv.drain.draining.Load() {
+		b, _ := protocol.Encode(&protocol.Draining{Deadline: srv.drain.until.Load(), Message: drainMessage})
 		c.send(b)
 	}
 }

@@ -34,7 +34,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		route.Unauthorized(w)
 		return
 	}
-	if s.draining.Load() {
+	if s.drain.draining.Load() {
 		refuseDraining(w)
 		return
 	}

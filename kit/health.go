@@ -1,0 +1,130 @@
+package kit
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/route"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Subprotocols a browser client offers: SubprotocolV1 (which the kit
+// selects) and SubprotocolBearerPrefix + key, which carries the key because
+// browsers cannot set an Authorization header on a WebSocket. The bearer
+// entry is never echoed back.
+const (
+	SubprotocolV1           = "glovebox.v1"
+	SubprotocolBearerPrefix = "bearer."
+)
+
+// handler is the box's http.Handler: CORS first, then Fly's replay of a
+// request meant for another machine, then the first of the routes (mounted
+// at boot, in order) that matches.
+type handler struct {
+	cors    *cors.Policy
+	machine string // FLY_MACHINE_ID, when on Fly (fly.go)
+	routes  []route.Route
+	// health answers what a gate refuses while the box is over its
+	// connection cap (listen.go).
+	health http.HandlerFunc
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cors.Handle(w, r) {
+		return
+	}
+	if replayElsewhere(w, r, h.machine) {
+		return
+	}
+	for _, rt := range h.routes {
+		if rt.Match(r) {
+			rt.Serve(w, r)
+			return
+		}
+	}
+	http.NotFound(w, r)
+}
+
+// livePath is the liveness probe: 200 while the kit serves HTTP, draining
+// included. /health is readiness: 503 while the box drains, so that load
+// balancers move away, which a liveness probe must not read as a hung box
+// to restart in the middle of its drain.
+const livePath = "/health/live"
+
+// health answers /health, /health/live and /environment from bodies made
+// at boot; while the box drains, /health says so.
+type health struct {
+	auth                 *auth
+	drain                *drain
+	body, authBody       []byte // /health for anyone (nothing about the sandbox), for the key or a token
+	drainBody, drainAuth []byte // the same while the box drains
+	environment          func() []byte
+	// sessionEnvironment answers /environment?session=ID (egress_session.go).
+	sessionEnvironment func(w http.ResponseWriter, r *http.Request, id string)
+}
+
+func (h *health) routes() []route.Route {
+	return []route.Route{
+		{Match: func(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path == livePath }, Serve: h.serve},
+		route.Path("/environment", h.serveEnvironment),
+	}
+}
+
+func (h *health) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		route.MethodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	// Anyone may ask whether the box is up; only the key or a token
+	// learns its sandbox's layers and gaps.
+	auth := false
+	if _, ok := bearerHeader(r); ok {
+		auth = h.auth.allows(r, func(protocol.TokenClaims) bool { return true })
+	}
+	body, status := h.body, http.StatusOK
+	if auth {
+		body = h.authBody
+	}
+	if h.drain.draining.Load() {
+		body = h.drainBody
+		if auth {
+			body = h.drainAuth
+		}
+		if r.URL.Path != livePath {
+			status = http.StatusServiceUnavailable
+		}
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(body)
+}
+
+func (h *health) serveEnvironment(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		route.MethodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	if !h.auth.Admit(w, r, protocol.ScopeEnvironment) {
+		return
+	}
+	if id := r.URL.Query().Get("session"); id != "" {
+		h.sessionEnvironment(w, r, id)
+		return
+	}
+	body := h.environment()
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "private, no-store")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(body)
+}
