@@ -47,15 +47,15 @@ func (s *Server) openAudit() *egress.Journal {
 	return j
 }
 
-func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
+func (er *egressRoutes) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		route.MethodNotAllowed(w, "GET")
 		return
 	}
-	if !s.auth.Admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
+	if !er.auth.Admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
 		return
 	}
-	if s.egress == nil || s.egress.audit == nil {
+	if er.e == nil || er.e.audit == nil {
 		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
 		return
 	}
@@ -64,7 +64,7 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress log: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	lines, f, err := s.egress.audit.Since(q)
+	lines, f, err := er.e.audit.Since(q)
 	if errors.Is(err, egress.ErrTooManyFollowers) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -84,15 +84,16 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 	}
-	route.Lines(w, r, s.ctx.Done(), lines, follow, dropped)
+	route.Lines(w, r, er.done, lines, follow, dropped)
 }
 
 // auditMetrics adds the audit trail's counters to /metrics: the asks by
 // answer, the lines recorded and the writes that failed.
-func (s *Server) auditMetrics(m metricWriter) {
+// A box without a proxy (e nil) reports zeros.
+func (e *kitEgress) auditMetrics(m metricWriter) {
 	var st egress.JournalStats
-	if s.egress != nil && s.egress.audit != nil {
-		st = s.egress.audit.Stats()
+	if e != nil && e.audit != nil {
+		st = e.audit.Stats()
 	}
 	m.family("glovebox_egress_asks_total", "counter", "Connections no rule covered that the egress proxy asked the session's client about, by answer (timeout: none in time).")
 	for _, a := range append(slices.Clone(protocol.EgressAskChoices), protocol.EgressAskTimeout) {

@@ -211,7 +211,12 @@ func (b *boot) run(opts Options) *Server {
 	}
 	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
 	b.phase("checks")
-	s.openStorage(dirOK(s.stateDir))
+	s.openLocal(s.ctx, s.stateDir, s.machine, dirOK(s.stateDir), storage.LocalOptions{
+		PublicURL: opts.PublicURL,
+		Now:       opts.Now,
+		Logger:    log,
+		Inline:    m.Files != nil && m.Files.Inline,
+	})
 	b.phase("storage")
 	for k, a := range opts.Adapters {
 		if a == nil {
@@ -242,7 +247,7 @@ func (b *boot) run(opts Options) *Server {
 	})
 
 	// Precomputed bodies, and the routes.
-	hl := &health{auth: s.auth, drain: s.drain, environment: s.environmentBody, sessionEnvironment: s.sessionEnvironment}
+	hl := &health{auth: s.auth, drain: s.drain, environment: s.environmentBody, live: &s.live}
 	body := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
 	hl.body, _ = json.Marshal(body)
 	env := m.Environment(s.caps)
@@ -367,18 +372,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // takes any other path).
 func (s *Server) mount(hl *health, ring *logs.Ring) []route.Route {
 	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
-	return slices.Concat(hl.routes(), []route.Route{
-		route.Path("/egress", s.serveEgress),
-		route.Path("/egress/log", s.serveEgressLog),
-		route.Path("/metrics", s.serveMetrics),
-		route.Path("/sessions", s.serveSessions),
-		{Match: func(r *http.Request) bool {
-			p := r.URL.Path
-			return strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3
-		}, Serve: func(w http.ResponseWriter, r *http.Request) {
-			s.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
-		}},
-	}, ring.Routes(s.auth, s.ctx.Done()), files.routes(), s.uploads.Routes(), []route.Route{
+	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
+	mt := &metrics{
+		auth: s.auth, man: s.man, degraded: s.degraded, obs: s.obs, live: &s.live,
+		local: s.local, uploads: s.uploads, egress: s.egress, log: s.log,
+	}
+	eg := &egressRoutes{e: s.egress, auth: s.auth, live: &s.live, done: s.ctx.Done()}
+	return slices.Concat(hl.routes(), eg.routes(), mt.routes(), sessions.routes(), ring.Routes(s.auth, s.ctx.Done()), files.routes(), s.uploads.Routes(), []route.Route{
 		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
 		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -65,9 +66,11 @@ type EgressOptions struct {
 type kitEgress struct {
 	proxy   *egress.Proxy
 	mode    string
-	netns   bool   // sessions have network namespaces: a listener inside each
-	bundle  string // the CA bundle agents trust
+	netns   bool                 // sessions have network namespaces: a listener inside each
+	bundle  string               // the CA bundle agents trust
+	base    protocol.Environment // /environment's fields but the network, made at boot
 	envBody atomic.Pointer[[]byte]
+	log     *slog.Logger
 	audit   *egress.Journal // the audit trail (audit_route.go)
 	asks    sync.Map        // session id -> *sessionAsks (egress_ask.go)
 	polMu   sync.Mutex      // orders the policy's replacements (POST /egress, approvals for the box)
@@ -156,7 +159,7 @@ func (s *Server) bootEgress(b *boot) {
 		b.add("egress proxy: %v", err)
 		return
 	}
-	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback, audit: p.Audit()}
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback, audit: p.Audit(), log: s.log}
 	if s.sb != nil && s.sb.Report().ConfinesEgress() {
 		e.mode = EgressEnforced
 	}
@@ -184,16 +187,17 @@ func (s *Server) bootEgress(b *boot) {
 		}
 	}
 	s.caps = append(slices.Clip(s.caps), protocol.CapEgress, protocol.CapEgressRules)
+	e.base = s.man.Environment(s.caps)
+	e.base.Isolation = s.isolation()
 	s.egress = e
-	e.refresh(s)
+	e.refresh()
 	s.log.Info("egress proxy", "mode", e.mode, "default", pol.Spec().Default, "allow", len(spec.Allow), "deny", len(spec.Deny), "brokered", p.Brokered())
 }
 
 // refresh recomputes the /environment body for the policy in force.
-func (e *kitEgress) refresh(s *Server) {
-	env := s.man.Environment(s.caps)
+func (e *kitEgress) refresh() {
+	env := e.base
 	env.Network = e.view()
-	env.Isolation = s.isolation()
 	body, _ := json.Marshal(env)
 	e.envBody.Store(&body)
 }
@@ -280,13 +284,37 @@ func (ss *session) egressEvent(ev egress.Event) {
 	}
 }
 
+// egressRoutes serve the box's egress policy and audit trail: /egress,
+// /egress/log (audit_route.go) and /sessions/{id}/egress
+// (egress_session.go). Without a proxy (e nil) they answer 404 and say
+// how to get one.
+type egressRoutes struct {
+	e    *kitEgress
+	auth *auth
+	live *live
+	done <-chan struct{} // ends /egress/log's followers
+}
+
+func (er *egressRoutes) routes() []route.Route {
+	return []route.Route{
+		route.Path("/egress", er.serveEgress),
+		route.Path("/egress/log", er.serveEgressLog),
+		{Match: func(r *http.Request) bool {
+			p := r.URL.Path
+			return strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3
+		}, Serve: func(w http.ResponseWriter, r *http.Request) {
+			er.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
+		}},
+	}
+}
+
 // serveEgress is the admin route: GET shows the policy, POST or PUT
 // replaces it with the JSON body {"default","allow","deny"}.
-func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
-	if !s.auth.Admit(w, r, protocol.ScopeAdmin) {
+func (er *egressRoutes) serveEgress(w http.ResponseWriter, r *http.Request) {
+	if !er.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
-	e := s.egress
+	e := er.e
 	if e == nil {
 		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
 		return
@@ -305,9 +333,9 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 		}
 		e.polMu.Lock()
 		e.proxy.SetPolicy(pol)
-		e.refresh(s)
+		e.refresh()
 		e.polMu.Unlock()
-		s.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
+		e.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
 	default:
 		route.MethodNotAllowed(w, "GET, HEAD, POST, PUT")
 		return
@@ -323,12 +351,12 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// EgressStats returns the egress proxy's counters (zero without one).
-func (s *Server) EgressStats() egress.Stats {
-	if s.egress == nil {
+// stats returns the proxy's counters; zero when e is nil (no proxy).
+func (e *kitEgress) stats() egress.Stats {
+	if e == nil {
 		return egress.Stats{}
 	}
-	return s.egress.proxy.Stats()
+	return e.proxy.Stats()
 }
 
 // readNetworkSpec reads a request's body as a network policy (what names

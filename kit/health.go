@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -57,11 +58,10 @@ const livePath = "/health/live"
 type health struct {
 	auth                 *auth
 	drain                *drain
-	body, authBody       []byte // /health for anyone (nothing about the sandbox), for the key or a token
-	drainBody, drainAuth []byte // the same while the box drains
-	environment          func() []byte
-	// sessionEnvironment answers /environment?session=ID (egress_session.go).
-	sessionEnvironment func(w http.ResponseWriter, r *http.Request, id string)
+	body, authBody       []byte        // /health for anyone (nothing about the sandbox), for the key or a token
+	drainBody, drainAuth []byte        // the same while the box drains
+	environment          func() []byte // GET /environment's body
+	live                 *live         // the sessions of /environment?session=ID
 }
 
 func (h *health) routes() []route.Route {
@@ -127,4 +127,33 @@ func (h *health) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write(body)
+}
+
+// sessionEnvironment is GET /environment?session=ID: the environment with
+// the session's effective egress policy under "network". The key and
+// admin tokens see any session; another credential only a session it
+// opened (the same token, or a token for the same subject).
+func (h *health) sessionEnvironment(w http.ResponseWriter, r *http.Request, id string) {
+	bearer, _ := bearerHeader(r)
+	ss := h.live.lookup(id)
+	mine := false
+	if ss != nil && ss.opened.Load() {
+		if h.auth.isKey(bearer) {
+			mine = true
+		} else if c, ok := h.auth.tokenClaims(bearer); ok {
+			mine = c.Allows(protocol.ScopeAdmin) || identity(bearer, c, false) == ss.owner
+		}
+	}
+	if !mine {
+		http.Error(w, "no session "+id+" of this credential on this box", http.StatusNotFound)
+		return
+	}
+	var env protocol.Environment
+	if err := json.Unmarshal(h.environment(), &env); err != nil {
+		http.Error(w, "the environment does not decode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	env.Network = ss.egressView()
+	out, _ := json.Marshal(env)
+	route.JSON(w, r, out)
 }

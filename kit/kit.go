@@ -141,6 +141,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -232,9 +233,7 @@ type Server struct {
 	auth    *auth    // the key and tokens minted from it (auth.go)
 	handler *handler // the routes, mounted at boot (health.go)
 
-	registry *storage.Registry
-	local    *localStore // the built-in store; it also serves GET /files/{id}
-	closers  []func() error
+	stores // the registry of storage adapters and the built-in store (store.go)
 
 	budget  *budgets        // frames being read, replay buffers (budget.go)
 	drain   *drain          // the graceful shutdown (drain.go)
@@ -298,7 +297,7 @@ func New(opts Options) (*Server, error) {
 	if err := b.err(); err != nil {
 		if s != nil {
 			s.cancel(err)
-			s.closeStorage()
+			s.stores.close()
 		}
 		return nil, err
 	}
@@ -328,6 +327,9 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 	return s.drain.run(ctx, deadline)
 }
+
+// EgressStats returns the egress proxy's counters (zero without one).
+func (s *Server) EgressStats() egress.Stats { return s.egress.stats() }
 
 // BootError lists every problem that keeps a box from starting.
 type BootError struct {
@@ -439,21 +441,10 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.egress != nil && s.egress.audit != nil {
 		s.egress.audit.Close()
 	}
-	if cerr := s.closeStorage(); cerr != nil && err == nil {
+	if cerr := s.stores.close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
-}
-
-func (s *Server) closeStorage() error {
-	var errs []error
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		if err := s.closers[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	s.closers = nil
-	return errors.Join(errs...)
 }
 
 // hostPath maps an absolute box path to the host under Root.

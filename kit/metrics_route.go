@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/kit/route"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -65,15 +67,33 @@ func (o *observer) prompt(outcome string, d time.Duration) {
 	o.mu.Unlock()
 }
 
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+// metrics serves GET /metrics from the counters and gauges of the box's
+// parts.
+type metrics struct {
+	auth     *auth
+	man      *protocol.Manifest
+	degraded bool
+	obs      *observer
+	live     *live
+	local    *localStore
+	uploads  *upload.Uploads
+	egress   *kitEgress // nil: no proxy
+	log      *slog.Logger
+}
+
+func (mt *metrics) routes() []route.Route {
+	return []route.Route{route.Path("/metrics", mt.serve)}
+}
+
+func (mt *metrics) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.auth.Admit(w, r, protocol.ScopeMetrics) {
+	if !mt.auth.Admit(w, r, protocol.ScopeMetrics) {
 		return
 	}
-	body := s.metricsText(r.Context())
+	body := mt.text(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -84,17 +104,17 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// metricsText renders every metric.
-func (s *Server) metricsText(ctx context.Context) []byte {
+// text renders every metric.
+func (mt *metrics) text(ctx context.Context) []byte {
 	var b strings.Builder
 	m := metricWriter{&b}
-	o := s.obs
+	o := mt.obs
 
-	open, queued, running := s.sessionGauges()
+	open, queued, running := mt.sessionGauges()
 	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
-	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", s.man.Name, "box_version", s.man.Version), "1")
+	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", mt.man.Name, "box_version", mt.man.Version), "1")
 	m.family("glovebox_sandbox_degraded", "gauge", "1 when the box serves although its sandbox cannot keep sessions apart or enforce its egress policy (allowed, or the sandbox turned off).")
-	m.sample("glovebox_sandbox_degraded", "", map[bool]string{false: "0", true: "1"}[s.degraded])
+	m.sample("glovebox_sandbox_degraded", "", map[bool]string{false: "0", true: "1"}[mt.degraded])
 	m.family("glovebox_sessions_open", "gauge", "Sessions alive now, connected or waiting for a resume.")
 	m.sample("glovebox_sessions_open", "", itoa(int64(open)))
 	m.family("glovebox_sessions_total", "counter", "Sessions opened since the kit started.")
@@ -138,18 +158,18 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.family("glovebox_sandbox_limit_errors_total", "counter", "Prompts ended by a sandbox limit (LimitError: memory, processes, disk).")
 	m.sample("glovebox_sandbox_limit_errors_total", "", itoa(o.limitErrors.Load()))
 
-	files, fileBytes := s.parkedUsage(ctx)
+	files, fileBytes := mt.parkedUsage(ctx)
 	m.family("glovebox_parked_files", "gauge", "Files parked in the box's own store (localServer).")
 	m.sample("glovebox_parked_files", "", itoa(files))
 	m.family("glovebox_parked_bytes", "gauge", "Bytes of the files parked in the box's own store.")
 	m.sample("glovebox_parked_bytes", "", itoa(fileBytes))
-	ups, upBytes := s.uploads.Usage()
+	ups, upBytes := mt.uploads.Usage()
 	m.family("glovebox_partial_uploads", "gauge", "Resumable uploads under way (POST /uploads/{name}).")
 	m.sample("glovebox_partial_uploads", "", itoa(ups))
 	m.family("glovebox_partial_upload_bytes", "gauge", "Bytes the resumable uploads under way hold on disk.")
 	m.sample("glovebox_partial_upload_bytes", "", itoa(upBytes))
 
-	es := s.EgressStats()
+	es := mt.egress.stats()
 	m.family("glovebox_egress_decisions_total", "counter", "Connections the egress proxy decided on, by decision.")
 	m.sample("glovebox_egress_decisions_total", labels("decision", "allow"), itoa(es.Allowed))
 	m.sample("glovebox_egress_decisions_total", labels("decision", "deny"), itoa(es.Denied))
@@ -157,7 +177,7 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.family("glovebox_egress_bytes_total", "counter", "Bytes the egress proxy carried, by direction.")
 	m.sample("glovebox_egress_bytes_total", labels("direction", "out"), itoa(es.BytesOut))
 	m.sample("glovebox_egress_bytes_total", labels("direction", "in"), itoa(es.BytesIn))
-	s.auditMetrics(m) // audit_route.go
+	mt.egress.auditMetrics(m) // audit_route.go
 
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -174,11 +194,8 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 
 // sessionGauges counts the live sessions, their queued prompts and their
 // running ones.
-func (s *Server) sessionGauges() (open, queued, running int) {
-	s.mu.Lock()
-	sessions := slices.Collect(maps.Values(s.sessions))
-	s.mu.Unlock()
-	for _, ss := range sessions {
+func (mt *metrics) sessionGauges() (open, queued, running int) {
+	for _, ss := range mt.live.all() {
 		if !ss.opened.Load() {
 			continue // reserved for a connection still upgrading
 		}
@@ -194,8 +211,8 @@ func (s *Server) sessionGauges() (open, queued, running int) {
 
 // parkedUsage reads the file store's totals; a store not yet opened (no
 // database on disk until the first parked file) holds none.
-func (s *Server) parkedUsage(ctx context.Context) (files, bytes int64) {
-	ls := s.local
+func (mt *metrics) parkedUsage(ctx context.Context) (files, bytes int64) {
+	ls := mt.local
 	select {
 	case <-ls.ready:
 	default:
@@ -206,7 +223,7 @@ func (s *Server) parkedUsage(ctx context.Context) (files, bytes int64) {
 	}
 	files, bytes, err := ls.l.Usage(ctx)
 	if err != nil {
-		s.log.Debug("metrics: file store usage", "err", err)
+		mt.log.Debug("metrics: file store usage", "err", err)
 	}
 	return files, bytes
 }

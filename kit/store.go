@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,26 +33,36 @@ type localStore struct {
 
 var _ storage.Adapter = (*localStore)(nil)
 
-// openStorage registers the store under the state directory (v1's layout:
-// files/ and files.db) as localServer. With usable false (the state
-// directory is unusable, which boot reports) the store stays registered,
-// so that the outputs policy is still checked, but every use fails.
-func (s *Server) openStorage(usable bool) {
-	files := filepath.Join(s.stateDir, "files")
-	db := filepath.Join(s.stateDir, "files.db")
-	ls := &localStore{ready: make(chan struct{}), machine: s.machine}
-	ls.start = func() { go s.openLocal(ls, files, db) }
+// stores are the box's storage: the adapters by registry key, the
+// built-in store (which also serves GET /files/{id}), and what closes
+// them, in the order they opened.
+type stores struct {
+	registry *storage.Registry
+	local    *localStore
+	closers  []func() error
+}
+
+// openLocal registers the built-in store under the state directory
+// (v1's layout: files/ and files.db) as localServer; it opens under ctx.
+// With usable false (the state directory is unusable, which boot
+// reports) the store stays registered, so that the outputs policy is
+// still checked, but every use fails.
+func (st *stores) openLocal(ctx context.Context, stateDir, machine string, usable bool, o storage.LocalOptions) {
+	files := filepath.Join(stateDir, "files")
+	db := filepath.Join(stateDir, "files.db")
+	ls := &localStore{ready: make(chan struct{}), machine: machine}
+	ls.start = func() { go ls.open(ctx, files, db, o) }
 	if !usable {
 		ls.start = func() {
-			ls.err = fmt.Errorf("file store: state dir %s is not usable", s.stateDir)
+			ls.err = fmt.Errorf("file store: state dir %s is not usable", stateDir)
 			close(ls.ready)
 		}
 	} else if _, err := os.Stat(db); err == nil {
 		ls.startOnce.Do(ls.start) // files from an earlier run: sweep them now
 	}
-	s.local = ls
-	s.registry.Register(protocol.AdapterLocalServer, ls)
-	s.closers = append(s.closers, func() error {
+	st.local = ls
+	st.registry.Register(protocol.AdapterLocalServer, ls)
+	st.closers = append(st.closers, func() error {
 		ls.startOnce.Do(func() { close(ls.ready) }) // never opened: now never will
 		<-ls.ready
 		if ls.l == nil {
@@ -64,21 +75,28 @@ func (s *Server) openStorage(usable bool) {
 	})
 }
 
-func (s *Server) openLocal(ls *localStore, files, db string) {
+// close closes what opened, last first.
+func (st *stores) close() error {
+	var errs []error
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		if err := st.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	st.closers = nil
+	return errors.Join(errs...)
+}
+
+func (ls *localStore) open(ctx context.Context, files, db string, o storage.LocalOptions) {
 	defer close(ls.ready)
-	ls.l, ls.err = storage.OpenLocal(s.ctx, files, db, storage.LocalOptions{
-		PublicURL: s.opts.PublicURL,
-		Now:       s.opts.Now,
-		Logger:    s.log,
-		Inline:    s.man.Files != nil && s.man.Files.Inline,
-	})
+	ls.l, ls.err = storage.OpenLocal(ctx, files, db, o)
 	if ls.err != nil {
 		ls.err = fmt.Errorf("file store: %w", ls.err)
-		s.log.Error("file store", "err", ls.err)
+		o.Logger.Error("file store", "err", ls.err)
 		return
 	}
-	if err := ls.l.Start(s.ctx); err != nil && s.ctx.Err() == nil {
-		s.log.Error("file store", "err", err)
+	if err := ls.l.Start(ctx); err != nil && ctx.Err() == nil {
+		o.Logger.Error("file store", "err", err)
 	}
 }
 
