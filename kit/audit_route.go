@@ -3,6 +3,7 @@ package kit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -31,16 +32,16 @@ import (
 // the box closes. A follower too slow for 512 waiting lines loses some
 // and gets a line saying how many; at most 32 follow at once.
 
-// openAudit opens the box's audit trail, on disk when it can.
-func (s *Server) openAudit() *egress.Journal {
-	o := s.opts.Egress.Audit
-	o.Logger = s.log
-	if o.Dir == "" && dirOK(s.stateDir) {
-		o.Dir = filepath.Join(s.stateDir, "egress-audit")
+// openAudit opens the box's audit trail, on disk (under stateDir unless
+// o says where) when it can.
+func openAudit(o egress.JournalOptions, stateDir string, log *slog.Logger) *egress.Journal {
+	o.Logger = log
+	if o.Dir == "" && dirOK(stateDir) {
+		o.Dir = filepath.Join(stateDir, "egress-audit")
 	}
 	j, err := egress.OpenJournal(o)
 	if err != nil {
-		s.log.Warn("egress audit trail: kept in memory only", "err", err)
+		log.Warn("egress audit trail: kept in memory only", "err", err)
 		o.Dir = ""
 		j, _ = egress.OpenJournal(o)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,9 +79,9 @@ func (b *boot) run(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts,
-		log:  log,
 		man:  m,
 		config: config{
+			log:          log,
 			getenv:       getenv,
 			machine:      flyMachine(getenv),
 			maxMessage:   DefaultMaxMessage,
@@ -230,16 +229,20 @@ func (b *boot) run(opts Options) *Server {
 	}
 
 	// Agent environment and sandbox.
-	s.baseEnv = s.agentBaseEnv()
+	s.baseEnv = agentBaseEnv(opts, m, getenv)
 	s.openSandbox(b)
 	b.phase("sandbox")
 	if len(b.problems) == 0 {
 		s.reclaim() // reclaim.go: what a killed kit left
 	}
 	b.phase("reclaim")
-	s.bootEgress(b)
+	b.egress(s)
 	b.phase("egress")
-	s.bootInspect()
+	s.inspect = newInspector(opts.Inspect || m.Inspect != nil && m.Inspect.Enabled, s.stateDir, log)
+	if in := s.inspect; in != nil {
+		in.auth, in.live, in.local, in.egress = s.auth, &s.live, s.local, s.egress
+		in.environment, in.now, in.done = s.environmentBody, now, s.ctx.Done()
+	}
 	b.phase("inspect")
 	s.uploads = upload.New(upload.Options{
 		Auth: s.auth, Store: s.local, Max: s.maxInput, Dir: filepath.Join(s.stateDir, "uploads"),
@@ -261,7 +264,7 @@ func (b *boot) run(opts Options) *Server {
 	s.handler = &handler{
 		cors:    cors.New(m.HTTP, isInspectPath, log),
 		machine: s.machine,
-		routes:  s.mount(hl, ring),
+		routes:  b.mount(s, hl, ring),
 		health:  hl.serve,
 	}
 	b.phase("bodies")
@@ -274,8 +277,8 @@ func (b *boot) run(opts Options) *Server {
 // (values from the kit's environment, else their defaults) and agent.env.
 // Nothing else of the kit's environment reaches an agent: not the box
 // key, not storage credentials.
-func (s *Server) agentBaseEnv() []string {
-	base := s.opts.Environ
+func agentBaseEnv(opts Options, m *protocol.Manifest, getenv func(string) string) []string {
+	base := opts.Environ
 	if base == nil {
 		base = os.Environ()
 	}
@@ -289,21 +292,21 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && (s.opts.HostEnv || slices.Contains(passedEnv, k)) {
+		if ok && (opts.HostEnv || slices.Contains(passedEnv, k)) {
 			put(k, v)
 		}
 	}
 	if _, ok := set["PATH"]; !ok {
 		put("PATH", "/usr/local/bin:/usr/bin:/bin")
 	}
-	for _, name := range sortedKeys(s.man.Env) {
-		if v := s.getenv(name); v != "" {
+	for _, name := range sortedKeys(m.Env) {
+		if v := getenv(name); v != "" {
 			put(name, v)
-		} else if d := s.man.Env[name].Default; d != "" {
+		} else if d := m.Env[name].Default; d != "" {
 			put(name, d)
 		}
 	}
-	if a := s.man.Agent; a != nil {
+	if a := m.Agent; a != nil {
 		for _, k := range sortedKeys(a.Env) {
 			put(k, a.Env[k])
 		}
@@ -367,19 +370,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// mount lists the box's routes in the order they are asked: a path's own
-// route before a prefix that covers it, the WebSocket upgrade last (it
-// takes any other path).
-func (s *Server) mount(hl *health, ring *logs.Ring) []route.Route {
-	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
-	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
+// mount builds the box's features and lists their routes in the order
+// they are asked: a path's own route before a prefix that covers it, the
+// WebSocket upgrade last (it takes any other path).
+func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
+	eg := &egressRoutes{e: s.egress, auth: s.auth, live: &s.live, done: s.ctx.Done()}
 	mt := &metrics{
 		auth: s.auth, man: s.man, degraded: s.degraded, obs: s.obs, live: &s.live,
 		local: s.local, uploads: s.uploads, egress: s.egress, log: s.log,
 	}
-	eg := &egressRoutes{e: s.egress, auth: s.auth, live: &s.live, done: s.ctx.Done()}
-	return slices.Concat(hl.routes(), eg.routes(), mt.routes(), sessions.routes(), ring.Routes(s.auth, s.ctx.Done()), files.routes(), s.uploads.Routes(), []route.Route{
-		{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: s.serveInspect},
-		{Match: wsconn.IsUpgrade, Serve: s.serveWS},
-	})
+	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
+	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
+	return slices.Concat(
+		hl.routes(),
+		eg.routes(),
+		mt.routes(),
+		sessions.routes(),
+		ring.Routes(s.auth, s.ctx.Done()),
+		files.routes(),
+		s.uploads.Routes(),
+		s.inspect.routes(),
+		[]route.Route{{Match: wsconn.IsUpgrade, Serve: s.serveWS}},
+	)
 }

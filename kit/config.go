@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
@@ -9,6 +10,7 @@ import (
 // config is what boot read from the options and the manifest, and the
 // sandbox it opened: nothing of it changes while the box serves.
 type config struct {
+	log    *slog.Logger
 	mounts map[string]string // manifest fs key -> host path
 	// realMounts are mounts with their symbolic links resolved at boot.
 	realMounts map[string]string

@@ -110,10 +110,10 @@ func egressPreamble(m *protocol.Manifest, proxied bool) string {
 	return l
 }
 
-// bootEgress builds the proxy from the manifest, writes the CA bundle
+// egress is boot's egress phase: it builds the proxy from the manifest, writes the CA bundle
 // agents trust, and puts placeholders in place of brokered secrets in the
 // agents' base environment.
-func (s *Server) bootEgress(b *boot) {
+func (b *boot) egress(s *Server) {
 	m := s.man
 	var secrets []egress.Secret
 	for _, name := range sortedKeys(m.Env) {
@@ -148,7 +148,7 @@ func (s *Server) bootEgress(b *boot) {
 		return
 	}
 	eo := s.opts.Egress
-	audit := s.openAudit()
+	audit := openAudit(s.opts.Egress.Audit, s.stateDir, s.log)
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
 		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
@@ -217,15 +217,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// environmentBody is the body of GET /environment.
-func (s *Server) environmentBody() []byte {
-	body := s.envBody
-	if s.egress != nil {
-		body = *s.egress.envBody.Load()
-	}
-	return s.warm.environment(body)
 }
 
 // egressEnv starts the session's proxy listener, the first time, and

@@ -39,11 +39,11 @@ func flyMachine(getenv func(string) string) string {
 }
 
 // machineID returns id as this machine names it: "<machine>_<id>" on Fly.
-func (s *Server) machineID(id string) string {
-	if s.machine == "" {
+func (c *config) machineID(id string) string {
+	if c.machine == "" {
 		return id
 	}
-	return s.machine + "_" + id
+	return c.machine + "_" + id
 }
 
 // ownerOf returns the machine an id names, "" for an id without one.

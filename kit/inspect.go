@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"path"
 	"path/filepath"
@@ -77,38 +78,56 @@ const (
 	inspectHeartbeat = 15 * time.Second
 )
 
-// inspector holds the cookies handed out; the sessions hold the rest.
+// inspector holds the cookies handed out and the ended sessions'
+// history; the live sessions hold the rest. A nil inspector (the box
+// does not serve one) answers 404 to every /inspect path.
 type inspector struct {
 	static    fs.FS
 	histBytes atomic.Int64 // every session's observer history (observe.go)
 	history   *history     // ended sessions (history.go)
 
+	auth        *auth
+	live        *live
+	local       *localStore   // outputs, for /inspect/api/files/{id}
+	egress      *kitEgress    // nil: no proxy, no audit trail
+	environment func() []byte // GET /environment's body
+	now         func() time.Time
+	done        <-chan struct{} // ends the event streams
+
 	mu      sync.Mutex
 	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry
 }
 
-func (s *Server) bootInspect() {
-	if !s.opts.Inspect && (s.man.Inspect == nil || !s.man.Inspect.Enabled) {
-		return
+// newInspector returns the inspector, when the manifest's
+// inspect.enabled or Options.Inspect turns it on, else nil. Its history
+// is kept under stateDir when that is usable. The caller fills in what
+// it reads of the box.
+func newInspector(on bool, stateDir string, log *slog.Logger) *inspector {
+	if !on {
+		return nil
 	}
 	dir := ""
-	if dirOK(s.stateDir) {
-		dir = filepath.Join(s.stateDir, "inspect")
+	if dirOK(stateDir) {
+		dir = filepath.Join(stateDir, "inspect")
 	}
-	h, err := openHistory(dir, s.log)
+	h, err := openHistory(dir, log)
 	if err != nil {
-		s.log.Warn("inspector history: kept in memory only", "err", err)
+		log.Warn("inspector history: kept in memory only", "err", err)
 	}
-	s.inspect = &inspector{static: inspect.Static(), history: h, cookies: map[[sha256.Size]byte]time.Time{}}
+	return &inspector{static: inspect.Static(), history: h, cookies: map[[sha256.Size]byte]time.Time{}}
+}
+
+func (in *inspector) routes() []route.Route {
+	return []route.Route{{Match: func(r *http.Request) bool { return isInspectPath(r.URL.Path) }, Serve: in.serve}}
 }
 
 // recordSession puts an ended session in the inspector's history.
-func (s *Server) recordSession(ss *session, cause error) {
-	if s.inspect == nil || !ss.opened.Load() {
+func (in *inspector) recordSession(ss *session, cause error) {
+	if in == nil || !ss.opened.Load() {
 		return
 	}
 	_, peaks := ss.obs.resources()
-	s.inspect.history.add(sessionRecord{
+	in.history.add(sessionRecord{
 		Peaks: peaks,
 		ID:    ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(), Ended: time.Now().UTC(),
 		Cause: closeCause(cause), Frames: ss.framesSent.Load(), Bytes: ss.bytesSent.Load(),
@@ -127,15 +146,8 @@ func ownerLabel(owner string) string {
 	return owner
 }
 
-func (s *Server) now() time.Time {
-	if s.opts.Now != nil {
-		return s.opts.Now()
-	}
-	return time.Now()
-}
-
-func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
-	if s.inspect == nil {
+func (in *inspector) serve(w http.ResponseWriter, r *http.Request) {
+	if in == nil {
 		http.NotFound(w, r)
 		return
 	}
@@ -147,7 +159,7 @@ func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	rest := strings.TrimPrefix(r.URL.Path, inspectPrefix)
 	if api, ok := strings.CutPrefix(rest, "/api/"); ok {
-		s.serveInspectAPI(w, r, api)
+		in.serveInspectAPI(w, r, api)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -162,7 +174,7 @@ func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "index.html"
 	}
-	data, err := fs.ReadFile(s.inspect.static, name)
+	data, err := fs.ReadFile(in.static, name)
 	if err != nil || strings.Contains(name, "/") {
 		http.NotFound(w, r)
 		return
@@ -185,11 +197,11 @@ func (s *Server) serveInspect(w http.ResponseWriter, r *http.Request) {
 
 // inspectBearer checks a bearer for the inspect scope and returns when
 // its grant ends.
-func (s *Server) inspectBearer(bearer string) (time.Time, bool) {
-	if s.auth.isKey(bearer) {
-		return s.now().Add(inspectCookieTTL), true
+func (in *inspector) inspectBearer(bearer string) (time.Time, bool) {
+	if in.auth.isKey(bearer) {
+		return in.now().Add(inspectCookieTTL), true
 	}
-	c, ok := s.auth.tokenClaims(bearer)
+	c, ok := in.auth.tokenClaims(bearer)
 	if !ok || !c.Allows(protocol.ScopeInspect) {
 		return time.Time{}, false
 	}
@@ -198,9 +210,9 @@ func (s *Server) inspectBearer(bearer string) (time.Time, bool) {
 
 // inspectAuthorized accepts a bearer (key or inspect token) or a live
 // inspector cookie.
-func (s *Server) inspectAuthorized(r *http.Request) bool {
+func (in *inspector) inspectAuthorized(r *http.Request) bool {
 	if bearer, ok := bearerHeader(r); ok {
-		_, ok := s.inspectBearer(bearer)
+		_, ok := in.inspectBearer(bearer)
 		return ok
 	}
 	ck, err := r.Cookie(inspectCookie)
@@ -208,45 +220,44 @@ func (s *Server) inspectAuthorized(r *http.Request) bool {
 		return false
 	}
 	sum := sha256.Sum256([]byte(ck.Value))
-	in := s.inspect
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	exp, ok := in.cookies[sum]
-	if ok && !s.now().Before(exp) {
+	if ok && !in.now().Before(exp) {
 		delete(in.cookies, sum)
 		return false
 	}
 	return ok
 }
 
-func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api string) {
+func (in *inspector) serveInspectAPI(w http.ResponseWriter, r *http.Request, api string) {
 	if r.Method == http.MethodPost && r.Header.Get(inspectHeader) == "" {
 		http.Error(w, "inspect: POST requests need the "+inspectHeader+" header", http.StatusForbidden)
 		return
 	}
 	if api == "login" {
-		s.inspectLogin(w, r)
+		in.inspectLogin(w, r)
 		return
 	}
 	if api == "logout" {
-		s.inspectLogout(w, r)
+		in.inspectLogout(w, r)
 		return
 	}
-	if !s.inspectAuthorized(r) {
+	if !in.inspectAuthorized(r) {
 		route.Unauthorized(w)
 		return
 	}
 	parts := strings.Split(api, "/")
 	switch {
 	case api == "sessions" && r.Method == http.MethodGet:
-		s.inspectSessions(w)
+		in.inspectSessions(w)
 	case api == "history" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"sessions": s.inspect.history.list()})
+		json.NewEncoder(w).Encode(map[string]any{"sessions": in.history.list()})
 	case api == "egress" && r.Method == http.MethodGet:
-		s.inspectEgress(w, r)
+		in.inspectEgress(w, r)
 	case api == "environment" && r.Method == http.MethodGet:
-		body := s.environmentBody()
+		body := in.environment()
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	case len(parts) == 2 && parts[0] == "files" && r.Method == http.MethodGet:
@@ -258,19 +269,19 @@ func (s *Server) serveInspectAPI(w http.ResponseWriter, r *http.Request, api str
 		r2.URL.Path = "/files/" + parts[1]
 		r2.URL.RawQuery = "" // never ?consume: the inspector only looks
 		w.Header().Set("Content-Disposition", "attachment")
-		s.local.ServeHTTP(w, r2)
+		in.local.ServeHTTP(w, r2)
 	case len(parts) == 3 && parts[0] == "sessions" && parts[2] == "events" && r.Method == http.MethodGet:
-		s.inspectEvents(w, r, parts[1])
+		in.inspectEvents(w, r, parts[1])
 	case len(parts) == 4 && parts[0] == "sessions" && parts[2] == "slots" && r.Method == http.MethodPost:
-		s.inspectAnswer(w, r, parts[1], parts[3])
+		in.inspectAnswer(w, r, parts[1], parts[3])
 	case len(parts) == 5 && parts[0] == "sessions" && parts[2] == "prompts" && parts[4] == "abort" && r.Method == http.MethodPost:
-		s.inspectAbort(w, r, parts[1], parts[3])
+		in.inspectAbort(w, r, parts[1], parts[3])
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
+func (in *inspector) inspectLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		route.MethodNotAllowed(w, "POST")
 		return
@@ -280,19 +291,18 @@ func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
 		route.Unauthorized(w)
 		return
 	}
-	exp, ok := s.inspectBearer(bearer)
+	exp, ok := in.inspectBearer(bearer)
 	if !ok {
 		route.Unauthorized(w)
 		return
 	}
-	now := s.now()
+	now := in.now()
 	if limit := now.Add(inspectCookieTTL); exp.After(limit) {
 		exp = limit
 	}
 	var b [32]byte
 	rand.Read(b[:])
 	val := base64.RawURLEncoding.EncodeToString(b[:])
-	in := s.inspect
 	in.mu.Lock()
 	for k, e := range in.cookies {
 		if !now.Before(e) {
@@ -321,15 +331,15 @@ func (s *Server) inspectLogin(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"expires": exp.UTC().Format(time.RFC3339)})
 }
 
-func (s *Server) inspectLogout(w http.ResponseWriter, r *http.Request) {
+func (in *inspector) inspectLogout(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		route.MethodNotAllowed(w, "POST")
 		return
 	}
 	if ck, err := r.Cookie(inspectCookie); err == nil {
-		s.inspect.mu.Lock()
-		delete(s.inspect.cookies, sha256.Sum256([]byte(ck.Value)))
-		s.inspect.mu.Unlock()
+		in.mu.Lock()
+		delete(in.cookies, sha256.Sum256([]byte(ck.Value)))
+		in.mu.Unlock()
 	}
 	http.SetCookie(w, &http.Cookie{Name: inspectCookie, Value: "", Path: inspectPrefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	w.WriteHeader(http.StatusNoContent)
@@ -348,13 +358,8 @@ type inspectSession struct {
 	Resources []resourceSample `json:"resources,omitempty"`
 }
 
-func (s *Server) inspectSessions(w http.ResponseWriter) {
-	s.mu.Lock()
-	list := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		list = append(list, ss)
-	}
-	s.mu.Unlock()
+func (in *inspector) inspectSessions(w http.ResponseWriter) {
+	list := in.live.all()
 	out := make([]inspectSession, 0, len(list))
 	for _, ss := range list {
 		res, _ := ss.obs.resources()
@@ -379,8 +384,8 @@ func (s *Server) inspectSessions(w http.ResponseWriter) {
 // recent ones kept, then each as it is sent, until the session ends, the
 // observer falls too far behind (event "end" with data "dropped": the
 // page reconnects) or the request ends.
-func (s *Server) inspectEvents(w http.ResponseWriter, r *http.Request, id string) {
-	ss := s.lookup(id)
+func (in *inspector) inspectEvents(w http.ResponseWriter, r *http.Request, id string) {
+	ss := in.live.lookup(id)
 	if ss == nil {
 		http.NotFound(w, r)
 		return
@@ -435,7 +440,7 @@ func (s *Server) inspectEvents(w http.ResponseWriter, r *http.Request, id string
 			io.WriteString(w, ": beat\n\n")
 		case <-r.Context().Done():
 			return
-		case <-s.ctx.Done():
+		case <-in.done:
 			return
 		}
 		if err := rc.Flush(); err != nil {
@@ -453,8 +458,8 @@ func writeEvent(w io.Writer, event string, data []byte) {
 
 // inspectAnswer resolves or rejects a display slot from the page, as the
 // session's client would.
-func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotID string) {
-	ss := s.lookup(id)
+func (in *inspector) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotID string) {
+	ss := in.live.lookup(id)
 	if ss == nil {
 		http.NotFound(w, r)
 		return
@@ -490,8 +495,8 @@ func (s *Server) inspectAnswer(w http.ResponseWriter, r *http.Request, id, slotI
 // processes stopped), a queued one removed; the client gets the prompt's
 // AbortError either way. 404 for a session or prompt the kit does not
 // know, 409 for a prompt that has already ended.
-func (s *Server) inspectAbort(w http.ResponseWriter, r *http.Request, id, promptID string) {
-	ss := s.lookup(id)
+func (in *inspector) inspectAbort(w http.ResponseWriter, r *http.Request, id, promptID string) {
+	ss := in.live.lookup(id)
 	if ss == nil {
 		http.Error(w, "inspect: no live session "+id, http.StatusNotFound)
 		return
@@ -513,18 +518,18 @@ func (s *Server) inspectAbort(w http.ResponseWriter, r *http.Request, id, prompt
 // inspectEgress answers the egress audit trail's kept lines as GET
 // /egress/log does (since and session; never follow: the page polls), an
 // empty answer when the box has no egress proxy.
-func (s *Server) inspectEgress(w http.ResponseWriter, r *http.Request) {
+func (in *inspector) inspectEgress(w http.ResponseWriter, r *http.Request) {
 	q, err := egress.ParseQuery(r.URL.Query(), time.Now())
 	if err != nil {
 		http.Error(w, "inspect: egress: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	if s.egress == nil || s.egress.audit == nil {
+	if in.egress == nil || in.egress.audit == nil {
 		return
 	}
 	q.Follow = false
-	lines, _, err := s.egress.audit.Since(q)
+	lines, _, err := in.egress.audit.Since(q)
 	if err != nil {
 		http.Error(w, "inspect: egress: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -227,7 +227,6 @@ type Options struct {
 // it serves; Close ends them.
 type Server struct {
 	opts    Options
-	log     *slog.Logger
 	man     *protocol.Manifest
 	config           // what boot read and set up; fixed while the box serves (config.go)
 	auth    *auth    // the key and tokens minted from it (auth.go)
@@ -303,7 +302,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.pingLoop()
-	s.startResources()
+	s.inspect.startResources()
 	if n := s.man.Agent.WarmSize(); n > 0 {
 		s.warm = newWarmPool(s, n)
 	}
@@ -330,6 +329,29 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // EgressStats returns the egress proxy's counters (zero without one).
 func (s *Server) EgressStats() egress.Stats { return s.egress.stats() }
+
+// WarmStats returns the warm pool's counters.
+func (s *Server) WarmStats() WarmStats {
+	p := s.warm
+	if p == nil {
+		return WarmStats{}
+	}
+	p.mu.Lock()
+	st := WarmStats{Size: p.size, Ready: len(p.ready), Starting: p.starting}
+	p.mu.Unlock()
+	st.Taken, st.Missed = p.taken.Load(), p.missed.Load()
+	st.Replaced, st.Failed = p.replaced.Load(), p.failed.Load()
+	return st
+}
+
+// environmentBody is the body of GET /environment.
+func (s *Server) environmentBody() []byte {
+	body := s.envBody
+	if s.egress != nil {
+		body = *s.egress.envBody.Load()
+	}
+	return s.warm.environment(body)
+}
 
 // BootError lists every problem that keeps a box from starting.
 type BootError struct {

@@ -62,14 +62,8 @@ func (o *observers) resources() ([]resourceSample, resourcePeaks) {
 }
 
 // sampleResources reads every live session's cgroup once.
-func (s *Server) sampleResources(now time.Time) {
-	s.mu.Lock()
-	list := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		list = append(list, ss)
-	}
-	s.mu.Unlock()
-	for _, ss := range list {
+func (in *inspector) sampleResources(now time.Time) {
+	for _, ss := range in.live.all() {
 		box := ss.obs.box.Load()
 		if box == nil {
 			continue
@@ -82,25 +76,26 @@ func (s *Server) sampleResources(now time.Time) {
 
 // resourceLoop samples the sessions until the server closes. It runs only
 // while the inspector is on.
-func (s *Server) resourceLoop() {
-	defer s.wg.Done()
+func (in *inspector) resourceLoop() {
+	defer in.live.wg.Done()
 	t := time.NewTicker(resourceEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-in.done:
 			return
 		case now := <-t.C:
-			s.sampleResources(now)
+			in.sampleResources(now)
 		}
 	}
 }
 
-// startResources starts the sampler when the inspector is on.
-func (s *Server) startResources() {
-	if s.inspect == nil {
+// startResources starts the sampler when the inspector is on (in not
+// nil).
+func (in *inspector) startResources() {
+	if in == nil {
 		return
 	}
-	s.wg.Add(1)
-	go s.resourceLoop()
+	in.live.wg.Add(1)
+	go in.resourceLoop()
 }

@@ -210,7 +210,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		if err := m.OutputsPolicy.Check(); err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}
-		o, err := srv.confine(m.OutputsPolicy)
+		o, err := srv.confine(m.OutputsPolicy, srv.man.StoragePolicy.Outputs)
 		if err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}

@@ -154,7 +154,7 @@ func (ss *session) end(cause error) {
 		ss.srv.removeSession(ss)
 		ss.srv.drain.notePromptEnded()
 		ss.obs.close()
-		ss.srv.recordSession(ss, cause)
+		ss.srv.inspect.recordSession(ss, cause)
 		if !ss.opened.Load() {
 			// A warm session no client took, or a fresh one a resume
 			// replaced: it was never opened, so it is not reported closed.
