@@ -15,6 +15,15 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
+// Subprotocols a browser client offers: SubprotocolV1 (which the kit
+// selects) and SubprotocolBearerPrefix + key, which carries the key because
+// browsers cannot set an Authorization header on a WebSocket. The bearer
+// entry is never echoed back.
+const (
+	SubprotocolV1           = "glovebox.v1"
+	SubprotocolBearerPrefix = "bearer."
+)
+
 // auth checks credentials: the box key, compared by its hash, and tokens
 // minted from it, verified against the clock. Every route is handed it
 // (as a route.Auth) rather than the server.

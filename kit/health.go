@@ -5,47 +5,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/glovebox-dev/glovebox/kit/cors"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
-
-// Subprotocols a browser client offers: SubprotocolV1 (which the kit
-// selects) and SubprotocolBearerPrefix + key, which carries the key because
-// browsers cannot set an Authorization header on a WebSocket. The bearer
-// entry is never echoed back.
-const (
-	SubprotocolV1           = "glovebox.v1"
-	SubprotocolBearerPrefix = "bearer."
-)
-
-// handler is the box's http.Handler: CORS first, then Fly's replay of a
-// request meant for another machine, then the first of the routes (mounted
-// at boot, in order) that matches.
-type handler struct {
-	cors    *cors.Policy
-	machine string // FLY_MACHINE_ID, when on Fly (fly.go)
-	routes  []route.Route
-	// health answers what a gate refuses while the box is over its
-	// connection cap (listen.go).
-	health http.HandlerFunc
-}
-
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cors.Handle(w, r) {
-		return
-	}
-	if replayElsewhere(w, r, h.machine) {
-		return
-	}
-	for _, rt := range h.routes {
-		if rt.Match(r) {
-			rt.Serve(w, r)
-			return
-		}
-	}
-	http.NotFound(w, r)
-}
 
 // livePath is the liveness probe: 200 while the kit serves HTTP, draining
 // included. /health is readiness: 503 while the box drains, so that load
