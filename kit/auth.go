@@ -40,18 +40,6 @@ func newAuth(key string, now func() time.Time, log *slog.Logger) *auth {
 	return &auth{key: key, keySum: sha256.Sum256([]byte(key)), now: now, log: log}
 }
 
-// bearerHeader extracts the token of an Authorization header as v1 does:
-// the header must start with "Bearer " (case-sensitive) and the token is
-// the rest, trimmed. ok is false when there is no such header.
-func bearerHeader(r *http.Request) (token string, ok bool) {
-	h := r.Header.Get("Authorization")
-	rest, found := strings.CutPrefix(h, "Bearer ")
-	if !found {
-		return "", false
-	}
-	return strings.TrimSpace(rest), true
-}
-
 // bearerSubprotocol extracts the key or token a browser offers as
 // "bearer.<key>" in Sec-WebSocket-Protocol.
 func bearerSubprotocol(r *http.Request) (token string, ok bool) {
@@ -87,7 +75,7 @@ func (a *auth) AdmitClaims(w http.ResponseWriter, r *http.Request, grants func(p
 // allows checks a request's bearer header: the key, or a live token whose
 // claims grants accepts.
 func (a *auth) allows(r *http.Request, grants func(protocol.TokenClaims) bool) bool {
-	bearer, present := bearerHeader(r)
+	bearer, present := route.Bearer(r)
 	if !present {
 		return false
 	}
@@ -156,7 +144,7 @@ func (a *auth) connectIdentity(bearer string, present bool) (id string, ok bool)
 // fileAuthorized checks a /files request: the bearer header, else a token
 // (never the key: query strings end up in logs) in ?token=.
 func (a *auth) fileAuthorized(r *http.Request, id string) bool {
-	if bearer, ok := bearerHeader(r); ok {
+	if bearer, ok := route.Bearer(r); ok {
 		return a.authorized(bearer, ok, protocol.ScopeFiles, id)
 	}
 	tok := r.URL.Query().Get("token")
@@ -187,4 +175,18 @@ func (a *auth) tokenClaims(tok string) (protocol.TokenClaims, bool) {
 		return protocol.TokenClaims{}, false
 	}
 	return c, true
+}
+
+// inspectGrant checks a bearer for the inspector (kit/inspect): the key,
+// whose grant has no end of its own (zero), or a token with the inspect
+// scope, until it expires.
+func (a *auth) inspectGrant(bearer string) (time.Time, bool) {
+	if a.isKey(bearer) {
+		return time.Time{}, true
+	}
+	c, ok := a.tokenClaims(bearer)
+	if !ok || !c.Allows(protocol.ScopeInspect) {
+		return time.Time{}, false
+	}
+	return c.Expires, true
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
@@ -238,10 +239,8 @@ func (b *boot) run(opts Options) *Server {
 	b.phase("reclaim")
 	b.egress(s)
 	b.phase("egress")
-	s.inspect = newInspector(opts.Inspect || m.Inspect != nil && m.Inspect.Enabled, s.stateDir, log)
-	if in := s.inspect; in != nil {
-		in.auth, in.live, in.local, in.egress = s.auth, &s.live, s.local, s.egress
-		in.environment, in.now, in.done = s.environmentBody, now, s.ctx.Done()
+	if opts.Inspect || m.Inspect != nil && m.Inspect.Enabled {
+		s.inspect = inspect.New(b.inspectOptions(s, now))
 	}
 	b.phase("inspect")
 	s.uploads = upload.New(upload.Options{
@@ -262,7 +261,7 @@ func (b *boot) run(opts Options) *Server {
 	s.envBody, _ = json.Marshal(env)
 	hl.drainBody, hl.drainAuth = drainingHealth(hl.body), drainingHealth(hl.authBody)
 	s.handler = &handler{
-		cors:    cors.New(m.HTTP, isInspectPath, log),
+		cors:    cors.New(m.HTTP, inspect.IsPath, log),
 		machine: s.machine,
 		routes:  b.mount(s, hl, ring),
 		health:  hl.serve,
@@ -389,7 +388,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 		ring.Routes(s.auth, s.ctx.Done()),
 		files.routes(),
 		s.uploads.Routes(),
-		s.inspect.routes(),
+		s.inspect.Routes(),
 		[]route.Route{{Match: wsconn.IsUpgrade, Serve: s.serveWS}},
 	)
 }

@@ -16,13 +16,15 @@ import (
 )
 
 // budgets bound the memory all sessions hold at once: the frames being
-// read (limits.frame_budget) and the replay buffers kept for resume.
+// read (limits.frame_budget), the replay buffers kept for resume, and
+// the frames kept for the inspector.
 type budgets struct {
 	maxMessage  int64
 	frameBudget int64
 	frames      *semaphore.Weighted
 	replayBytes atomic.Int64 // all sessions' replay buffers
 	replayCap   int64        // their bound; 0: replayTotal
+	observed    atomic.Int64 // every session's observer history, while the inspector is on (observe.go)
 }
 
 // newBudgets applies the manifest's frame budget (its syntax was checked

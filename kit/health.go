@@ -41,7 +41,7 @@ func (h *health) serve(w http.ResponseWriter, r *http.Request) {
 	// Anyone may ask whether the box is up; only the key or a token
 	// learns its sandbox's layers and gaps.
 	auth := false
-	if _, ok := bearerHeader(r); ok {
+	if _, ok := route.Bearer(r); ok {
 		auth = h.auth.allows(r, func(protocol.TokenClaims) bool { return true })
 	}
 	body, status := h.body, http.StatusOK
@@ -96,7 +96,7 @@ func (h *health) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 // admin tokens see any session; another credential only a session it
 // opened (the same token, or a token for the same subject).
 func (h *health) sessionEnvironment(w http.ResponseWriter, r *http.Request, id string) {
-	bearer, _ := bearerHeader(r)
+	bearer, _ := route.Bearer(r)
 	ss := h.live.lookup(id)
 	mine := false
 	if ss != nil && ss.opened.Load() {

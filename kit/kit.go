@@ -13,6 +13,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -89,7 +90,7 @@ type Options struct {
 	// session's own GLOVEBOX_* variables), not only PATH, locale and CA
 	// variables: gbx dev --host-env, for an author's own machine.
 	HostEnv bool
-	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
+	// Inspect serves the inspector at /inspect (kit/inspect) whatever
 	// the manifest says; gbx dev sets it.
 	Inspect bool
 }
@@ -105,15 +106,15 @@ type Server struct {
 
 	stores // the registry of storage adapters and the built-in store (store.go)
 
-	budget  *budgets        // frames being read, replay buffers (budget.go)
-	drain   *drain          // the graceful shutdown (drain.go)
-	envBody []byte          // GET /environment's body as boot made it
-	egress  *kitEgress      // nil: no proxy
-	inspect *inspector      // nil: no inspector (inspect.go)
-	uploads *upload.Uploads // /uploads (kit/upload)
-	obs     *observer       // counters for /metrics and the log lines
-	warm    *warmPool       // nil: no warm sessions
-	memory  *memoryReturner // returns a burst's garbage (memory.go)
+	budget  *budgets           // frames being read, replay buffers (budget.go)
+	drain   *drain             // the graceful shutdown (drain.go)
+	envBody []byte             // GET /environment's body as boot made it
+	egress  *kitEgress         // nil: no proxy
+	inspect *inspect.Inspector // nil: no inspector (kit/inspect)
+	uploads *upload.Uploads    // /uploads (kit/upload)
+	obs     *observer          // counters for /metrics and the log lines
+	warm    *warmPool          // nil: no warm sessions
+	memory  *memoryReturner    // returns a burst's garbage (memory.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -173,7 +174,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.wg.Add(1)
 	go s.pingLoop()
-	s.inspect.startResources()
+	if s.inspect != nil {
+		s.live.startSampling(s.ctx.Done()) // resources.go
+	}
 	if n := s.man.Agent.WarmSize(); n > 0 {
 		s.warm = newWarmPool(s, n)
 	}

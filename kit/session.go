@@ -101,7 +101,7 @@ func (s *Server) newSession() *session {
 	ss.stream.replay.total, ss.stream.replay.limit = &s.budget.replayBytes, s.budget.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
-		ss.obs.total = &s.inspect.histBytes
+		ss.obs.total = &s.budget.observed
 	}
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
@@ -154,7 +154,9 @@ func (ss *session) end(cause error) {
 		ss.srv.removeSession(ss)
 		ss.srv.drain.notePromptEnded()
 		ss.obs.close()
-		ss.srv.inspect.recordSession(ss, cause)
+		if ss.srv.inspect != nil && ss.opened.Load() {
+			ss.srv.inspect.Record(ss.inspectRecord(cause))
+		}
 		if !ss.opened.Load() {
 			// A warm session no client took, or a fresh one a resume
 			// replaced: it was never opened, so it is not reported closed.

@@ -25,7 +25,7 @@ func anyFile(string) bool { return true }
 // serveWS authenticates and upgrades a connection and starts its reader
 // and writer.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	tok, ok := bearerHeader(r)
+	tok, ok := route.Bearer(r)
 	if !ok {
 		tok, ok = bearerSubprotocol(r)
 	}

@@ -48,6 +48,18 @@ type Auth interface {
 	AdmitClaims(w http.ResponseWriter, r *http.Request, grants func(protocol.TokenClaims) bool) bool
 }
 
+// Bearer extracts the token of an Authorization header as v1 does:
+// the header must start with "Bearer " (case-sensitive) and the token is
+// the rest, trimmed. ok is false when there is no such header.
+func Bearer(r *http.Request) (token string, ok bool) {
+	h := r.Header.Get("Authorization")
+	rest, found := strings.CutPrefix(h, "Bearer ")
+	if !found {
+		return "", false
+	}
+	return strings.TrimSpace(rest), true
+}
+
 // Unauthorized answers 401 with WWW-Authenticate and an empty body, the
 // same for a missing, wrong, expired or out-of-scope credential.
 func Unauthorized(w http.ResponseWriter) {
