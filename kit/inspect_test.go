@@ -373,7 +373,7 @@ func TestInspectorAbortsAPrompt(t *testing.T) {
 	// its way until then.
 	testkit.Until(t, "the queued prompt listed by the inspector", func() bool {
 		_, body := b.do(http.MethodGet, "/inspect/api/sessions", h, nil)
-		return bytes.Contains(body, []byte(`"queued"`))
+		return bytes.Contains(body, []byte(`"id":"queued"`))
 	})
 
 	// Refused: without the header, without auth, with a token that is
