@@ -12,7 +12,7 @@
 //	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload)
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload)
-//	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect.go)
+//	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect)
 //	GET /sessions          the live sessions (key or admin token; sessionsRoute, kit/sessions_route.go)
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (fileRoutes, kit/files_route.go)
