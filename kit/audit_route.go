@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
@@ -88,20 +87,11 @@ func (er *egressRoutes) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 	route.Lines(w, r, er.done, lines, follow, dropped)
 }
 
-// auditMetrics adds the audit trail's counters to /metrics: the asks by
-// answer, the lines recorded and the writes that failed.
-// A box without a proxy (e nil) reports zeros.
-func (e *kitEgress) auditMetrics(m metricWriter) {
-	var st egress.JournalStats
-	if e != nil && e.audit != nil {
-		st = e.audit.Stats()
+// auditStats reads the audit trail's counters for /metrics; zero when e
+// is nil (no proxy).
+func (e *kitEgress) auditStats() egress.JournalStats {
+	if e == nil || e.audit == nil {
+		return egress.JournalStats{}
 	}
-	m.family("glovebox_egress_asks_total", "counter", "Connections no rule covered that the egress proxy asked the session's client about, by answer (timeout: none in time).")
-	for _, a := range append(slices.Clone(protocol.EgressAskChoices), protocol.EgressAskTimeout) {
-		m.sample("glovebox_egress_asks_total", labels("answer", a), itoa(st.Asks[a]))
-	}
-	m.family("glovebox_egress_audit_records_total", "counter", "Egress decisions recorded in the audit trail.")
-	m.sample("glovebox_egress_audit_records_total", "", itoa(st.Records))
-	m.family("glovebox_egress_audit_write_errors_total", "counter", "Audit trail lines the kit could not write to its file (kept in memory only).")
-	m.sample("glovebox_egress_audit_write_errors_total", "", itoa(st.WriteErrors))
+	return e.audit.Stats()
 }

@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/cors"
 	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/logs"
+	"github.com/glovebox-dev/glovebox/kit/metrics"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
@@ -96,7 +98,7 @@ func (b *boot) run(opts Options) *Server {
 			caps:         capabilities,
 		},
 		live:   live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
-		obs:    newObserver(),
+		obs:    metrics.NewCounters(),
 		memory: newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
 	s.drain = newDrain(&s.live, log)
@@ -374,16 +376,20 @@ func sortedKeys[V any](m map[string]V) []string {
 // WebSocket upgrade last (it takes any other path).
 func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	eg := &egressRoutes{e: s.egress, auth: s.auth, live: &s.live, done: s.ctx.Done()}
-	mt := &metrics{
-		auth: s.auth, man: s.man, degraded: s.degraded, obs: s.obs, live: &s.live,
-		local: s.local, uploads: s.uploads, egress: s.egress, log: s.log,
-	}
+	mt := metrics.New(s.auth, s.obs, metrics.Sources{
+		Kit: version.String(Version), Box: s.man.Name, BoxVersion: s.man.Version, Degraded: s.degraded,
+		Sessions: s.live.sessionGauges,
+		Parked:   func(ctx context.Context) (int64, int64) { return s.local.usage(ctx, s.log) },
+		Uploads:  s.uploads.Usage,
+		Egress:   s.egress.stats,
+		Audit:    s.egress.auditStats,
+	})
 	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
 	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
 	return slices.Concat(
 		hl.routes(),
 		eg.routes(),
-		mt.routes(),
+		mt.Routes(),
 		sessions.routes(),
 		ring.Routes(s.auth, s.ctx.Done()),
 		files.routes(),

@@ -17,7 +17,7 @@
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (fileRoutes, kit/files_route.go)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
-//	GET /metrics           Prometheus text format (key or metrics token; metrics, kit/metrics_route.go)
+//	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
 // The routes are asked in that order; CORS (kit/cors) and Fly's replay
@@ -154,7 +154,8 @@
 // any prefix route that would cover its path; add its line to the table
 // above. A feature that needs nothing of a session's internals goes in a
 // package of its own under kit/ and takes a route.Auth (kit/upload,
-// kit/logs, kit/cors).
+// kit/logs, kit/metrics, kit/inspect, kit/cors), and what it reads of the
+// box as funcs or small interfaces it declares.
 //
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.

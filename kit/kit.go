@@ -14,6 +14,7 @@ import (
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/inspect"
+	"github.com/glovebox-dev/glovebox/kit/metrics"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -112,7 +113,7 @@ type Server struct {
 	egress  *kitEgress         // nil: no proxy
 	inspect *inspect.Inspector // nil: no inspector (kit/inspect)
 	uploads *upload.Uploads    // /uploads (kit/upload)
-	obs     *observer          // counters for /metrics and the log lines
+	obs     *metrics.Counters  // counted for /metrics (kit/metrics)
 	warm    *warmPool          // nil: no warm sessions
 	memory  *memoryReturner    // returns a burst's garbage (memory.go)
 

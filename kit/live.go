@@ -70,3 +70,20 @@ func (l *live) gateCount() (all, pending int) {
 	}
 	return all, pending
 }
+
+// sessionGauges counts the open sessions, their queued prompts and their
+// running ones, for /metrics.
+func (l *live) sessionGauges() (open, queued, running int) {
+	for _, ss := range l.all() {
+		if !ss.opened.Load() {
+			continue // reserved for a connection still upgrading
+		}
+		open++
+		q, r := ss.prompts.load()
+		queued += q
+		if r != nil {
+			running++
+		}
+	}
+	return open, queued, running
+}

@@ -65,7 +65,7 @@ func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]
 	d := time.Since(p.started)
 	ss.promptsRun.Add(1)
 	if o := ss.srv.obs; o != nil {
-		o.prompt(outcome, d)
+		o.Prompt(outcome, d)
 	}
 	var size int64
 	for _, ref := range outputs {

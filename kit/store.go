@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -173,4 +174,22 @@ func (ls *localStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l.ServeFile(w, r, id)
+}
+
+// usage reads the store's totals for /metrics; a store not yet opened (no
+// database on disk until the first parked file) holds none.
+func (ls *localStore) usage(ctx context.Context, log *slog.Logger) (files, bytes int64) {
+	select {
+	case <-ls.ready:
+	default:
+		return 0, 0
+	}
+	if ls.l == nil {
+		return 0, 0
+	}
+	files, bytes, err := ls.l.Usage(ctx)
+	if err != nil {
+		log.Debug("metrics: file store usage", "err", err)
+	}
+	return files, bytes
 }

@@ -102,14 +102,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if ss == fresh {
 		ss.opened.Store(true)
-		s.obs.sessionsTotal.Add(1)
+		s.obs.SessionsTotal.Add(1)
 		ss.stream.attach(c)
 		if resumeFailed != "" {
 			ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
 		}
 		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
 	} else {
-		s.obs.resumesTotal.Add(1)
+		s.obs.ResumesTotal.Add(1)
 		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.stream.lastSeq.Load())
 	}
 
