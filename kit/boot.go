@@ -134,76 +134,9 @@ func (b *boot) run(opts Options) *Server {
 		b.add("no agent: Options.Agent is nil")
 	}
 
-	// Limits and session settings (their syntax was checked by m.Check).
-	if v := m.Limits.MaxMessage; v != "" {
-		if n, err := protocol.ParseSize(v); err == nil {
-			s.maxMessage = n
-		}
-	}
-	if v := m.Limits.MaxInput; v != "" {
-		if n, err := protocol.ParseSize(v); err == nil {
-			s.maxInput = n
-		}
-	}
-	if v := m.Limits.InputTimeout; v != "" {
-		if d, err := protocol.ParseDuration(v); err == nil {
-			s.inputTimeout = d
-		}
-	}
-	if v := m.Limits.Timeout; v != "" {
-		if d, err := protocol.ParseDuration(v); err == nil {
-			s.timeout = d
-		}
-	}
-	if ss := m.Sessions; ss != nil {
-		if ss.Max > 0 {
-			s.maxSessions = ss.Max
-		}
-		if ss.MaxQueue > 0 {
-			s.maxQueue = ss.MaxQueue
-		}
-		if ss.ResumeGrace != "" {
-			if d, err := protocol.ParseDuration(ss.ResumeGrace); err == nil {
-				s.resumeGrace = d
-			}
-		}
-		s.sharedDirs = ss.SharedDirs
-	}
-	s.maxConns = m.Limits.MaxConnections
-	if s.maxConns <= 0 {
-		s.maxConns = defaultMaxConns(s.maxSessions)
-	}
+	s.readLimits(m)
 	s.budget = newBudgets(m.Limits, s.maxMessage)
-
-	// Directories: every writable mount, and the input mount the kit
-	// writes inputs into, must exist and be writable.
-	s.mounts = make(map[string]string, len(m.FS))
-	s.realMounts = make(map[string]string, len(m.FS))
-	for _, k := range sortedKeys(m.FS) {
-		mt := m.FS[k]
-		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
-			continue // reported by m.Check
-		}
-		p := hostPath(opts.Root, mt.Path)
-		s.mounts[k] = p
-		if mt.Writable || k == protocol.MountInput {
-			if err := ensureWritableDir(p); err != nil {
-				b.add("fs.%s: %v", k, err)
-			}
-		}
-		// Resolved once: each session's directory is made under it.
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			s.realMounts[k] = real
-		}
-	}
-	state := opts.StateDir
-	if state == "" {
-		state = DefaultStateDir
-	}
-	s.stateDir = hostPath(opts.Root, state)
-	if err := ensureWritableDir(s.stateDir); err != nil {
-		b.add("state dir: %v", err)
-	}
+	b.dirs(&s.config, m, opts)
 
 	// Storage. The built-in adapters need a writable state dir.
 	s.registry = storage.NewRegistry()
@@ -241,10 +174,19 @@ func (b *boot) run(opts Options) *Server {
 	b.phase("reclaim")
 	b.egress(s)
 	b.phase("egress")
+	b.features(s, ring, now)
+	b.phase("bodies")
+	log.Debug("boot phases", b.phases...)
+	return s
+}
+
+// features builds the operator features and the handler that mounts
+// their routes, with the bodies /health and /environment answer.
+func (b *boot) features(s *Server, ring *logs.Ring, now func() time.Time) {
+	m, log, opts := s.man, s.log, s.opts
 	if opts.Inspect || m.Inspect != nil && m.Inspect.Enabled {
 		s.inspect = inspect.New(b.inspectOptions(s, now))
 	}
-	b.phase("inspect")
 	s.uploads = upload.New(upload.Options{
 		Auth: s.auth, Store: s.local, Max: s.maxInput, Dir: filepath.Join(s.stateDir, "uploads"),
 		Now: now, Log: log, Sweep: opts.uploadSweep,
@@ -268,9 +210,40 @@ func (b *boot) run(opts Options) *Server {
 		routes:  b.mount(s, hl, ring),
 		health:  hl.serve,
 	}
-	b.phase("bodies")
-	log.Debug("boot phases", b.phases...)
-	return s
+}
+
+// dirs checks the directories: every writable mount, and the input mount
+// the kit writes inputs into, must exist and be writable, and so must
+// the state directory.
+func (b *boot) dirs(c *config, m *protocol.Manifest, opts Options) {
+	c.mounts = make(map[string]string, len(m.FS))
+	c.realMounts = make(map[string]string, len(m.FS))
+	for _, k := range sortedKeys(m.FS) {
+		mt := m.FS[k]
+		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
+			continue // reported by m.Check
+		}
+		p := hostPath(opts.Root, mt.Path)
+		c.mounts[k] = p
+		if mt.Writable || k == protocol.MountInput {
+			if err := ensureWritableDir(p); err != nil {
+				b.add("fs.%s: %v", k, err)
+			}
+		}
+		// Resolved once: each session's directory is made under it.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			c.realMounts[k] = real
+		}
+	}
+	state := opts.StateDir
+	if state == "" {
+		state = DefaultStateDir
+	}
+	c.stateDir = hostPath(opts.Root, state)
+	if err := ensureWritableDir(c.stateDir); err != nil {
+		b.add("state dir: %v", err)
+	}
+
 }
 
 // agentBaseEnv is the environment every session's agent starts from, and
