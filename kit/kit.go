@@ -235,8 +235,8 @@ type BootError struct {
 
 func (e *BootError) Error() string { return strings.Join(e.Problems, "\n") }
 
-// Handler returns the box's HTTP handler: /health, /environment,
-// /files/{id} and the WebSocket upgrade.
+// Handler returns the box's HTTP handler: the routes the package doc
+// lists, and the WebSocket upgrade on any other path.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve accepts connections on ln until ctx ends or Close is called. It
