@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/files"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -34,7 +35,7 @@ type auth struct {
 	log    *slog.Logger
 }
 
-var _ route.Auth = (*auth)(nil)
+var _ files.Auth = (*auth)(nil)
 
 func newAuth(key string, now func() time.Time, log *slog.Logger) *auth {
 	return &auth{key: key, keySum: sha256.Sum256([]byte(key)), now: now, log: log}
@@ -141,9 +142,9 @@ func (a *auth) connectIdentity(bearer string, present bool) (id string, ok bool)
 	return identity(bearer, c, false), true
 }
 
-// fileAuthorized checks a /files request: the bearer header, else a token
-// (never the key: query strings end up in logs) in ?token=.
-func (a *auth) fileAuthorized(r *http.Request, id string) bool {
+// MayRead checks a /files request (kit/files): the bearer header, else a
+// token (never the key: query strings end up in logs) in ?token=.
+func (a *auth) MayRead(r *http.Request, id string) bool {
 	if bearer, ok := route.Bearer(r); ok {
 		return a.authorized(bearer, ok, protocol.ScopeFiles, id)
 	}

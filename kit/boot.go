@@ -19,6 +19,7 @@ import (
 	"github.com/glovebox-dev/glovebox/internal/version"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/files"
 	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/kit/metrics"
@@ -358,14 +359,13 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 		Audit:    s.egress.auditStats,
 	})
 	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
-	files := &fileRoutes{auth: s.auth, local: s.local, log: s.log}
 	return slices.Concat(
 		hl.routes(),
 		eg.routes(),
 		mt.Routes(),
 		sessions.routes(),
 		ring.Routes(s.auth, s.ctx.Done()),
-		files.routes(),
+		files.New(s.auth, s.local, s.log).Routes(),
 		s.uploads.Routes(),
 		s.inspect.Routes(),
 		[]route.Route{{Match: wsconn.IsUpgrade, Serve: s.serveWS}},

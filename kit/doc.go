@@ -7,7 +7,7 @@
 //
 //	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token (health, kit/health.go)
 //	GET /environment       the box's environment and capabilities (bearer); ?session=ID: with that session's egress policy (health)
-//	GET /files/{id}        files parked by the localServer adapter (bearer; fileRoutes, kit/files_route.go)
+//	GET /files/{id}        files parked by the localServer adapter (bearer; kit/files)
 //	GET|POST /egress       the egress policy, shown or replaced (key or admin token; egressRoutes, kit/egress.go)
 //	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload)
@@ -15,7 +15,7 @@
 //	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect)
 //	GET /sessions          the live sessions (key or admin token; sessionsRoute, kit/sessions_route.go)
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
-//	GET /files             the parked files; DELETE /files/{id} removes one (fileRoutes, kit/files_route.go)
+//	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
@@ -154,8 +154,8 @@
 // any prefix route that would cover its path; add its line to the table
 // above. A feature that needs nothing of a session's internals goes in a
 // package of its own under kit/ and takes a route.Auth (kit/upload,
-// kit/logs, kit/metrics, kit/inspect, kit/cors), and what it reads of the
-// box as funcs or small interfaces it declares.
+// kit/files, kit/logs, kit/metrics, kit/inspect, kit/cors), and what it
+// reads of the box as funcs or small interfaces it declares.
 //
 // Main implements the glovebox-kit command line so that a Go agent's own
 // main is a few lines.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/glovebox-dev/glovebox/kit/files"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -32,7 +33,10 @@ type localStore struct {
 	machine string
 }
 
-var _ storage.Adapter = (*localStore)(nil)
+var (
+	_ storage.Adapter = (*localStore)(nil)
+	_ files.Store     = (*localStore)(nil)
+)
 
 // stores are the box's storage: the adapters by registry key, the
 // built-in store (which also serves GET /files/{id}), and what closes
@@ -49,10 +53,10 @@ type stores struct {
 // reports) the store stays registered, so that the outputs policy is
 // still checked, but every use fails.
 func (st *stores) openLocal(ctx context.Context, stateDir, machine string, usable bool, o storage.LocalOptions) {
-	files := filepath.Join(stateDir, "files")
+	dir := filepath.Join(stateDir, "files")
 	db := filepath.Join(stateDir, "files.db")
 	ls := &localStore{ready: make(chan struct{}), machine: machine}
-	ls.start = func() { go ls.open(ctx, files, db, o) }
+	ls.start = func() { go ls.open(ctx, dir, db, o) }
 	if !usable {
 		ls.start = func() {
 			ls.err = fmt.Errorf("file store: state dir %s is not usable", stateDir)
@@ -70,7 +74,7 @@ func (st *stores) openLocal(ctx context.Context, stateDir, machine string, usabl
 			return nil
 		}
 		if err := ls.l.Close(); err != nil {
-			return fmt.Errorf("close file store %s: %w", files, err)
+			return fmt.Errorf("close file store %s: %w", dir, err)
 		}
 		return nil
 	})
@@ -88,9 +92,9 @@ func (st *stores) close() error {
 	return errors.Join(errs...)
 }
 
-func (ls *localStore) open(ctx context.Context, files, db string, o storage.LocalOptions) {
+func (ls *localStore) open(ctx context.Context, dir, db string, o storage.LocalOptions) {
 	defer close(ls.ready)
-	ls.l, ls.err = storage.OpenLocal(ctx, files, db, o)
+	ls.l, ls.err = storage.OpenLocal(ctx, dir, db, o)
 	if ls.err != nil {
 		ls.err = fmt.Errorf("file store: %w", ls.err)
 		o.Logger.Error("file store", "err", ls.err)
@@ -126,8 +130,25 @@ func (ls *localStore) Put(ctx context.Context, meta storage.Meta, r io.Reader) (
 	return ref, err
 }
 
-// localID returns the store's own id for a file id of this machine.
-func (ls *localStore) localID(id string) string {
+// PublicID is the id clients know a file of this machine's store by.
+func (ls *localStore) PublicID(local string) string {
+	if ls.machine == "" {
+		return local
+	}
+	return ls.machine + "_" + local
+}
+
+// Index opens the store for the file routes (kit/files).
+func (ls *localStore) Index(ctx context.Context) (files.Index, error) {
+	l, err := ls.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// LocalID returns the store's own id for a file id of this machine.
+func (ls *localStore) LocalID(id string) string {
 	if ls.machine == "" {
 		return id
 	}
@@ -143,7 +164,7 @@ func (ls *localStore) Open(ctx context.Context, ref protocol.FileRef, max int64)
 	if err != nil {
 		return nil, err
 	}
-	ref.ID = ls.localID(ref.ID)
+	ref.ID = ls.LocalID(ref.ID)
 	return l.Open(ctx, ref, max)
 }
 
@@ -153,7 +174,7 @@ func (ls *localStore) Owner(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	local := ls.localID(id)
+	local := ls.LocalID(id)
 	if local == "" {
 		return "", storage.ErrNotFound
 	}
@@ -168,7 +189,7 @@ func (ls *localStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	id := ls.localID(r.URL.Path[len("/files/"):])
+	id := ls.LocalID(r.URL.Path[len("/files/"):])
 	if id == "" {
 		http.NotFound(w, r)
 		return
