@@ -20,8 +20,8 @@
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
-// The routes are asked in that order; CORS (kit/cors) and Fly's replay
-// (kit/fly.go) see a request first.
+// CORS (kit/cors) and Fly's replay (kit/fly.go) see a request first;
+// then the routes, in the order boot.mount lists them.
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
 // subprotocols "glovebox.v1" and "bearer.<key>" (the kit selects
