@@ -3,12 +3,13 @@ package kit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -30,31 +31,31 @@ import (
 // the box closes. A follower too slow for 512 waiting lines loses some
 // and gets a line saying how many; at most 32 follow at once.
 
-// openAudit opens the box's audit trail, on disk when it can.
-func (s *Server) openAudit() *egress.Journal {
-	o := s.opts.Egress.Audit
-	o.Logger = s.log
-	if o.Dir == "" && dirOK(s.stateDir) {
-		o.Dir = filepath.Join(s.stateDir, "egress-audit")
+// openAudit opens the box's audit trail, on disk (under stateDir unless
+// o says where) when it can.
+func openAudit(o egress.JournalOptions, stateDir string, log *slog.Logger) *egress.Journal {
+	o.Logger = log
+	if o.Dir == "" && dirOK(stateDir) {
+		o.Dir = filepath.Join(stateDir, "egress-audit")
 	}
 	j, err := egress.OpenJournal(o)
 	if err != nil {
-		s.log.Warn("egress audit trail: kept in memory only", "err", err)
+		log.Warn("egress audit trail: kept in memory only", "err", err)
 		o.Dir = ""
 		j, _ = egress.OpenJournal(o)
 	}
 	return j
 }
 
-func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
+func (er *egressRoutes) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		methodNotAllowed(w, "GET")
+		route.MethodNotAllowed(w, "GET")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
+	if !er.auth.Admit(w, r, protocol.ScopeAudit, protocol.ScopeAdmin) {
 		return
 	}
-	if s.egress == nil || s.egress.audit == nil {
+	if er.e == nil || er.e.audit == nil {
 		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
 		return
 	}
@@ -63,7 +64,7 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress log: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	lines, f, err := s.egress.audit.Since(q)
+	lines, f, err := er.e.audit.Since(q)
 	if errors.Is(err, egress.ErrTooManyFollowers) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -83,22 +84,14 @@ func (s *Server) serveEgressLog(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 	}
-	serveLines(w, r, s.ctx.Done(), lines, follow, dropped)
+	route.Lines(w, r, er.done, lines, follow, dropped)
 }
 
-// auditMetrics adds the audit trail's counters to /metrics: the asks by
-// answer, the lines recorded and the writes that failed.
-func (s *Server) auditMetrics(m metricWriter) {
-	var st egress.JournalStats
-	if s.egress != nil && s.egress.audit != nil {
-		st = s.egress.audit.Stats()
+// auditStats reads the audit trail's counters for /metrics; zero when e
+// is nil (no proxy).
+func (e *kitEgress) auditStats() egress.JournalStats {
+	if e == nil || e.audit == nil {
+		return egress.JournalStats{}
 	}
-	m.family("glovebox_egress_asks_total", "counter", "Connections no rule covered that the egress proxy asked the session's client about, by answer (timeout: none in time).")
-	for _, a := range append(slices.Clone(protocol.EgressAskChoices), protocol.EgressAskTimeout) {
-		m.sample("glovebox_egress_asks_total", labels("answer", a), itoa(st.Asks[a]))
-	}
-	m.family("glovebox_egress_audit_records_total", "counter", "Egress decisions recorded in the audit trail.")
-	m.sample("glovebox_egress_audit_records_total", "", itoa(st.Records))
-	m.family("glovebox_egress_audit_write_errors_total", "counter", "Audit trail lines the kit could not write to its file (kept in memory only).")
-	m.sample("glovebox_egress_audit_write_errors_total", "", itoa(st.WriteErrors))
+	return e.audit.Stats()
 }

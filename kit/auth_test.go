@@ -9,6 +9,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestRouteAuth(t *testing.T) {
 	b := newBox(t, scripted(nil), withInspector)
 	const missingFile = "00000000-0000-4000-8000-000000000000" // a valid id of no file
-	inspectPOST := http.Header{inspectHeader: {"1"}}
+	inspectPOST := http.Header{inspect.Header: {"1"}}
 	routes := []struct {
 		method, path string
 		header       http.Header // sent with every attempt

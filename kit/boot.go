@@ -3,7 +3,6 @@ package kit
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +16,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/version"
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/cors"
+	"github.com/glovebox-dev/glovebox/kit/files"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
+	"github.com/glovebox-dev/glovebox/kit/logs"
+	"github.com/glovebox-dev/glovebox/kit/metrics"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -68,34 +76,34 @@ func (b *boot) run(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ring := newLogRing(time.Now)
-	log = withRing(log, ring)
+	ring := logs.NewRing(time.Now)
+	log = logs.Tee(log, ring)
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	s := &Server{
-		opts:         opts,
-		log:          log,
-		man:          m,
-		getenv:       getenv,
-		machine:      flyMachine(getenv),
-		sessions:     map[string]*session{},
-		conns:        map[*conn]struct{}{},
-		maxMessage:   DefaultMaxMessage,
-		maxInput:     DefaultMaxInput,
-		inputTimeout: DefaultInputTimeout,
-		maxSessions:  DefaultMaxSessions,
-		maxQueue:     DefaultMaxQueue,
-		resumeGrace:  DefaultResumeGrace,
-		pingInterval: opts.PingInterval,
-		runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
-		caps:         capabilities,
-		promptEnded:  make(chan struct{}, 1),
-		obs:          newObserver(),
-		logs:         ring,
-		memory:       newMemoryReturner(opts.memoryQuiet, opts.collect),
+		opts: opts,
+		man:  m,
+		config: config{
+			log:          log,
+			getenv:       getenv,
+			machine:      flyMachine(getenv),
+			maxMessage:   DefaultMaxMessage,
+			maxInput:     DefaultMaxInput,
+			inputTimeout: DefaultInputTimeout,
+			maxSessions:  DefaultMaxSessions,
+			maxQueue:     DefaultMaxQueue,
+			resumeGrace:  DefaultResumeGrace,
+			pingInterval: opts.PingInterval,
+			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
+			caps:         capabilities,
+		},
+		live:   live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
+		obs:    metrics.NewCounters(),
+		memory: newMemoryReturner(opts.memoryQuiet, opts.collect),
 	}
+	s.drain = newDrain(&s.live, log)
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
 	}
@@ -111,7 +119,11 @@ func (b *boot) run(opts Options) *Server {
 	case protocol.Fingerprint(opts.Key) != m.KeyFingerprint:
 		b.add("GLOVEBOX_KEY does not match the manifest's key_fingerprint (%s): use the key generated with this manifest", m.KeyFingerprint)
 	}
-	s.keySum = sha256.Sum256([]byte(opts.Key))
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.auth = newAuth(opts.Key, now, log)
 
 	// Required environment variables; defaults count.
 	for _, name := range sortedKeys(m.Env) {
@@ -124,72 +136,9 @@ func (b *boot) run(opts Options) *Server {
 		b.add("no agent: Options.Agent is nil")
 	}
 
-	// Limits and session settings (their syntax was checked by m.Check).
-	if v := m.Limits.MaxMessage; v != "" {
-		if n, err := protocol.ParseSize(v); err == nil {
-			s.maxMessage = n
-		}
-	}
-	if v := m.Limits.MaxInput; v != "" {
-		if n, err := protocol.ParseSize(v); err == nil {
-			s.maxInput = n
-		}
-	}
-	if v := m.Limits.InputTimeout; v != "" {
-		if d, err := protocol.ParseDuration(v); err == nil {
-			s.inputTimeout = d
-		}
-	}
-	if v := m.Limits.Timeout; v != "" {
-		if d, err := protocol.ParseDuration(v); err == nil {
-			s.timeout = d
-		}
-	}
-	if ss := m.Sessions; ss != nil {
-		if ss.Max > 0 {
-			s.maxSessions = ss.Max
-		}
-		if ss.MaxQueue > 0 {
-			s.maxQueue = ss.MaxQueue
-		}
-		if ss.ResumeGrace != "" {
-			if d, err := protocol.ParseDuration(ss.ResumeGrace); err == nil {
-				s.resumeGrace = d
-			}
-		}
-		s.sharedDirs = ss.SharedDirs
-	}
-	s.setBudgets(m.Limits)
-
-	// Directories: every writable mount, and the input mount the kit
-	// writes inputs into, must exist and be writable.
-	s.mounts = make(map[string]string, len(m.FS))
-	s.realMounts = make(map[string]string, len(m.FS))
-	for _, k := range sortedKeys(m.FS) {
-		mt := m.FS[k]
-		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
-			continue // reported by m.Check
-		}
-		p := hostPath(opts.Root, mt.Path)
-		s.mounts[k] = p
-		if mt.Writable || k == protocol.MountInput {
-			if err := ensureWritableDir(p); err != nil {
-				b.add("fs.%s: %v", k, err)
-			}
-		}
-		// Resolved once: each session's directory is made under it.
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			s.realMounts[k] = real
-		}
-	}
-	state := opts.StateDir
-	if state == "" {
-		state = DefaultStateDir
-	}
-	s.stateDir = hostPath(opts.Root, state)
-	if err := ensureWritableDir(s.stateDir); err != nil {
-		b.add("state dir: %v", err)
-	}
+	s.readLimits(m)
+	s.budget = newBudgets(m.Limits, s.maxMessage)
+	b.dirs(&s.config, m, opts)
 
 	// Storage. The built-in adapters need a writable state dir.
 	s.registry = storage.NewRegistry()
@@ -199,7 +148,12 @@ func (b *boot) run(opts Options) *Server {
 	}
 	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
 	b.phase("checks")
-	s.openStorage(dirOK(s.stateDir))
+	s.openLocal(s.ctx, s.stateDir, s.machine, dirOK(s.stateDir), storage.LocalOptions{
+		PublicURL: opts.PublicURL,
+		Now:       opts.Now,
+		Logger:    log,
+		Inline:    m.Files != nil && m.Files.Inline,
+	})
 	b.phase("storage")
 	for k, a := range opts.Adapters {
 		if a == nil {
@@ -213,32 +167,85 @@ func (b *boot) run(opts Options) *Server {
 	}
 
 	// Agent environment and sandbox.
-	s.baseEnv = s.agentBaseEnv()
+	s.baseEnv = agentBaseEnv(opts, m, getenv)
 	s.openSandbox(b)
 	b.phase("sandbox")
 	if len(b.problems) == 0 {
 		s.reclaim() // reclaim.go: what a killed kit left
 	}
 	b.phase("reclaim")
-	s.bootEgress(b)
+	b.egress(s)
 	b.phase("egress")
-	s.bootInspect()
-	b.phase("inspect")
-
-	// Precomputed bodies.
-	health := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
-	s.healthBody, _ = json.Marshal(health)
-	env := m.Environment(s.caps)
-	if iso := s.isolation(); iso != nil {
-		health.Isolation, health.Degraded, health.Gaps = iso.Active, iso.Degraded, iso.Gaps
-		env.Isolation = iso
-	}
-	s.healthAuth, _ = json.Marshal(health)
-	s.envBody, _ = json.Marshal(env)
-	s.drainBody, s.drainAuth = drainingHealth(s.healthBody), drainingHealth(s.healthAuth)
+	b.features(s, ring, now)
 	b.phase("bodies")
 	log.Debug("boot phases", b.phases...)
 	return s
+}
+
+// features builds the operator features and the handler that mounts
+// their routes, with the bodies /health and /environment answer.
+func (b *boot) features(s *Server, ring *logs.Ring, now func() time.Time) {
+	m, log, opts := s.man, s.log, s.opts
+	if opts.Inspect || m.Inspect != nil && m.Inspect.Enabled {
+		s.inspect = inspect.New(b.inspectOptions(s, now))
+	}
+	s.uploads = upload.New(upload.Options{
+		Auth: s.auth, Store: s.local, Max: s.maxInput, Dir: filepath.Join(s.stateDir, "uploads"),
+		Now: now, Log: log, Sweep: opts.uploadSweep,
+	})
+
+	// Precomputed bodies, and the routes.
+	hl := &health{auth: s.auth, drain: s.drain, environment: s.environmentBody, live: &s.live}
+	body := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
+	hl.body, _ = json.Marshal(body)
+	env := m.Environment(s.caps)
+	if iso := s.isolation(); iso != nil {
+		body.Isolation, body.Degraded, body.Gaps = iso.Active, iso.Degraded, iso.Gaps
+		env.Isolation = iso
+	}
+	hl.authBody, _ = json.Marshal(body)
+	s.envBody, _ = json.Marshal(env)
+	hl.drainBody, hl.drainAuth = drainingHealth(hl.body), drainingHealth(hl.authBody)
+	s.handler = &handler{
+		cors:    cors.New(m.HTTP, inspect.IsPath, log),
+		machine: s.machine,
+		routes:  b.mount(s, hl, ring),
+		health:  hl.serve,
+	}
+}
+
+// dirs checks the directories: every writable mount, and the input mount
+// the kit writes inputs into, must exist and be writable, and so must
+// the state directory.
+func (b *boot) dirs(c *config, m *protocol.Manifest, opts Options) {
+	c.mounts = make(map[string]string, len(m.FS))
+	c.realMounts = make(map[string]string, len(m.FS))
+	for _, k := range sortedKeys(m.FS) {
+		mt := m.FS[k]
+		if !filepath.IsAbs(filepath.FromSlash(mt.Path)) {
+			continue // reported by m.Check
+		}
+		p := hostPath(opts.Root, mt.Path)
+		c.mounts[k] = p
+		if mt.Writable || k == protocol.MountInput {
+			if err := ensureWritableDir(p); err != nil {
+				b.add("fs.%s: %v", k, err)
+			}
+		}
+		// Resolved once: each session's directory is made under it.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			c.realMounts[k] = real
+		}
+	}
+	state := opts.StateDir
+	if state == "" {
+		state = DefaultStateDir
+	}
+	c.stateDir = hostPath(opts.Root, state)
+	if err := ensureWritableDir(c.stateDir); err != nil {
+		b.add("state dir: %v", err)
+	}
+
 }
 
 // agentBaseEnv is the environment every session's agent starts from, and
@@ -246,8 +253,8 @@ func (b *boot) run(opts Options) *Server {
 // (values from the kit's environment, else their defaults) and agent.env.
 // Nothing else of the kit's environment reaches an agent: not the box
 // key, not storage credentials.
-func (s *Server) agentBaseEnv() []string {
-	base := s.opts.Environ
+func agentBaseEnv(opts Options, m *protocol.Manifest, getenv func(string) string) []string {
+	base := opts.Environ
 	if base == nil {
 		base = os.Environ()
 	}
@@ -261,21 +268,21 @@ func (s *Server) agentBaseEnv() []string {
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && (s.opts.HostEnv || slices.Contains(passedEnv, k)) {
+		if ok && (opts.HostEnv || slices.Contains(passedEnv, k)) {
 			put(k, v)
 		}
 	}
 	if _, ok := set["PATH"]; !ok {
 		put("PATH", "/usr/local/bin:/usr/bin:/bin")
 	}
-	for _, name := range sortedKeys(s.man.Env) {
-		if v := s.getenv(name); v != "" {
+	for _, name := range sortedKeys(m.Env) {
+		if v := getenv(name); v != "" {
 			put(name, v)
-		} else if d := s.man.Env[name].Default; d != "" {
+		} else if d := m.Env[name].Default; d != "" {
 			put(name, d)
 		}
 	}
-	if a := s.man.Agent; a != nil {
+	if a := m.Agent; a != nil {
 		for _, k := range sortedKeys(a.Env) {
 			put(k, a.Env[k])
 		}
@@ -337,4 +344,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// mount builds the box's features and lists their routes in the order
+// they are asked: a path's own route before a prefix that covers it, the
+// WebSocket upgrade last (it takes any other path).
+func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
+	eg := &egressRoutes{e: s.egress, auth: s.auth, live: &s.live, done: s.ctx.Done()}
+	mt := metrics.New(s.auth, s.obs, metrics.Sources{
+		Kit: version.String(Version), Box: s.man.Name, BoxVersion: s.man.Version, Degraded: s.degraded,
+		Sessions: s.live.sessionGauges,
+		Parked:   func(ctx context.Context) (int64, int64) { return s.local.usage(ctx, s.log) },
+		Uploads:  s.uploads.Usage,
+		Egress:   s.egress.stats,
+		Audit:    s.egress.auditStats,
+	})
+	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
+	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
+	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
+	return slices.Concat(
+		hl.routes(),
+		sbom.routes(),
+		eg.routes(),
+		mt.Routes(),
+		sessions.routes(),
+		runs.routes(),
+		ring.Routes(s.auth, s.ctx.Done()),
+		files.New(s.auth, s.local, s.log).Routes(),
+		s.uploads.Routes(),
+		s.inspect.Routes(),
+		[]route.Route{{Match: wsconn.IsUpgrade, Serve: s.serveWS}},
+	)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -14,29 +15,38 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// setBudgets applies the manifest's connection cap and frame budget (their
-// syntax was checked by the manifest's Check).
-func (s *Server) setBudgets(l protocol.Limits) {
-	s.maxConns = l.MaxConnections
-	if s.maxConns <= 0 {
-		s.maxConns = defaultMaxConns(s.maxSessions)
-	}
-	s.frameBudget = 2 * s.maxMessage
+// budgets bound the memory all sessions hold at once: the frames being
+// read (limits.frame_budget), the replay buffers kept for resume, and
+// the frames kept for the inspector.
+type budgets struct {
+	maxMessage  int64
+	frameBudget int64
+	frames      *semaphore.Weighted
+	replayBytes atomic.Int64 // all sessions' replay buffers
+	replayCap   int64        // their bound; 0: replayTotal
+	observed    atomic.Int64 // every session's observer history, while the inspector is on (observe.go)
+}
+
+// newBudgets applies the manifest's frame budget (its syntax was checked
+// by the manifest's Check) for frames of at most maxMessage bytes.
+func newBudgets(l protocol.Limits, maxMessage int64) *budgets {
+	b := &budgets{maxMessage: maxMessage, frameBudget: 2 * maxMessage}
 	if l.FrameBudget != "" {
 		if n, err := protocol.ParseSize(l.FrameBudget); err == nil {
-			s.frameBudget = n
+			b.frameBudget = n
 		}
 	}
 	// A budget below one whole frame would refuse frames the box allows.
-	s.frameBudget = max(s.frameBudget, s.maxMessage)
-	s.frames = semaphore.NewWeighted(s.frameBudget)
+	b.frameBudget = max(b.frameBudget, maxMessage)
+	b.frames = semaphore.NewWeighted(b.frameBudget)
+	return b
 }
 
 // inlineBudget is how many bytes a prompt's inline outputs may take in its
 // complete frame: half of limits.max_message, the rest left for the
 // message and the frame's other fields. Past it, outputs take the next
 // outputs rule.
-func (s *Server) inlineBudget() int64 { return s.maxMessage / 2 }
+func (b *budgets) inlineBudget() int64 { return b.maxMessage / 2 }
 
 // frameChunk is the first piece of a frame being read, outside the frame
 // budget (each connection reads one frame at a time); most frames fit.
@@ -47,7 +57,8 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); retur
 // errBudget ends a connection whose frame waited too long for memory.
 var errBudget = errors.New("kit: the box is short of memory for incoming frames (limits.frame_budget)")
 
-// readFrame reads the next message from c. A frame over
+// readFrame reads the next message from c; ctx ends a wait for the
+// budget. A frame over
 // limits.max_message was refused from its header already. The first
 // frameChunk bytes are read into a piece of their own, which is all most
 // frames need; a larger frame first takes a slot of max_message bytes
@@ -56,7 +67,7 @@ var errBudget = errors.New("kit: the box is short of memory for incoming frames 
 // allocating. A slot is taken whole, so that frames never wait for each
 // other while holding part of the budget. release gives it back once
 // the frame was handled.
-func (s *Server) readFrame(c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
+func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
 	r, err := c.NextReader()
 	if err != nil {
 		return nil, nil, err
@@ -73,10 +84,10 @@ func (s *Server) readFrame(c *wsconn.Conn, wait time.Duration) (data []byte, rel
 	if err != nil {
 		return nil, nil, err
 	}
-	slot := s.maxMessage
-	if !s.frames.TryAcquire(slot) {
-		ctx, cancel := context.WithTimeoutCause(s.ctx, wait, errBudget)
-		err := s.frames.Acquire(ctx, slot)
+	slot := b.maxMessage
+	if !b.frames.TryAcquire(slot) {
+		ctx, cancel := context.WithTimeoutCause(ctx, wait, errBudget)
+		err := b.frames.Acquire(ctx, slot)
 		cancel()
 		if err != nil {
 			return nil, nil, context.Cause(ctx)
@@ -84,7 +95,7 @@ func (s *Server) readFrame(c *wsconn.Conn, wait time.Duration) (data []byte, rel
 		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { s.frames.Release(slot) }) }
+	release = func() { once.Do(func() { b.frames.Release(slot) }) }
 	// The rest goes into a buffer that doubles as it fills: reading a
 	// frame of n bytes takes up to about 3n at its peak, decoding it more;
 	// the slot bounds how many such frames are read at once.

@@ -3,8 +3,10 @@ package kit
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -13,66 +15,61 @@ import (
 // drainMessage tells a client what a draining box expects of it.
 const drainMessage = "this box is shutting down: its running prompts finish, new sessions and prompts go to another instance"
 
-// Drain starts a graceful shutdown and waits for the box to go quiet: the
-// box takes no new sessions (an upgrade gets 503 with Retry-After, and
-// /health answers 503 with "draining": true, so that load balancers send
-// new sessions elsewhere) and no new prompts on the sessions it has (they
-// get an error frame with code Draining); every connected client gets a
-// draining frame with the deadline; the prompts already running or queued
-// go on, and their outputs are stored as usual. Drain returns nil once no
-// session runs or queues a prompt, or ctx's error when ctx ends first
-// (its deadline is the drain time: the manifest's sessions.drain in Main).
-// Close then ends what is left. Calling Drain again waits again.
-func (s *Server) Drain(ctx context.Context) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(s.man.DrainTime())
-	}
-	s.mu.Lock()
-	first := !s.draining.Load()
+// drain is the box's graceful shutdown (Server.Drain): whether it has
+// begun, its deadline, and what wakes it when a prompt ends.
+type drain struct {
+	draining    atomic.Bool
+	until       atomic.Int64  // the deadline, Unix ms
+	promptEnded chan struct{} // wakes a waiting Drain
+	live        *live
+	log         *slog.Logger
+}
+
+func newDrain(l *live, log *slog.Logger) *drain {
+	return &drain{promptEnded: make(chan struct{}, 1), live: l, log: log}
+}
+
+// run is Server.Drain, to deadline.
+func (d *drain) run(ctx context.Context, deadline time.Time) error {
+	d.live.mu.Lock()
+	first := !d.draining.Load()
 	if first {
-		s.drainUntil.Store(deadline.UnixMilli())
+		d.until.Store(deadline.UnixMilli())
 	}
-	s.draining.Store(true)
+	d.draining.Store(true)
 	var sessions []*session
 	if first {
-		for _, ss := range s.sessions {
+		for _, ss := range d.live.sessions {
 			sessions = append(sessions, ss)
 		}
 	}
-	s.mu.Unlock()
+	d.live.mu.Unlock()
 	if first {
 		b, _ := protocol.Encode(&protocol.Draining{Deadline: deadline.UnixMilli(), Message: drainMessage})
 		for _, ss := range sessions {
 			ss.stream.sendUnnumbered(b)
 		}
-		s.log.Info("draining: no new sessions or prompts; waiting for running prompts", "sessions", len(sessions), "deadline", deadline.UTC().Format(time.RFC3339))
+		d.log.Info("draining: no new sessions or prompts; waiting for running prompts", "sessions", len(sessions), "deadline", deadline.UTC().Format(time.RFC3339))
 	}
 	for {
-		busy := s.busySessions()
+		busy := d.busySessions()
 		if busy == 0 {
-			s.log.Info("drained: no prompt is running")
+			d.log.Info("drained: no prompt is running")
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			s.log.Warn("drain time is up: cutting the prompts still running", "sessions", busy)
+			d.log.Warn("drain time is up: cutting the prompts still running", "sessions", busy)
 			return ctx.Err()
-		case <-s.promptEnded:
+		case <-d.promptEnded:
 		}
 	}
 }
 
 // busySessions counts the sessions with a prompt running or queued.
-func (s *Server) busySessions() int {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		sessions = append(sessions, ss)
-	}
-	s.mu.Unlock()
+func (d *drain) busySessions() int {
 	n := 0
-	for _, ss := range sessions {
+	for _, ss := range d.live.all() {
 		if queued, running := ss.prompts.load(); running != nil || queued > 0 {
 			n++
 		}
@@ -81,9 +78,9 @@ func (s *Server) busySessions() int {
 }
 
 // notePromptEnded wakes a Drain waiting for prompts to end.
-func (s *Server) notePromptEnded() {
+func (d *drain) notePromptEnded() {
 	select {
-	case s.promptEnded <- struct{}{}:
+	case d.promptEnded <- struct{}{}:
 	default:
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/netguard"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -64,9 +66,11 @@ type EgressOptions struct {
 type kitEgress struct {
 	proxy   *egress.Proxy
 	mode    string
-	netns   bool   // sessions have network namespaces: a listener inside each
-	bundle  string // the CA bundle agents trust
+	netns   bool                 // sessions have network namespaces: a listener inside each
+	bundle  string               // the CA bundle agents trust
+	base    protocol.Environment // /environment's fields but the network, made at boot
 	envBody atomic.Pointer[[]byte]
+	log     *slog.Logger
 	audit   *egress.Journal // the audit trail (audit_route.go)
 	asks    sync.Map        // session id -> *sessionAsks (egress_ask.go)
 	polMu   sync.Mutex      // orders the policy's replacements (POST /egress, approvals for the box)
@@ -106,10 +110,10 @@ func egressPreamble(m *protocol.Manifest, proxied bool) string {
 	return l
 }
 
-// bootEgress builds the proxy from the manifest, writes the CA bundle
+// egress is boot's egress phase: it builds the proxy from the manifest, writes the CA bundle
 // agents trust, and puts placeholders in place of brokered secrets in the
 // agents' base environment.
-func (s *Server) bootEgress(b *boot) {
+func (b *boot) egress(s *Server) {
 	m := s.man
 	var secrets []egress.Secret
 	for _, name := range sortedKeys(m.Env) {
@@ -144,7 +148,7 @@ func (s *Server) bootEgress(b *boot) {
 		return
 	}
 	eo := s.opts.Egress
-	audit := s.openAudit()
+	audit := openAudit(s.opts.Egress.Audit, s.stateDir, s.log)
 	p, err := egress.New(egress.Options{
 		Policy: pol, Secrets: secrets, Seed: m.KeyFingerprint,
 		Guard: eo.Guard, Resolve: eo.Resolve, Dial: eo.Dial, RootCAs: eo.RootCAs,
@@ -155,7 +159,7 @@ func (s *Server) bootEgress(b *boot) {
 		b.add("egress proxy: %v", err)
 		return
 	}
-	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback, audit: p.Audit()}
+	e := &kitEgress{proxy: p, mode: EgressAdvisory, netns: netns, listen: listenLoopback, audit: p.Audit(), log: s.log}
 	if s.sb != nil && s.sb.Report().ConfinesEgress() {
 		e.mode = EgressEnforced
 	}
@@ -183,16 +187,17 @@ func (s *Server) bootEgress(b *boot) {
 		}
 	}
 	s.caps = append(slices.Clip(s.caps), protocol.CapEgress, protocol.CapEgressRules)
+	e.base = s.man.Environment(s.caps)
+	e.base.Isolation = s.isolation()
 	s.egress = e
-	e.refresh(s)
+	e.refresh()
 	s.log.Info("egress proxy", "mode", e.mode, "default", pol.Spec().Default, "allow", len(spec.Allow), "deny", len(spec.Deny), "brokered", p.Brokered())
 }
 
 // refresh recomputes the /environment body for the policy in force.
-func (e *kitEgress) refresh(s *Server) {
-	env := s.man.Environment(s.caps)
+func (e *kitEgress) refresh() {
+	env := e.base
 	env.Network = e.view()
-	env.Isolation = s.isolation()
 	body, _ := json.Marshal(env)
 	e.envBody.Store(&body)
 }
@@ -212,15 +217,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// environmentBody is the body of GET /environment.
-func (s *Server) environmentBody() []byte {
-	body := s.envBody
-	if s.egress != nil {
-		body = *s.egress.envBody.Load()
-	}
-	return s.warm.environment(body)
 }
 
 // egressEnv starts the session's proxy listener, the first time, and
@@ -279,13 +275,37 @@ func (ss *session) egressEvent(ev egress.Event) {
 	}
 }
 
+// egressRoutes serve the box's egress policy and audit trail: /egress,
+// /egress/log (audit_route.go) and /sessions/{id}/egress
+// (egress_session.go). Without a proxy (e nil) they answer 404 and say
+// how to get one.
+type egressRoutes struct {
+	e    *kitEgress
+	auth *auth
+	live *live
+	done <-chan struct{} // ends /egress/log's followers
+}
+
+func (er *egressRoutes) routes() []route.Route {
+	return []route.Route{
+		route.Path("/egress", er.serveEgress),
+		route.Path("/egress/log", er.serveEgressLog),
+		{Match: func(r *http.Request) bool {
+			p := r.URL.Path
+			return strings.HasPrefix(p, "/sessions/") && strings.HasSuffix(p, "/egress") && strings.Count(p, "/") == 3
+		}, Serve: func(w http.ResponseWriter, r *http.Request) {
+			er.serveSessionEgress(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/sessions/"), "/egress"))
+		}},
+	}
+}
+
 // serveEgress is the admin route: GET shows the policy, POST or PUT
 // replaces it with the JSON body {"default","allow","deny"}.
-func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
-	if !s.admit(w, r, protocol.ScopeAdmin) {
+func (er *egressRoutes) serveEgress(w http.ResponseWriter, r *http.Request) {
+	if !er.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
-	e := s.egress
+	e := er.e
 	if e == nil {
 		http.Error(w, "this box has no egress proxy: add a [network] table to glovebox.toml", http.StatusNotFound)
 		return
@@ -304,11 +324,11 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 		}
 		e.polMu.Lock()
 		e.proxy.SetPolicy(pol)
-		e.refresh(s)
+		e.refresh()
 		e.polMu.Unlock()
-		s.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
+		e.log.Warn("egress policy changed at runtime", "default", pol.Spec().Default, "allow", spec.Allow, "deny", spec.Deny)
 	default:
-		methodNotAllowed(w, "GET, HEAD, POST, PUT")
+		route.MethodNotAllowed(w, "GET, HEAD, POST, PUT")
 		return
 	}
 	out, _ := json.Marshal(e.view())
@@ -322,12 +342,12 @@ func (s *Server) serveEgress(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// EgressStats returns the egress proxy's counters (zero without one).
-func (s *Server) EgressStats() egress.Stats {
-	if s.egress == nil {
+// stats returns the proxy's counters; zero when e is nil (no proxy).
+func (e *kitEgress) stats() egress.Stats {
+	if e == nil {
 		return egress.Stats{}
 	}
-	return s.egress.proxy.Stats()
+	return e.proxy.Stats()
 }
 
 // readNetworkSpec reads a request's body as a network policy (what names

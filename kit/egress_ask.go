@@ -88,7 +88,7 @@ func (ss *session) askEgress(ctx context.Context, host string, port int) string 
 	ans := ss.askClient(ctx, host, port, rule)
 	switch ans {
 	case protocol.EgressAskBox:
-		if err := ss.srv.approveForBox(ss, rule); err != nil {
+		if err := ss.srv.egress.approveForBox(ss, rule); err != nil {
 			ss.logger().Error("egress: an approval for the box could not be applied; allowing it once", "rule", rule, "err", err)
 			ans = protocol.EgressAskOnce
 		}
@@ -164,8 +164,7 @@ func (ss *session) askClient(ctx context.Context, host string, port int, rule st
 
 // approveForBox adds rule to the box's live policy, as POST /egress
 // would, and logs the glovebox.toml line that keeps it.
-func (s *Server) approveForBox(ss *session, rule string) error {
-	e := s.egress
+func (e *kitEgress) approveForBox(ss *session, rule string) error {
 	e.polMu.Lock()
 	defer e.polMu.Unlock()
 	pol, err := e.proxy.Policy().WithAllow(rule)
@@ -173,8 +172,8 @@ func (s *Server) approveForBox(ss *session, rule string) error {
 		return err
 	}
 	e.proxy.SetPolicy(pol)
-	e.refresh(s)
-	s.log.Warn("egress: a session's client allowed a host for the box; the policy changed at runtime. Add this line's rule to glovebox.toml [network] to keep it",
+	e.refresh()
+	e.log.Warn("egress: a session's client allowed a host for the box; the policy changed at runtime. Add this line's rule to glovebox.toml [network] to keep it",
 		"line", "allow = ["+strconv.Quote(rule)+"]", "session", ss.id)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -67,17 +68,15 @@ func (ss *session) egressFrame(c *conn, spec protocol.NetworkSpec) {
 // serveSessionEgress is GET (the session's effective policy) and POST or
 // PUT (replace its own rules with the JSON body {"default","allow",
 // "deny","allow_requests"}) of /sessions/{id}/egress, admin only.
-func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id string) {
-	if !s.admit(w, r, protocol.ScopeAdmin) {
+func (er *egressRoutes) serveSessionEgress(w http.ResponseWriter, r *http.Request, id string) {
+	if !er.auth.Admit(w, r, protocol.ScopeAdmin) {
 		return
 	}
-	if s.egress == nil {
+	if er.e == nil {
 		http.Error(w, errNoEgress.Error(), http.StatusNotFound)
 		return
 	}
-	s.mu.Lock()
-	ss := s.sessions[id]
-	s.mu.Unlock()
+	ss := er.live.lookup(id)
 	if ss == nil || !ss.opened.Load() {
 		http.Error(w, "no session "+id+" on this box (GET /sessions lists them)", http.StatusNotFound)
 		return
@@ -94,40 +93,9 @@ func (s *Server) serveSessionEgress(w http.ResponseWriter, r *http.Request, id s
 			return
 		}
 	default:
-		methodNotAllowed(w, "GET, HEAD, POST, PUT")
+		route.MethodNotAllowed(w, "GET, HEAD, POST, PUT")
 		return
 	}
 	out, _ := json.Marshal(ss.egressView())
-	writeJSON(w, r, out)
-}
-
-// sessionEnvironment is GET /environment?session=ID: the environment with
-// the session's effective egress policy under "network". The key and
-// admin tokens see any session; another credential only a session it
-// opened (the same token, or a token for the same subject).
-func (s *Server) sessionEnvironment(w http.ResponseWriter, r *http.Request, id string) {
-	bearer, _ := bearerHeader(r)
-	s.mu.Lock()
-	ss := s.sessions[id]
-	s.mu.Unlock()
-	mine := false
-	if ss != nil && ss.opened.Load() {
-		if s.isKey(bearer) {
-			mine = true
-		} else if c, ok := s.tokenClaims(bearer); ok {
-			mine = c.Allows(protocol.ScopeAdmin) || identity(bearer, c, false) == ss.owner
-		}
-	}
-	if !mine {
-		http.Error(w, "no session "+id+" of this credential on this box", http.StatusNotFound)
-		return
-	}
-	var env protocol.Environment
-	if err := json.Unmarshal(s.environmentBody(), &env); err != nil {
-		http.Error(w, "the environment does not decode: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	env.Network = ss.egressView()
-	out, _ := json.Marshal(env)
-	writeJSON(w, r, out)
+	route.JSON(w, r, out)
 }

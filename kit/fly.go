@@ -39,11 +39,11 @@ func flyMachine(getenv func(string) string) string {
 }
 
 // machineID returns id as this machine names it: "<machine>_<id>" on Fly.
-func (s *Server) machineID(id string) string {
-	if s.machine == "" {
+func (c *config) machineID(id string) string {
+	if c.machine == "" {
 		return id
 	}
-	return s.machine + "_" + id
+	return c.machine + "_" + id
 }
 
 // ownerOf returns the machine an id names, "" for an id without one.
@@ -56,11 +56,11 @@ func ownerOf(id string) string {
 }
 
 // replayElsewhere answers a request for another machine's session or file
-// with fly-replay and reports whether it did. A request Fly has already
+// with fly-replay and reports whether it did; machine is this one's. A request Fly has already
 // replayed is never sent on again: the owner is gone, and the request is
 // served here (unknown session, 404).
-func (s *Server) replayElsewhere(w http.ResponseWriter, r *http.Request) bool {
-	if s.machine == "" || r.Header.Get(FlyReplaySrcHeader) != "" {
+func replayElsewhere(w http.ResponseWriter, r *http.Request, machine string) bool {
+	if machine == "" || r.Header.Get(FlyReplaySrcHeader) != "" {
 		return false
 	}
 	var id string
@@ -71,7 +71,7 @@ func (s *Server) replayElsewhere(w http.ResponseWriter, r *http.Request) bool {
 		id = r.URL.Query().Get("resume")
 	}
 	owner := ownerOf(id)
-	if owner == "" || owner == s.machine {
+	if owner == "" || owner == machine {
 		return false
 	}
 	w.Header().Set(FlyReplayHeader, "instance="+owner)

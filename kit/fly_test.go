@@ -303,7 +303,7 @@ func TestFlyReplay(t *testing.T) {
 // lands (404 here), never sent on again; an id of this machine, or without
 // a machine, is served here.
 func TestFlyReplayOnce(t *testing.T) {
-	s := &Server{machine: "a1a1"}
+	const machine = "a1a1"
 	for _, tc := range []struct {
 		path, src, want string
 	}{
@@ -319,7 +319,7 @@ func TestFlyReplayOnce(t *testing.T) {
 			r.Header.Set(FlyReplaySrcHeader, tc.src)
 		}
 		w := httptest.NewRecorder()
-		replayed := s.replayElsewhere(w, r)
+		replayed := replayElsewhere(w, r, machine)
 		if got := w.Header().Get(FlyReplayHeader); got != tc.want || replayed != (tc.want != "") {
 			t.Errorf("%s (src %q): fly-replay %q (replayed %v), want %q", tc.path, tc.src, got, replayed, tc.want)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -96,14 +97,14 @@ func TestInspectorPageAndAuth(t *testing.T) {
 	// Login: only with the CSRF header, only with a good bearer.
 	h := bearer(b.token(protocol.ScopeInspect))
 	if resp, _ := b.post("/inspect/api/login", h, ""); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("login without %s = %d, want 403", inspectHeader, resp.StatusCode)
+		t.Errorf("login without %s = %d, want 403", inspect.Header, resp.StatusCode)
 	}
 	bad := bearer(b.token(protocol.ScopeConnect))
-	bad.Set(inspectHeader, "1")
+	bad.Set(inspect.Header, "1")
 	if resp, _ := b.post("/inspect/api/login", bad, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("login with a connect token = %d, want 401", resp.StatusCode)
 	}
-	h.Set(inspectHeader, "1")
+	h.Set(inspect.Header, "1")
 	resp, _ = b.post("/inspect/api/login", h, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("login = %d, want 200", resp.StatusCode)
@@ -127,7 +128,7 @@ func TestInspectorPageAndAuth(t *testing.T) {
 	if resp, _ := b.get("/environment", withCookie); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /environment with the inspector's cookie = %d, want 401", resp.StatusCode)
 	}
-	out := http.Header{"Cookie": {ck.Name + "=" + ck.Value}, inspectHeader: {"1"}}
+	out := http.Header{"Cookie": {ck.Name + "=" + ck.Value}, inspect.Header: {"1"}}
 	if resp, _ := b.post("/inspect/api/logout", out, ""); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("logout = %d, want 204", resp.StatusCode)
 	}
@@ -213,7 +214,7 @@ func TestInspectorFollowsASessionAndAnswersItsSlot(t *testing.T) {
 		return true
 	})
 	h := bearer(b.token(protocol.ScopeInspect))
-	h.Set(inspectHeader, "1")
+	h.Set(inspect.Header, "1")
 	if resp, body := b.post("/inspect/api/sessions/"+sid+"/slots/nope", h, `{"value":1}`); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("answer to an unknown slot = %d %s, want 404", resp.StatusCode, body)
 	}
@@ -233,7 +234,7 @@ func TestInspectorFollowsASessionAndAnswersItsSlot(t *testing.T) {
 
 	_, body := b.get("/inspect/api/sessions", bearer(b.token(protocol.ScopeInspect)))
 	var list struct {
-		Sessions []inspectSession `json:"sessions"`
+		Sessions []inspect.SessionRow `json:"sessions"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil || len(list.Sessions) != 1 {
 		t.Fatalf("sessions = %s (%v), want one", body, err)
@@ -353,14 +354,14 @@ func TestInspectorAbortsAPrompt(t *testing.T) {
 	sid, _ := c.hello["session_id"].(string)
 
 	login := bearer(b.token(protocol.ScopeInspect))
-	login.Set(inspectHeader, "1")
+	login.Set(inspect.Header, "1")
 	resp, _ := b.post("/inspect/api/login", login, "")
 	if resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 1 {
 		t.Fatalf("login = %d with %d cookies, want 200 and one", resp.StatusCode, len(resp.Cookies()))
 	}
 	ck := resp.Cookies()[0]
 	cookie := ck.Name + "=" + ck.Value
-	h := http.Header{"Cookie": {cookie}, inspectHeader: {"1"}}
+	h := http.Header{"Cookie": {cookie}, inspect.Header: {"1"}}
 	abort := func(session, prompt string) string {
 		return "/inspect/api/sessions/" + session + "/prompts/" + prompt + "/abort"
 	}
@@ -384,11 +385,11 @@ func TestInspectorAbortsAPrompt(t *testing.T) {
 		header http.Header
 		want   int
 	}{
-		{"POST without " + inspectHeader, http.MethodPost, abort(sid, "long"), http.Header{"Cookie": {cookie}}, http.StatusForbidden},
-		{"POST without auth", http.MethodPost, abort(sid, "long"), http.Header{inspectHeader: {"1"}}, http.StatusUnauthorized},
+		{"POST without " + inspect.Header, http.MethodPost, abort(sid, "long"), http.Header{"Cookie": {cookie}}, http.StatusForbidden},
+		{"POST without auth", http.MethodPost, abort(sid, "long"), http.Header{inspect.Header: {"1"}}, http.StatusUnauthorized},
 		{"POST with a connect token", http.MethodPost, abort(sid, "long"), func() http.Header {
 			h := bearer(b.token(protocol.ScopeConnect))
-			h.Set(inspectHeader, "1")
+			h.Set(inspect.Header, "1")
 			return h
 		}(), http.StatusUnauthorized},
 		{"GET", http.MethodGet, abort(sid, "long"), h, http.StatusNotFound},
@@ -425,7 +426,7 @@ func TestInspectorAbortsAPrompt(t *testing.T) {
 	// The inspector's list shows both aborted; the session goes on.
 	_, body := b.get("/inspect/api/sessions", http.Header{"Cookie": {cookie}})
 	var list struct {
-		Sessions []inspectSession `json:"sessions"`
+		Sessions []inspect.SessionRow `json:"sessions"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil || len(list.Sessions) != 1 {
 		t.Fatalf("sessions = %s (%v), want one", body, err)

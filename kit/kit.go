@@ -1,139 +1,7 @@
-// Package kit is the Glovebox runtime: it serves one box's agent behind an
-// authenticated WebSocket endpoint, one session per connection.
-//
-// New checks everything a box needs before it serves (the manifest, the key,
-// required environment variables, the outputs policy, the directories) and
-// reports every problem at once, one line each. A Server then answers
-//
-//	GET|HEAD /health       readiness, no auth; the sandbox's layers, gaps and degraded only with the key or a token
-//	GET /environment       the box's environment and capabilities (bearer); ?session=ID: with that session's egress policy
-//	GET /files/{id}        files parked by the localServer adapter (bearer)
-//	GET /sbom              the image's CycloneDX SBOM, 404 without one (key, environment or admin token; kit/sbom_route.go)
-//	GET|POST /egress       the egress policy, shown or replaced (key or admin token; kit/egress.go)
-//	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
-//	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload.go)
-//	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload_resume.go)
-//	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect.go)
-//	GET /sessions          the live sessions (key or admin token; kit/sessions_route.go)
-//	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
-//	GET /files             the parked files; DELETE /files/{id} removes one (kit/files_route.go)
-//	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs_route.go)
-//	GET /metrics           Prometheus text format (key or metrics token; kit/metrics_route.go)
-//	GET /runs/{prompt}     a prompt's signed run record; GET /runs?session=ID a session's chain of them (key, runs or admin token, or the session's own credential; kit/runs_route.go)
-//	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
-//
-// The bearer is "Authorization: Bearer <key>", or, for browsers, the
-// subprotocols "glovebox.v1" and "bearer.<key>" (the kit selects
-// glovebox.v1).
-//
-// Tokens. Wherever the kit accepts the key it also accepts a token minted
-// from it (protocol.MintToken, gbx token): "gbt1.<claims>.<mac>", signed
-// with a key derived from the box key, expiring, and scoped: "connect"
-// opens the WebSocket, "files" reads /files/{id} (only the listed ids when
-// the token names some), "environment" reads /environment. GET /files/{id}
-// also takes a token (never the key, which would end up in logs) in
-// ?token=, so that a browser downloads an output with a plain link. An
-// expired, out-of-scope or foreign token gets 401 with an empty body, as a
-// wrong key does. A token is checked when a request or upgrade arrives: a
-// WebSocket opened with one outlives its expiry. Changing the box key
-// revokes every token. The kit announces the capability "tokens".
-//
-// Sessions. Every connection is a session of its own: its own agent
-// Conversation, ordered event stream, display slots and (unless the
-// manifest shares them) work, input and output directories, removed when
-// the session ends. The kit greets each connection with a hello frame
-// (session id, capabilities). Prompts on a session run one at a time in
-// arrival order; abort cancels the running prompt or removes a queued one;
-// closing the socket cancels both.
-//
-// Resume. Frames about prompts (event, display_push, display_clear,
-// complete, error) carry seq 1, 2, 3... per session. A client that sends
-// {"type":"hello","capabilities":["resume"]} keeps its session through a
-// socket that drops without a close frame, for sessions.resume_grace:
-// prompts go on and their frames wait in a bounded buffer. Reconnecting to
-// /?resume=<session_id>&last_seq=<n> answers with a hello whose resumed is
-// true and whose last_seq is the latest seq sent so far, then replays the
-// frames numbered after n. When the session is gone or the buffer no
-// longer reaches back to n, the client gets a fresh session and an error
-// frame with an empty id and code ResumeFailed.
-//
-// Directives. A prompt line whose first word is /output PATH,
-// /clear-workspace, /environment or /workspace is a directive: the kit
-// removes the line from the text the agent gets, emits hook_invoked or
-// skill_invoked, and runs it (/output returns PATH with the outputs;
-// /clear-workspace empties the session's work directory; the two skills
-// reach the agent through Turn.Skills). A prompt made only of hook
-// directives completes without running the agent.
-//
-// Outputs are the files created or changed under the session's output
-// directory since outputs were last collected (so files a failed prompt
-// left come with the next successful one), keyed by their slash path, plus
-// the tagged files, keyed by base name. Symbolic links are not followed.
-//
-// Inputs policy. v1 never read storage_policy.inputs; here it says which
-// FileRef kinds a box accepts: an input of kind inline, url, s3 or gcs is
-// accepted only when some inputs rule names that kind's adapter (inline,
-// url, s3, gcs), and the adapter is registered. server refs name files in
-// the box's own store and follow GET /files/{id}'s rules: the session's
-// credential may read the file (the key, or a files-scope token for it), or
-// a session of the same credential (the key, the same token subject, the
-// same token) parked it; anything else is refused as if the file did not
-// exist. The default inputs policy names url and inline. Every input is
-// capped by limits.max_input. Input names are plain file names
-// (protocol.CheckInputName): no control, bidi or invisible characters, no
-// surrounding space, no leading "-", no look-alikes of / \ and ., nothing
-// starting with the box's temporary prefix ".input-".
-//
-// outputs_policy. A prompt's outputs_policy.s3 may only name storage the
-// box declares (a bucket of an s3 rule of storage_policy.outputs, or
-// GLOVEBOX_S3_BUCKET), under that place's prefix: the box's credentials
-// sign the upload, so a client cannot pick another bucket or key. When
-// outputs may go to s3, prompt ids must be [A-Za-z0-9_-]{1,128}, since they
-// become key segments.
-//
-// Files. GET /files/{id} serves agent-written files as downloads
-// (Content-Disposition: attachment) under Content-Security-Policy
-// "default-src 'none'; sandbox" with nosniff, so an agent's .html or .svg
-// never runs on the box's origin; the manifest's files.inline (glovebox.toml
-// [files] inline = true) restores v1's inline serving.
-//
-// Errors a client sees name paths as the session knows them ("input/x.pdf",
-// "work/out.txt"), never the host's directories.
-//
-// Drain. On SIGTERM (Main) the box drains (Server.Drain): new sessions get
-// 503, /health answers 503 with "draining": true, connected clients get a
-// draining frame with the deadline (capability "drain"), new prompts get
-// code Draining, and running prompts finish within sessions.drain (default
-// 30s) with their outputs stored; then the box closes and exits 0. A second
-// signal cuts at once.
-//
-// Logs and metrics. The kit logs one Info line when a session opens,
-// resumes and closes, and one when a prompt ends (its id, duration,
-// outcome, exit status, outputs), never a prompt's text or a credential;
-// it keeps its latest records for GET /logs. GET /metrics counts sessions,
-// prompts by outcome and their durations, frames and bytes sent, queue
-// depth, parked files, sandbox limits hit, egress decisions and memory.
-// GET /sessions and GET /files answer protocol.SessionList and
-// protocol.FileList.
-//
-// Sandbox. Every agent process runs in its session's sandbox (kit/sandbox),
-// whose layers the boot log, /environment and an authenticated /health
-// report, with what each layer not in force means for the box's users. A
-// box fails closed: where its layers cannot keep sessions apart, or cannot
-// enforce its egress policy ([network] or a brokered secret), it does not
-// start, and says why, what would fix it, and that [sandbox]
-// allow_degraded = true (or GLOVEBOX_SANDBOX_ALLOW_DEGRADED=1 in the kit's
-// environment) lets it serve anyway, degraded: it then warns at boot and
-// reports degraded: true. [sandbox] enabled = false is such a choice too.
-// limits.disk is watched while a prompt runs (kit/disk.go).
-//
-// Main implements the glovebox-kit command line so that a Go agent's own
-// main is a few lines.
 package kit
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net"
@@ -142,14 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/glovebox-dev/glovebox/kit/agent"
-	"github.com/glovebox-dev/glovebox/kit/sandbox"
+	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
+	"github.com/glovebox-dev/glovebox/kit/metrics"
 	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -218,7 +86,8 @@ type Options struct {
 	// (memory.go), for tests.
 	memoryQuiet time.Duration
 	collect     func()
-	// uploadSweep replaces resumeUploadSweep (upload_resume.go), for tests.
+	// uploadSweep replaces how often idle partial uploads are looked for
+	// (kit/upload), for tests.
 	uploadSweep time.Duration
 	// Egress holds test seams for the egress proxy (kit/egress.go).
 	Egress EgressOptions
@@ -226,7 +95,7 @@ type Options struct {
 	// session's own GLOVEBOX_* variables), not only PATH, locale and CA
 	// variables: gbx dev --host-env, for an author's own machine.
 	HostEnv bool
-	// Inspect serves the inspector at /inspect (kit/inspect.go) whatever
+	// Inspect serves the inspector at /inspect (kit/inspect) whatever
 	// the manifest says; gbx dev sets it.
 	Inspect bool
 	// monitor, when set, is the socket to the root monitor of a
@@ -238,74 +107,29 @@ type Options struct {
 // Server is a running box. It is an http.Handler factory plus the sessions
 // it serves; Close ends them.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	man    *protocol.Manifest
-	keySum [sha256.Size]byte
-	mounts map[string]string // manifest fs key -> host path
-	// realMounts are mounts with their symbolic links resolved at boot.
-	realMounts map[string]string
-	stateDir   string
-	getenv     func(string) string
-	machine    string // FLY_MACHINE_ID, when on Fly (see fly.go)
-	baseEnv    []string
-	sb         *sandbox.Sandbox // starts every session's agent processes
-	degraded   bool             // the sandbox lacks a protection (isolation.go)
+	opts    Options
+	man     *protocol.Manifest
+	config           // what boot read and set up; fixed while the box serves (config.go)
+	auth    *auth    // the key and tokens minted from it (auth.go)
+	handler *handler // the routes, mounted at boot (handler.go)
 
-	registry *storage.Registry
-	local    *localStore // the built-in store; it also serves GET /files/{id}
-	closers  []func() error
+	stores // the registry of storage adapters and the built-in store (store.go)
 
-	maxMessage   int64
-	maxInput     int64
-	inputTimeout time.Duration
-	timeout      time.Duration // 0: none
-	diskLimit    int64         // limits.disk per session; 0: none
-	maxSessions  int
-	maxQueue     int
-	resumeGrace  time.Duration
-	sharedDirs   bool
-	pingInterval time.Duration
-	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
-
-	replayBytes atomic.Int64        // all sessions' replay buffers
-	replayCap   int64               // their bound; 0: replayTotal
-	maxConns    int                 // limits.max_connections (listen.go)
-	frames      *semaphore.Weighted // limits.frame_budget (budget.go)
-	frameBudget int64
-
-	draining    atomic.Bool   // Drain has begun (drain.go)
-	drainUntil  atomic.Int64  // the drain's deadline, Unix ms
-	promptEnded chan struct{} // wakes Drain when a prompt ends
-	drainBody   []byte        // /health's body while draining
-	drainAuth   []byte        // the same for the key or a token
-	corsPolicy  *corsPolicy   // [http] cors_origins; nil: none (cors.go)
-
-	healthBody []byte // /health for anyone: nothing about the sandbox
-	healthAuth []byte // /health for the key or a token
-	envBody    []byte
-	caps       []string
-	egress     *kitEgress      // nil: no proxy
-	inspect    *inspector      // nil: no inspector (inspect.go)
-	resume     *resumables     // partial uploads, made on first use (upload_resume.go)
-	obs        *observer       // counters for /metrics and the log lines
-	logs       *logRing        // recent log records, for /logs
-	warm       *warmPool       // nil: no warm sessions
-	memory     *memoryReturner // returns a burst's garbage (memory.go)
-	runs       runRecorder     // signed run records (runs.go)
+	budget  *budgets           // frames being read, replay buffers (budget.go)
+	drain   *drain             // the graceful shutdown (drain.go)
+	envBody []byte             // GET /environment's body as boot made it
+	egress  *kitEgress         // nil: no proxy
+	inspect *inspect.Inspector // nil: no inspector (kit/inspect)
+	uploads *upload.Uploads    // /uploads (kit/upload)
+	obs     *metrics.Counters  // counted for /metrics (kit/metrics)
+	warm    *warmPool          // nil: no warm sessions
+	memory  *memoryReturner    // returns a burst's garbage (memory.go)
+	runs    runRecorder        // signed run records (runs.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	sessions map[string]*session
-	conns    map[*conn]struct{}
-	servers  []*http.Server
-	gates    []*gate
-	closed   bool
-	noPark   bool                   // the epoll set could not be made
-	parker   atomic.Pointer[parker] // idle connections without goroutines, made on first use
-	wg       sync.WaitGroup         // connections (parked too), runners, grace timers
+	live // sessions, connections and listeners, under one lock (live.go)
 }
 
 // pingLoop pings every connection each ping interval; a connection that
@@ -354,18 +178,63 @@ func New(opts Options) (*Server, error) {
 	if err := b.err(); err != nil {
 		if s != nil {
 			s.cancel(err)
-			s.closeStorage()
+			s.stores.close()
 		}
 		return nil, err
 	}
-	s.corsPolicy = newCORS(s.man.HTTP)
 	s.wg.Add(1)
 	go s.pingLoop()
-	s.startResources()
+	if s.inspect != nil {
+		s.live.startSampling(s.ctx.Done()) // resources.go
+	}
 	if n := s.man.Agent.WarmSize(); n > 0 {
 		s.warm = newWarmPool(s, n)
 	}
 	return s, nil
+}
+
+// Drain starts a graceful shutdown and waits for the box to go quiet: the
+// box takes no new sessions (an upgrade gets 503 with Retry-After, and
+// /health answers 503 with "draining": true, so that load balancers send
+// new sessions elsewhere) and no new prompts on the sessions it has (they
+// get an error frame with code Draining); every connected client gets a
+// draining frame with the deadline; the prompts already running or queued
+// go on, and their outputs are stored as usual. Drain returns nil once no
+// session runs or queues a prompt, or ctx's error when ctx ends first
+// (its deadline is the drain time: the manifest's sessions.drain in Main).
+// Close then ends what is left. Calling Drain again waits again.
+func (s *Server) Drain(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.man.DrainTime())
+	}
+	return s.drain.run(ctx, deadline)
+}
+
+// EgressStats returns the egress proxy's counters (zero without one).
+func (s *Server) EgressStats() egress.Stats { return s.egress.stats() }
+
+// WarmStats returns the warm pool's counters.
+func (s *Server) WarmStats() WarmStats {
+	p := s.warm
+	if p == nil {
+		return WarmStats{}
+	}
+	p.mu.Lock()
+	st := WarmStats{Size: p.size, Ready: len(p.ready), Starting: p.starting}
+	p.mu.Unlock()
+	st.Taken, st.Missed = p.taken.Load(), p.missed.Load()
+	st.Replaced, st.Failed = p.replaced.Load(), p.failed.Load()
+	return st
+}
+
+// environmentBody is the body of GET /environment.
+func (s *Server) environmentBody() []byte {
+	body := s.envBody
+	if s.egress != nil {
+		body = *s.egress.envBody.Load()
+	}
+	return s.warm.environment(body)
 }
 
 // BootError lists every problem that keeps a box from starting.
@@ -375,14 +244,14 @@ type BootError struct {
 
 func (e *BootError) Error() string { return strings.Join(e.Problems, "\n") }
 
-// Handler returns the box's HTTP handler: /health, /environment,
-// /files/{id} and the WebSocket upgrade.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+// Handler returns the box's HTTP handler: the routes the package doc
+// lists, and the WebSocket upgrade on any other path.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve accepts connections on ln until ctx ends or Close is called. It
 // returns nil after a shutdown it was asked for.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	g := newGate(ln, s.maxConns, s.serveHealth, s.log)
+	g := newGate(ln, s.maxConns, s.handler.health, s.log)
 	ln = g
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -435,7 +304,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(errShutdown)
 	s.memory.stop()
-	s.madePartials().close()
+	s.uploads.Close()
 
 	var wg sync.WaitGroup
 	wg.Go(s.warm.close)
@@ -478,21 +347,10 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.egress != nil && s.egress.audit != nil {
 		s.egress.audit.Close()
 	}
-	if cerr := s.closeStorage(); cerr != nil && err == nil {
+	if cerr := s.stores.close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
-}
-
-func (s *Server) closeStorage() error {
-	var errs []error
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		if err := s.closers[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	s.closers = nil
-	return errors.Join(errs...)
 }
 
 // hostPath maps an absolute box path to the host under Root.
@@ -513,11 +371,4 @@ var capabilities = []string{
 	protocol.CapSubprotocol,
 	protocol.CapTokens,
 	protocol.CapDrain,
-}
-
-// sessionCount reports the live sessions (tests and benchmarks use it).
-func (s *Server) sessionCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sessions)
 }

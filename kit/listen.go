@@ -261,17 +261,3 @@ func (w *spareWriter) Write(p []byte) (int, error) {
 	w.body = append(w.body, p...)
 	return len(p), nil
 }
-
-// gateCount reports the connections admitted by every listener the
-// server serves, and those of them not upgraded to a WebSocket.
-func (s *Server) gateCount() (all, pending int) {
-	s.mu.Lock()
-	gates := s.gates
-	s.mu.Unlock()
-	for _, g := range gates {
-		a, p := g.count()
-		all += a
-		pending += p
-	}
-	return all, pending
-}

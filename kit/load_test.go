@@ -110,8 +110,8 @@ func TestLoadReplayCap(t *testing.T) {
 			}
 		}
 		c.Close() // dropped: the session waits for a resume
-		peak = max(peak, b.srv.replayBytes.Load())
-		if got := b.srv.replayBytes.Load(); got > replayTotal {
+		peak = max(peak, b.srv.budget.replayBytes.Load())
+		if got := b.srv.budget.replayBytes.Load(); got > replayTotal {
 			t.Fatalf("after %d dropped sessions the replay buffers hold %d bytes, over the cap %d", i+1, got, replayTotal)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -32,7 +33,7 @@ type observers struct {
 	history   [][]byte
 	histBytes int
 	subs      map[chan []byte]struct{}
-	prompts   []*promptInfo
+	prompts   []*inspect.PromptInfo
 	started   time.Time
 	closed    bool
 	// total counts every session's history bytes (the inspector's);
@@ -42,42 +43,10 @@ type observers struct {
 	// The session's sandbox, sampled for the inspector (resources.go),
 	// and what was sampled.
 	box        atomic.Pointer[sandbox.Session]
-	samples    []resourceSample
-	peaks      resourcePeaks
+	samples    []inspect.ResourceSample
+	peaks      inspect.ResourcePeaks
 	lastCPU    time.Duration
 	lastSample time.Time
-}
-
-// promptInfo is what the inspector shows of one prompt.
-type promptInfo struct {
-	ID     string   `json:"id"`
-	Text   string   `json:"text"`
-	Inputs []string `json:"inputs,omitempty"`
-	// State is queued, running, complete, error, or ended: the session
-	// ended before the prompt reported an outcome.
-	State   string    `json:"state"`
-	Code    string    `json:"code,omitempty"`
-	Queued  time.Time `json:"queued"`
-	Started time.Time `json:"started,omitzero"`
-	Ended   time.Time `json:"ended,omitzero"`
-	// Exit, Signal and Limit are from the prompt's exit event, when its
-	// agent sends one (a command's exit status, the signal that ended
-	// it, the sandbox limit that stopped it); Limit is "timeout" when
-	// limits.timeout ran out.
-	Exit   *int   `json:"exit,omitempty"`
-	Signal string `json:"signal,omitempty"`
-	Limit  string `json:"limit,omitempty"`
-	// Outputs are the prompt's outputs, as its complete frame named them.
-	Outputs map[string]outputSummary `json:"outputs,omitempty"`
-}
-
-// outputSummary is what the inspector keeps of one output: where it is,
-// not its bytes.
-type outputSummary struct {
-	Kind string `json:"kind"`
-	ID   string `json:"id,omitempty"`
-	Size int64  `json:"size,omitempty"`
-	Mime string `json:"mime,omitempty"`
 }
 
 // observed reports whether the session keeps anything for observers.
@@ -144,7 +113,7 @@ func (o *observers) noteOutcome(frame []byte) {
 		Error struct {
 			Code string `json:"code"`
 		} `json:"error"`
-		Outputs map[string]outputSummary `json:"outputs"`
+		Outputs map[string]inspect.OutputSummary `json:"outputs"`
 	}
 	if json.Unmarshal(frame, &f) != nil || f.ID == "" {
 		return
@@ -182,7 +151,7 @@ func (o *observers) queued(id, text string, inputs []string) {
 	if len(o.prompts) == observeMaxPrompts {
 		o.prompts = append(o.prompts[:0], o.prompts[1:]...)
 	}
-	o.prompts = append(o.prompts, &promptInfo{ID: id, Text: text, Inputs: inputs, State: "queued", Queued: time.Now()})
+	o.prompts = append(o.prompts, &inspect.PromptInfo{ID: id, Text: text, Inputs: inputs, State: "queued", Queued: time.Now()})
 }
 
 // running records that a queued prompt started.
@@ -245,10 +214,10 @@ func (o *observers) close() {
 }
 
 // promptList returns copies of the prompts remembered.
-func (o *observers) promptList() []promptInfo {
+func (o *observers) promptList() []inspect.PromptInfo {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]promptInfo, len(o.prompts))
+	out := make([]inspect.PromptInfo, len(o.prompts))
 	for i, p := range o.prompts {
 		out[i] = *p
 	}

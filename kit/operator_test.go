@@ -15,6 +15,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent"
+	"github.com/glovebox-dev/glovebox/kit/logs"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -205,7 +206,7 @@ func TestLogsFollow(t *testing.T) {
 	}
 }
 
-// TestLogsFollowersBounded: at most logMaxFollowers follow /logs at once;
+// TestLogsFollowersBounded: at most logs.MaxFollowers follow /logs at once;
 // one more is refused with 503 and Retry-After, and a place freed by a
 // follower that leaves is taken again. Reading without follow stays open.
 func TestLogsFollowersBounded(t *testing.T) {
@@ -221,14 +222,14 @@ func TestLogsFollowersBounded(t *testing.T) {
 		return resp
 	}
 	ctx := testkit.Context(t, "the /logs followers")
-	cancels := make([]context.CancelFunc, 0, logMaxFollowers)
+	cancels := make([]context.CancelFunc, 0, logs.MaxFollowers)
 	defer func() {
 		for _, c := range cancels {
 			c()
 		}
 	}()
 	var first *http.Response
-	for i := range logMaxFollowers {
+	for i := range logs.MaxFollowers {
 		fctx, cancel := context.WithCancel(ctx)
 		cancels = append(cancels, cancel)
 		resp := follow(fctx)
@@ -244,7 +245,7 @@ func TestLogsFollowersBounded(t *testing.T) {
 	body, _ := io.ReadAll(over.Body)
 	over.Body.Close()
 	if over.StatusCode != http.StatusServiceUnavailable || over.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "too many /logs followers") {
-		t.Fatalf("follower %d: %d %q (Retry-After %q), want 503 naming the bound", logMaxFollowers+1, over.StatusCode, body, over.Header.Get("Retry-After"))
+		t.Fatalf("follower %d: %d %q (Retry-After %q), want 503 naming the bound", logs.MaxFollowers+1, over.StatusCode, body, over.Header.Get("Retry-After"))
 	}
 	if resp, _ := b.get("/logs", bearer(b.token(protocol.ScopeLogs))); resp.StatusCode != 200 {
 		t.Errorf("GET /logs without follow while the followers are full = %d, want 200", resp.StatusCode)

@@ -160,7 +160,7 @@ func (w *workspace) collect(ctx context.Context, promptID string, before *snapsh
 		outs = append(outs, output{name: name, path: real})
 	}
 	refs := make(map[string]protocol.FileRef, len(outs))
-	inlineLeft := w.ss.srv.inlineBudget()
+	inlineLeft := w.ss.srv.budget.inlineBudget()
 	for _, o := range outs {
 		ref, err := w.store(ctx, promptID, o, policy, &inlineLeft)
 		if err != nil {
@@ -211,7 +211,7 @@ func (w *workspace) store(ctx context.Context, promptID string, o output, policy
 	rule, err := storage.Pick(policy, meta.Size, registered)
 	if errors.Is(err, storage.ErrNoAdapter) && cost > *inlineLeft {
 		if _, ierr := storage.Pick(policy, meta.Size, reg.Registered); ierr == nil {
-			return protocol.FileRef{}, fmt.Errorf("%d bytes do not fit inline: the prompt's outputs may carry %d bytes inline in their complete frame (half of limits.max_message) and no later outputs rule applies; add one (such as localServer) or write smaller outputs", meta.Size, ss.srv.inlineBudget())
+			return protocol.FileRef{}, fmt.Errorf("%d bytes do not fit inline: the prompt's outputs may carry %d bytes inline in their complete frame (half of limits.max_message) and no later outputs rule applies; add one (such as localServer) or write smaller outputs", meta.Size, ss.srv.budget.inlineBudget())
 		}
 	}
 	if err != nil {

@@ -15,9 +15,10 @@ type s3Place struct{ bucket, prefix string }
 // declaredS3 lists the S3 places the box's own configuration names: the
 // bucket and prefix of every s3 rule of storage_policy.outputs (the
 // adapter's defaults filling what a rule leaves out) and the adapter's
-// defaults (GLOVEBOX_S3_BUCKET, GLOVEBOX_S3_PREFIX).
-func (s *Server) declaredS3() []s3Place {
-	a, ok := s.registry.Adapter(protocol.AdapterS3)
+// defaults (GLOVEBOX_S3_BUCKET, GLOVEBOX_S3_PREFIX). outputs is the
+// manifest's storage_policy.outputs.
+func (st *stores) declaredS3(outputs protocol.Policy) []s3Place {
+	a, ok := st.registry.Adapter(protocol.AdapterS3)
 	if !ok {
 		return nil
 	}
@@ -29,7 +30,7 @@ func (s *Server) declaredS3() []s3Place {
 	if defBucket != "" {
 		places = append(places, s3Place{defBucket, cleanPrefix(defPrefix)})
 	}
-	for _, r := range s.man.StoragePolicy.Outputs.Rules {
+	for _, r := range outputs.Rules {
 		if r.Use.Adapter != protocol.AdapterS3 {
 			continue
 		}
@@ -54,8 +55,9 @@ func cleanPrefix(p string) string { return strings.Trim(p, "/") }
 // its prefix must lie under that place's prefix (an empty one takes the
 // place's). The box's credentials sign whatever the policy picks, so a
 // client must not pick a bucket or a key the box was never given. It
-// returns the override to apply, its prefix made explicit.
-func (s *Server) confine(o *protocol.OutputsOverride) (*protocol.OutputsOverride, error) {
+// returns the override to apply, its prefix made explicit. outputs is
+// the manifest's storage_policy.outputs.
+func (st *stores) confine(o *protocol.OutputsOverride, outputs protocol.Policy) (*protocol.OutputsOverride, error) {
 	if o == nil || o.S3 == nil {
 		return o, nil
 	}
@@ -63,7 +65,7 @@ func (s *Server) confine(o *protocol.OutputsOverride) (*protocol.OutputsOverride
 	if !storage.ValidPrefix(want.Prefix) {
 		return nil, fmt.Errorf("outputs_policy.s3.prefix %q is not a key prefix: use segments of letters, digits, '.', '_' and '-', without \".\" or \"..\"", want.Prefix)
 	}
-	places := s.declaredS3()
+	places := st.declaredS3(outputs)
 	if len(places) == 0 {
 		return nil, errors.New("outputs_policy.s3: this box declares no s3 storage for its outputs, so a prompt cannot send them to s3")
 	}

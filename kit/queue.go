@@ -72,7 +72,7 @@ func (q *prompts) enqueue(m *protocol.Prompt) {
 			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
 		return
 	}
-	if ss.srv.draining.Load() {
+	if ss.srv.drain.draining.Load() {
 		q.mu.Unlock()
 		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDraining,
 			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
@@ -124,7 +124,7 @@ func (q *prompts) abort(id string) bool {
 		if p.msg.ID == id {
 			q.queue = append(q.queue[:i], q.queue[i+1:]...)
 			q.mu.Unlock()
-			ss.srv.notePromptEnded()
+			ss.srv.drain.notePromptEnded()
 			ss.stream.sendError(context.Background(), id, protocol.CodeAborted, abortMessage)
 			return true
 		}
@@ -199,7 +199,7 @@ func (q *prompts) runLoop() {
 			q.mu.Unlock()
 		})
 		cancel(nil)
-		ss.srv.notePromptEnded()
+		ss.srv.drain.notePromptEnded()
 	}
 }
 

@@ -22,24 +22,24 @@ import (
 // files are the file store's: its boot sweep keeps indexed files and
 // removes temporary ones (kit/storage).
 
-func (s *Server) ledgerDir() string { return filepath.Join(s.stateDir, "sessions") }
+func (c *config) ledgerDir() string { return filepath.Join(c.stateDir, "sessions") }
 
 // noteSession records that session id is about to leave things behind.
-func (s *Server) noteSession(id string) {
-	dir := s.ledgerDir()
+func (c *config) noteSession(id string) {
+	dir := c.ledgerDir()
 	if err := os.MkdirAll(dir, 0o700); err == nil {
 		err = os.WriteFile(filepath.Join(dir, id), nil, 0o600)
 		if err == nil {
 			return
 		}
 	}
-	s.log.Warn("session ledger: cannot record a session; a crash would leave its directories until the next boot's sweep", "session", id)
+	c.log.Warn("session ledger: cannot record a session; a crash would leave its directories until the next boot's sweep", "session", id)
 }
 
 // forgetSession removes session id from the ledger.
-func (s *Server) forgetSession(id string) {
-	if err := os.Remove(filepath.Join(s.ledgerDir(), id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("session ledger", "session", id, "err", err)
+func (c *config) forgetSession(id string) {
+	if err := os.Remove(filepath.Join(c.ledgerDir(), id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Warn("session ledger", "session", id, "err", err)
 	}
 }
 
@@ -51,10 +51,10 @@ type reclaimed struct {
 
 // reclaim removes, at boot, what sessions of an earlier kit process left
 // behind, and logs what it removed.
-func (s *Server) reclaim() reclaimed {
+func (c *config) reclaim() reclaimed {
 	var r reclaimed
 	seen := map[string]bool{}
-	entries, _ := os.ReadDir(s.ledgerDir())
+	entries, _ := os.ReadDir(c.ledgerDir())
 	for _, e := range entries {
 		id := e.Name()
 		if !storage.ValidID(id) {
@@ -62,20 +62,20 @@ func (s *Server) reclaim() reclaimed {
 		}
 		seen[id] = true
 		r.sessions++
-		if s.sb != nil && s.sb.Reclaim(id) {
+		if c.sb != nil && c.sb.Reclaim(id) {
 			r.cgroups++
 		}
-		os.Remove(filepath.Join(s.ledgerDir(), id))
+		os.Remove(filepath.Join(c.ledgerDir(), id))
 	}
-	if !s.sharedDirs {
+	if !c.sharedDirs {
 		for _, k := range []string{protocol.MountWork, protocol.MountInput, protocol.MountOutput} {
-			root, ok := s.mounts[k]
+			root, ok := c.mounts[k]
 			if !ok {
 				continue
 			}
 			dirs, _ := os.ReadDir(root)
 			for _, d := range dirs {
-				if !d.IsDir() || !s.isSessionID(d.Name()) {
+				if !d.IsDir() || !c.isSessionID(d.Name()) {
 					continue
 				}
 				if !seen[d.Name()] {
@@ -85,13 +85,13 @@ func (s *Server) reclaim() reclaimed {
 				p := filepath.Join(root, d.Name())
 				r.bytes += treeSize(p)
 				if err := os.RemoveAll(p); err != nil {
-					s.log.Warn("reclaim: removing a dead session's directory", "dir", p, "err", err)
+					c.log.Warn("reclaim: removing a dead session's directory", "dir", p, "err", err)
 					continue
 				}
 				r.dirs++
 			}
 		}
-	} else if in, ok := s.mounts[protocol.MountInput]; ok {
+	} else if in, ok := c.mounts[protocol.MountInput]; ok {
 		// Shared directories: only the kit's own temporary input files.
 		files, _ := os.ReadDir(in)
 		for _, f := range files {
@@ -106,16 +106,16 @@ func (s *Server) reclaim() reclaimed {
 		}
 	}
 	if r.sessions > 0 || r.temps > 0 || r.cgroups > 0 {
-		s.log.Info("reclaimed what dead sessions left", "sessions", r.sessions, "directories", r.dirs, "temp_files", r.temps, "cgroups", r.cgroups, "bytes", r.bytes)
+		c.log.Info("reclaimed what dead sessions left", "sessions", r.sessions, "directories", r.dirs, "temp_files", r.temps, "cgroups", r.cgroups, "bytes", r.bytes)
 	}
 	return r
 }
 
 // isSessionID reports whether name has the form of this kit's session
 // ids: 32 lowercase hex digits, after "<machine>_" on Fly.
-func (s *Server) isSessionID(name string) bool {
-	if s.machine != "" {
-		rest, ok := strings.CutPrefix(name, s.machine+"_")
+func (c *config) isSessionID(name string) bool {
+	if c.machine != "" {
+		rest, ok := strings.CutPrefix(name, c.machine+"_")
 		if !ok {
 			return false
 		}

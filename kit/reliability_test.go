@@ -223,13 +223,13 @@ func TestOverLimitFrameRefusedFromHeader(t *testing.T) {
 // large frame waits for it, then is served once it is free.
 func TestFrameBudgetWaits(t *testing.T) {
 	b := newBox(t, exec.New(), func(m *protocol.Manifest, _ *Options) { m.Limits.MaxMessage = "1MB" })
-	if !b.srv.frames.TryAcquire(b.srv.frameBudget) {
+	if !b.srv.budget.frames.TryAcquire(b.srv.budget.frameBudget) {
 		t.Fatal("the frame budget is not free at the start")
 	}
 	held := true
 	defer func() {
 		if held {
-			b.srv.frames.Release(b.srv.frameBudget)
+			b.srv.budget.frames.Release(b.srv.budget.frameBudget)
 		}
 	}()
 	c := b.dial("/", nil)
@@ -237,16 +237,16 @@ func TestFrameBudgetWaits(t *testing.T) {
 	testkit.Until(t, "the frame to wait for budget", func() bool {
 		buf := make([]byte, 1<<20)
 		st := string(buf[:runtime.Stack(buf, true)])
-		return strings.Contains(st, "kit.(*Server).readFrame") && strings.Contains(st, "semaphore.(*Weighted).Acquire")
+		return strings.Contains(st, "kit.(*budgets).readFrame") && strings.Contains(st, "semaphore.(*Weighted).Acquire")
 	})
-	b.srv.frames.Release(b.srv.frameBudget)
+	b.srv.budget.frames.Release(b.srv.budget.frameBudget)
 	held = false
 	if m := last(c.finish("p")); m["type"] != "complete" || m["message"] != "ok\n" {
 		t.Errorf("prompt after the budget was freed = %v", m)
 	}
 	testkit.Until(t, "the frame's budget to be given back", func() bool {
-		if b.srv.frames.TryAcquire(b.srv.frameBudget) {
-			b.srv.frames.Release(b.srv.frameBudget)
+		if b.srv.budget.frames.TryAcquire(b.srv.budget.frameBudget) {
+			b.srv.budget.frames.Release(b.srv.budget.frameBudget)
 			return true
 		}
 		return false
@@ -299,7 +299,7 @@ func TestInlineOutputsFallThrough(t *testing.T) {
 func TestReplayCapDroppedSessions(t *testing.T) {
 	const sessions, capBytes = 40, 2 << 20
 	b := newBox(t, exec.New())
-	b.srv.replayCap = capBytes
+	b.srv.budget.replayCap = capBytes
 	for i := range sessions {
 		c := b.dial("/", nil)
 		c.send(map[string]any{"type": "hello", "capabilities": []string{"resume"}})
@@ -308,7 +308,7 @@ func TestReplayCapDroppedSessions(t *testing.T) {
 			t.Fatalf("session %d: %v", i, m)
 		}
 		c.drop()
-		if got := b.srv.replayBytes.Load(); got > capBytes {
+		if got := b.srv.budget.replayBytes.Load(); got > capBytes {
 			t.Fatalf("after %d dropped sessions the replay buffers hold %d bytes, over the cap %d", i+1, got, capBytes)
 		}
 	}

@@ -3,6 +3,7 @@ package kit
 import (
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
@@ -15,27 +16,11 @@ const (
 	resourceKeep  = 300
 )
 
-// resourceSample is one reading of a session's cgroup.
-type resourceSample struct {
-	T      time.Time `json:"t"`
-	Memory int64     `json:"mem"`             // bytes
-	CPU    float64   `json:"cpu"`             // cores used since the sample before (-1: not counted)
-	Procs  int       `json:"procs"`           // processes and threads
-	CPUSum float64   `json:"cpu_s,omitempty"` // seconds of CPU used in all
-}
-
-// resourcePeaks sums up a session's samples for its history record.
-type resourcePeaks struct {
-	Memory int64   `json:"mem"`
-	Procs  int     `json:"procs"`
-	CPU    float64 `json:"cpu_s"` // seconds of CPU used, as last sampled
-}
-
 // sample records a reading of the session's cgroup.
 func (o *observers) sample(now time.Time, u sandbox.Usage) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := resourceSample{T: now.UTC(), Memory: u.Memory, Procs: u.Procs, CPU: -1}
+	s := inspect.ResourceSample{T: now.UTC(), Memory: u.Memory, Procs: u.Procs, CPU: -1}
 	if u.CPU >= 0 {
 		s.CPUSum = u.CPU.Seconds()
 		if o.lastCPU >= 0 && !o.lastSample.IsZero() && u.CPU >= o.lastCPU {
@@ -55,21 +40,15 @@ func (o *observers) sample(now time.Time, u sandbox.Usage) {
 }
 
 // resources returns a copy of the samples kept and the peaks.
-func (o *observers) resources() ([]resourceSample, resourcePeaks) {
+func (o *observers) resources() ([]inspect.ResourceSample, inspect.ResourcePeaks) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]resourceSample(nil), o.samples...), o.peaks
+	return append([]inspect.ResourceSample(nil), o.samples...), o.peaks
 }
 
 // sampleResources reads every live session's cgroup once.
-func (s *Server) sampleResources(now time.Time) {
-	s.mu.Lock()
-	list := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		list = append(list, ss)
-	}
-	s.mu.Unlock()
-	for _, ss := range list {
+func (l *live) sampleResources(now time.Time) {
+	for _, ss := range l.all() {
 		box := ss.obs.box.Load()
 		if box == nil {
 			continue
@@ -80,27 +59,25 @@ func (s *Server) sampleResources(now time.Time) {
 	}
 }
 
-// resourceLoop samples the sessions until the server closes. It runs only
+// resourceLoop samples the sessions until done closes. It runs only
 // while the inspector is on.
-func (s *Server) resourceLoop() {
-	defer s.wg.Done()
+func (l *live) resourceLoop(done <-chan struct{}) {
+	defer l.wg.Done()
 	t := time.NewTicker(resourceEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-done:
 			return
 		case now := <-t.C:
-			s.sampleResources(now)
+			l.sampleResources(now)
 		}
 	}
 }
 
-// startResources starts the sampler when the inspector is on.
-func (s *Server) startResources() {
-	if s.inspect == nil {
-		return
-	}
-	s.wg.Add(1)
-	go s.resourceLoop()
+// startSampling starts the sampler, which runs until done closes; the
+// kit starts it when the inspector is on.
+func (l *live) startSampling(done <-chan struct{}) {
+	l.wg.Add(1)
+	go l.resourceLoop(done)
 }

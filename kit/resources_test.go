@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
@@ -26,7 +27,7 @@ func TestObserversSampleResources(t *testing.T) {
 	if got[2].CPU != -1 {
 		t.Errorf("a sample without CPU counted = %v, want -1", got[2].CPU)
 	}
-	if peaks != (resourcePeaks{Memory: 30 << 20, Procs: 5, CPU: 2}) {
+	if peaks != (inspect.ResourcePeaks{Memory: 30 << 20, Procs: 5, CPU: 2}) {
 		t.Errorf("peaks = %+v, want 30 MiB, 5 processes, 2 s", peaks)
 	}
 	for i := range resourceKeep + 10 {

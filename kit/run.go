@@ -66,7 +66,7 @@ func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]
 	ss.srv.runs.ended(ss, p, outcome) // runs.go: signed by its own goroutine
 	ss.promptsRun.Add(1)
 	if o := ss.srv.obs; o != nil {
-		o.prompt(outcome, d)
+		o.Prompt(outcome, d)
 	}
 	var size int64
 	for _, ref := range outputs {
@@ -211,7 +211,7 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		if err := m.OutputsPolicy.Check(); err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}
-		o, err := srv.confine(m.OutputsPolicy)
+		o, err := srv.confine(m.OutputsPolicy, srv.man.StoragePolicy.Outputs)
 		if err != nil {
 			return "", nil, codeErr(protocol.CodeBadMessage, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -21,14 +22,28 @@ import (
 // runsWait bounds how long a request waits for a record being signed.
 const runsWait = 10 * time.Second
 
-func (s *Server) serveRuns(w http.ResponseWriter, r *http.Request, prompt string) {
+// runsRoute serves GET /runs and GET /runs/{prompt}.
+type runsRoute struct {
+	auth *auth
+	runs *runRecorder
+	init func() // makes runs ready (runRecorder.init), once
+}
+
+func (rt *runsRoute) routes() []route.Route {
+	return []route.Route{
+		route.Path("/runs", func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, "") }),
+		route.Prefix("/runs/", rt.serve),
+	}
+}
+
+func (rt *runsRoute) serve(w http.ResponseWriter, r *http.Request, prompt string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	may, ok := s.runsReader(r)
+	may, ok := rt.reader(r)
 	if !ok {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
 	session := r.URL.Query().Get("session")
@@ -36,15 +51,14 @@ func (s *Server) serveRuns(w http.ResponseWriter, r *http.Request, prompt string
 		http.Error(w, "runs: give a session (GET /runs?session=ID) or a prompt id (GET /runs/{prompt})", http.StatusBadRequest)
 		return
 	}
-	rr := &s.runs
-	rr.init(s)
-	bodies := rr.wait(r, session, prompt, may)
+	rt.init()
+	bodies := rt.runs.wait(r, session, prompt, may)
 	if prompt != "" {
 		if len(bodies) == 0 {
 			http.Error(w, "runs: no record of prompt "+prompt+" that this credential may read", http.StatusNotFound)
 			return
 		}
-		writeJSON(w, r, bodies[len(bodies)-1])
+		route.JSON(w, r, bodies[len(bodies)-1])
 		return
 	}
 	if len(bodies) == 0 {
@@ -56,21 +70,21 @@ func (s *Server) serveRuns(w http.ResponseWriter, r *http.Request, prompt string
 		json.Unmarshal(b, &chain.Records[i])
 	}
 	body, _ := json.Marshal(chain)
-	writeJSON(w, r, body)
+	route.JSON(w, r, body)
 }
 
-// runsReader judges a /runs request's bearer: may reports whether it may
+// reader judges a /runs request's bearer: may reports whether it may
 // read the records of a session opened by owner.
-func (s *Server) runsReader(r *http.Request) (may func(owner string) bool, ok bool) {
-	bearer, present := bearerHeader(r)
+func (rt *runsRoute) reader(r *http.Request) (may func(owner string) bool, ok bool) {
+	bearer, present := route.Bearer(r)
 	if !present {
 		return nil, false
 	}
 	all := func(string) bool { return true }
-	if s.isKey(bearer) {
+	if rt.auth.isKey(bearer) {
 		return all, true
 	}
-	c, valid := s.tokenClaims(bearer)
+	c, valid := rt.auth.tokenClaims(bearer)
 	switch {
 	case !valid:
 		return nil, false

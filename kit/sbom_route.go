@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -20,19 +22,29 @@ const maxSBOM = 64 << 20
 // SBOMContentType is the media type of GET /sbom's body.
 const SBOMContentType = "application/vnd.cyclonedx+json; version=1.6"
 
-// serveSBOM is GET /sbom (key, environment or admin token): the image's
+// sbomRoute is GET /sbom (key, environment or admin token): the image's
 // CycloneDX SBOM, the file the manifest's provenance names, checked
 // against the sha256 it gives. A box whose image was not built by mkBox
 // (gbx dev, nixpacks) has none and answers 404.
-func (s *Server) serveSBOM(w http.ResponseWriter, r *http.Request) {
+type sbomRoute struct {
+	auth route.Auth
+	prov *protocol.Provenance // the manifest's; nil: none
+	log  *slog.Logger
+}
+
+func (sr *sbomRoute) routes() []route.Route {
+	return []route.Route{route.Path("/sbom", sr.serve)}
+}
+
+func (sr *sbomRoute) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeEnvironment, protocol.ScopeAdmin) {
+	if !sr.auth.Admit(w, r, protocol.ScopeEnvironment, protocol.ScopeAdmin) {
 		return
 	}
-	prov := s.man.Provenance
+	prov := sr.prov
 	if prov == nil || prov.SBOM == "" {
 		http.Error(w, "this box has no SBOM: only an image built with Nix (gbx build, nix build) carries one", http.StatusNotFound)
 		return
@@ -43,14 +55,14 @@ func (s *Server) serveSBOM(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Error("sbom", "path", prov.SBOM, "err", err)
+		sr.log.Error("sbom", "path", prov.SBOM, "err", err)
 		http.Error(w, "the SBOM could not be read: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	sum := sha256.Sum256(body)
 	digest := hex.EncodeToString(sum[:])
 	if prov.SBOMSHA256 != "" && digest != prov.SBOMSHA256 {
-		s.log.Error("sbom: the file does not match the manifest", "path", prov.SBOM, "sha256", digest, "want", prov.SBOMSHA256)
+		sr.log.Error("sbom: the file does not match the manifest", "path", prov.SBOM, "sha256", digest, "want", prov.SBOMSHA256)
 		http.Error(w, "the SBOM at "+prov.SBOM+" does not match the manifest's sbom_sha256", http.StatusInternalServerError)
 		return
 	}

@@ -98,10 +98,10 @@ func (s *Server) newSession() *session {
 	ss.prompts.ss = ss
 	ss.slots.ss = ss
 	ss.workspace.ss = ss
-	ss.stream.replay.total, ss.stream.replay.limit = &s.replayBytes, s.replayCap
+	ss.stream.replay.total, ss.stream.replay.limit = &s.budget.replayBytes, s.budget.replayCap
 	ss.obs.started = time.Now()
 	if s.inspect != nil {
-		ss.obs.total = &s.inspect.histBytes
+		ss.obs.total = &s.budget.observed
 	}
 	ss.ctx, ss.cancel = context.WithCancelCause(s.ctx)
 	return ss
@@ -133,20 +133,6 @@ func (s *Server) reserve(who string) *session {
 	return ss
 }
 
-func (s *Server) removeSession(ss *session) {
-	s.mu.Lock()
-	if s.sessions[ss.id] == ss {
-		delete(s.sessions, ss.id)
-	}
-	s.mu.Unlock()
-}
-
-func (s *Server) lookup(id string) *session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions[id]
-}
-
 // end cancels everything the session runs, waits for its prompt to
 // return, closes the agent's conversation and removes the session's
 // directories. Safe to call more than once.
@@ -166,9 +152,11 @@ func (ss *session) end(cause error) {
 		}
 		ss.workspace.remove()
 		ss.srv.removeSession(ss)
-		ss.srv.notePromptEnded()
+		ss.srv.drain.notePromptEnded()
 		ss.obs.close()
-		ss.srv.recordSession(ss, cause)
+		if ss.srv.inspect != nil && ss.opened.Load() {
+			ss.srv.inspect.Record(ss.inspectRecord(cause))
+		}
 		if !ss.opened.Load() {
 			// A warm session no client took, or a fresh one a resume
 			// replaced: it was never opened, so it is not reported closed.

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -16,26 +16,31 @@ import (
 // activity, state, the running prompt's id and how long it has run, and
 // the queue depth. Nothing of a prompt's text or of a session's files.
 
-func (s *Server) serveSessions(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
-		return
-	}
-	if !s.admit(w, r, protocol.ScopeAdmin) {
-		return
-	}
-	body, _ := json.Marshal(protocol.SessionList{Sessions: s.sessionInfos(time.Now())})
-	writeJSON(w, r, body)
+// sessionsRoute serves GET /sessions.
+type sessionsRoute struct {
+	auth *auth
+	live *live
 }
 
-// sessionInfos describes every opened session at now.
-func (s *Server) sessionInfos(now time.Time) []protocol.SessionInfo {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		sessions = append(sessions, ss)
+func (sr *sessionsRoute) routes() []route.Route {
+	return []route.Route{route.Path("/sessions", sr.serve)}
+}
+
+func (sr *sessionsRoute) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		route.MethodNotAllowed(w, "GET, HEAD")
+		return
 	}
-	s.mu.Unlock()
+	if !sr.auth.Admit(w, r, protocol.ScopeAdmin) {
+		return
+	}
+	body, _ := json.Marshal(protocol.SessionList{Sessions: sessionInfos(sr.live.all(), time.Now())})
+	route.JSON(w, r, body)
+}
+
+// sessionInfos describes the opened sessions among sessions at now,
+// oldest first.
+func sessionInfos(sessions []*session, now time.Time) []protocol.SessionInfo {
 	out := make([]protocol.SessionInfo, 0, len(sessions))
 	for _, ss := range sessions {
 		if !ss.opened.Load() {
@@ -71,16 +76,4 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		info.State = protocol.SessionDetached
 	}
 	return info
-}
-
-// writeJSON answers a GET or HEAD with a JSON body.
-func writeJSON(w http.ResponseWriter, r *http.Request, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "private, no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
 }

@@ -2,14 +2,17 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/glovebox-dev/glovebox/kit/files"
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -30,55 +33,75 @@ type localStore struct {
 	machine string
 }
 
-var _ storage.Adapter = (*localStore)(nil)
+var (
+	_ storage.Adapter = (*localStore)(nil)
+	_ files.Store     = (*localStore)(nil)
+)
 
-// openStorage registers the store under the state directory (v1's layout:
-// files/ and files.db) as localServer. With usable false (the state
-// directory is unusable, which boot reports) the store stays registered,
-// so that the outputs policy is still checked, but every use fails.
-func (s *Server) openStorage(usable bool) {
-	files := filepath.Join(s.stateDir, "files")
-	db := filepath.Join(s.stateDir, "files.db")
-	ls := &localStore{ready: make(chan struct{}), machine: s.machine}
-	ls.start = func() { go s.openLocal(ls, files, db) }
+// stores are the box's storage: the adapters by registry key, the
+// built-in store (which also serves GET /files/{id}), and what closes
+// them, in the order they opened.
+type stores struct {
+	registry *storage.Registry
+	local    *localStore
+	closers  []func() error
+}
+
+// openLocal registers the built-in store under the state directory
+// (v1's layout: files/ and files.db) as localServer; it opens under ctx.
+// With usable false (the state directory is unusable, which boot
+// reports) the store stays registered, so that the outputs policy is
+// still checked, but every use fails.
+func (st *stores) openLocal(ctx context.Context, stateDir, machine string, usable bool, o storage.LocalOptions) {
+	dir := filepath.Join(stateDir, "files")
+	db := filepath.Join(stateDir, "files.db")
+	ls := &localStore{ready: make(chan struct{}), machine: machine}
+	ls.start = func() { go ls.open(ctx, dir, db, o) }
 	if !usable {
 		ls.start = func() {
-			ls.err = fmt.Errorf("file store: state dir %s is not usable", s.stateDir)
+			ls.err = fmt.Errorf("file store: state dir %s is not usable", stateDir)
 			close(ls.ready)
 		}
 	} else if _, err := os.Stat(db); err == nil {
 		ls.startOnce.Do(ls.start) // files from an earlier run: sweep them now
 	}
-	s.local = ls
-	s.registry.Register(protocol.AdapterLocalServer, ls)
-	s.closers = append(s.closers, func() error {
+	st.local = ls
+	st.registry.Register(protocol.AdapterLocalServer, ls)
+	st.closers = append(st.closers, func() error {
 		ls.startOnce.Do(func() { close(ls.ready) }) // never opened: now never will
 		<-ls.ready
 		if ls.l == nil {
 			return nil
 		}
 		if err := ls.l.Close(); err != nil {
-			return fmt.Errorf("close file store %s: %w", files, err)
+			return fmt.Errorf("close file store %s: %w", dir, err)
 		}
 		return nil
 	})
 }
 
-func (s *Server) openLocal(ls *localStore, files, db string) {
+// close closes what opened, last first.
+func (st *stores) close() error {
+	var errs []error
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		if err := st.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	st.closers = nil
+	return errors.Join(errs...)
+}
+
+func (ls *localStore) open(ctx context.Context, dir, db string, o storage.LocalOptions) {
 	defer close(ls.ready)
-	ls.l, ls.err = storage.OpenLocal(s.ctx, files, db, storage.LocalOptions{
-		PublicURL: s.opts.PublicURL,
-		Now:       s.opts.Now,
-		Logger:    s.log,
-		Inline:    s.man.Files != nil && s.man.Files.Inline,
-	})
+	ls.l, ls.err = storage.OpenLocal(ctx, dir, db, o)
 	if ls.err != nil {
 		ls.err = fmt.Errorf("file store: %w", ls.err)
-		s.log.Error("file store", "err", ls.err)
+		o.Logger.Error("file store", "err", ls.err)
 		return
 	}
-	if err := ls.l.Start(s.ctx); err != nil && s.ctx.Err() == nil {
-		s.log.Error("file store", "err", err)
+	if err := ls.l.Start(ctx); err != nil && ctx.Err() == nil {
+		o.Logger.Error("file store", "err", err)
 	}
 }
 
@@ -107,8 +130,25 @@ func (ls *localStore) Put(ctx context.Context, meta storage.Meta, r io.Reader) (
 	return ref, err
 }
 
-// localID returns the store's own id for a file id of this machine.
-func (ls *localStore) localID(id string) string {
+// PublicID is the id clients know a file of this machine's store by.
+func (ls *localStore) PublicID(local string) string {
+	if ls.machine == "" {
+		return local
+	}
+	return ls.machine + "_" + local
+}
+
+// Index opens the store for the file routes (kit/files).
+func (ls *localStore) Index(ctx context.Context) (files.Index, error) {
+	l, err := ls.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// LocalID returns the store's own id for a file id of this machine.
+func (ls *localStore) LocalID(id string) string {
 	if ls.machine == "" {
 		return id
 	}
@@ -124,7 +164,7 @@ func (ls *localStore) Open(ctx context.Context, ref protocol.FileRef, max int64)
 	if err != nil {
 		return nil, err
 	}
-	ref.ID = ls.localID(ref.ID)
+	ref.ID = ls.LocalID(ref.ID)
 	return l.Open(ctx, ref, max)
 }
 
@@ -134,7 +174,7 @@ func (ls *localStore) Owner(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	local := ls.localID(id)
+	local := ls.LocalID(id)
 	if local == "" {
 		return "", storage.ErrNotFound
 	}
@@ -149,10 +189,28 @@ func (ls *localStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	id := ls.localID(r.URL.Path[len("/files/"):])
+	id := ls.LocalID(r.URL.Path[len("/files/"):])
 	if id == "" {
 		http.NotFound(w, r)
 		return
 	}
 	l.ServeFile(w, r, id)
+}
+
+// usage reads the store's totals for /metrics; a store not yet opened (no
+// database on disk until the first parked file) holds none.
+func (ls *localStore) usage(ctx context.Context, log *slog.Logger) (files, bytes int64) {
+	select {
+	case <-ls.ready:
+	default:
+		return 0, 0
+	}
+	if ls.l == nil {
+		return 0, 0
+	}
+	files, bytes, err := ls.l.Usage(ctx)
+	if err != nil {
+		log.Debug("metrics: file store usage", "err", err)
+	}
+	return files, bytes
 }

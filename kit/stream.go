@@ -37,8 +37,8 @@ func (st *stream) attach(c *conn) {
 	st.conn.Store(c)
 	c.send(st.hello(false))
 	srv := st.ss.srv
-	if srv.draining.Load() {
-		b, _ := protocol.Encode(&protocol.Draining{Deadline: srv.drainUntil.Load(), Message: drainMessage})
+	if srv.drain.draining.Load() {
+		b, _ := protocol.Encode(&protocol.Draining{Deadline: srv.drain.until.Load(), Message: drainMessage})
 		c.send(b)
 	}
 }
@@ -220,8 +220,8 @@ func (st *stream) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	ss.bytesSent.Add(int64(len(body)))
 	ss.lastActive.Store(time.Now().UnixNano())
 	if o := ss.srv.obs; o != nil {
-		o.framesSent.Add(1)
-		o.bytesSent.Add(int64(len(body)))
+		o.FramesSent.Add(1)
+		o.BytesSent.Add(int64(len(body)))
 	}
 	if ss.observed() {
 		ss.obs.publish(body)

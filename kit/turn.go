@@ -108,7 +108,7 @@ func (t *turn) emitLocked(eventType string, data any) error {
 	}
 	t.ss.eventsSent.Add(1)
 	if o := t.ss.srv.obs; o != nil {
-		o.eventsSent.Add(1)
+		o.EventsSent.Add(1)
 	}
 	return nil
 }

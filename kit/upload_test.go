@@ -17,6 +17,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/kit/upload"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -263,7 +264,7 @@ func TestResumableUpload(t *testing.T) {
 }
 
 // TestIdlePartialUploadSwept: a resumable upload left idle past
-// resumeUploadIdle is dropped, its partial file with it, though no other
+// upload.ResumeIdle is dropped, its partial file with it, though no other
 // upload comes; until then /metrics counts it and the bytes it holds.
 func TestIdlePartialUploadSwept(t *testing.T) {
 	var clock atomic.Int64
@@ -303,7 +304,7 @@ func TestIdlePartialUploadSwept(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("a fresh partial upload's file: %d entries in %s, want 1", len(entries), dir)
 	}
-	clock.Add(int64(resumeUploadIdle + time.Minute))
+	clock.Add(int64(upload.ResumeIdle + time.Minute))
 	testkit.Until(t, "the idle partial upload's file removed", func() bool {
 		entries, _ := os.ReadDir(dir)
 		return len(entries) == 0

@@ -42,20 +42,6 @@ type WarmStats struct {
 	Failed   uint64 // preparations that failed
 }
 
-// WarmStats returns the warm pool's counters.
-func (s *Server) WarmStats() WarmStats {
-	p := s.warm
-	if p == nil {
-		return WarmStats{}
-	}
-	p.mu.Lock()
-	st := WarmStats{Size: p.size, Ready: len(p.ready), Starting: p.starting}
-	p.mu.Unlock()
-	st.Taken, st.Missed = p.taken.Load(), p.missed.Load()
-	st.Replaced, st.Failed = p.replaced.Load(), p.failed.Load()
-	return st
-}
-
 type warmPool struct {
 	s    *Server
 	size int

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
@@ -24,16 +25,16 @@ func anyFile(string) bool { return true }
 // serveWS authenticates and upgrades a connection and starts its reader
 // and writer.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	tok, ok := bearerHeader(r)
+	tok, ok := route.Bearer(r)
 	if !ok {
 		tok, ok = bearerSubprotocol(r)
 	}
-	who, ok := s.connectIdentity(tok, ok)
+	who, ok := s.auth.connectIdentity(tok, ok)
 	if !ok {
-		unauthorized(w)
+		route.Unauthorized(w)
 		return
 	}
-	if s.draining.Load() {
+	if s.drain.draining.Load() {
 		refuseDraining(w)
 		return
 	}
@@ -68,7 +69,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		fresh.mayReadFile = anyFile
 	} else {
 		tok := strings.Clone(tok)
-		fresh.mayReadFile = func(id string) bool { return s.authorized(tok, true, protocol.ScopeFiles, id) }
+		fresh.mayReadFile = func(id string) bool { return s.auth.authorized(tok, true, protocol.ScopeFiles, id) }
 	}
 	ss := fresh
 	resumeFailed := ""
@@ -101,14 +102,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if ss == fresh {
 		ss.opened.Store(true)
-		s.obs.sessionsTotal.Add(1)
+		s.obs.SessionsTotal.Add(1)
 		ss.stream.attach(c)
 		if resumeFailed != "" {
 			ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
 		}
 		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
 	} else {
-		s.obs.resumesTotal.Add(1)
+		s.obs.ResumesTotal.Add(1)
 		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.stream.lastSeq.Load())
 	}
 
@@ -190,10 +191,10 @@ func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 		var data []byte
 		release := func() {}
 		if err == nil {
-			data, release, err = s.readFrame(c.ws, wait)
+			data, release, err = s.budget.readFrame(s.ctx, c.ws, wait)
 		}
 		if errors.Is(err, errBudget) {
-			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.frameBudget)
+			ss.logger().Warn("connection ended: a frame waited too long for memory", "frame_budget", s.budget.frameBudget)
 			c.ws.WriteClose(wsconn.CloseTryAgainLater, "the box is busy reading other frames; try again", time.Now().Add(closeWait))
 			return false, false
 		}

@@ -1,4 +1,4 @@
-package kit
+package inspect
 
 import (
 	"bufio"
@@ -27,8 +27,8 @@ const (
 	historyLineMax    = 1 << 20
 )
 
-// sessionRecord is one ended session as GET /inspect/api/history shows it.
-type sessionRecord struct {
+// SessionRecord is one ended session as GET /inspect/api/history shows it.
+type SessionRecord struct {
 	ID      string       `json:"id"`
 	Owner   string       `json:"owner"`
 	Started time.Time    `json:"started"`
@@ -36,10 +36,58 @@ type sessionRecord struct {
 	Cause   string       `json:"cause"`
 	Frames  int64        `json:"frames"`
 	Bytes   int64        `json:"bytes"`
-	Prompts []promptInfo `json:"prompts"`
-	// Peaks sum up its resource samples (resources.go); zero when it ran
+	Prompts []PromptInfo `json:"prompts"`
+	// Peaks sum up its resource samples; zero when it ran
 	// no process in a cgroup.
-	Peaks resourcePeaks `json:"peaks,omitzero"`
+	Peaks ResourcePeaks `json:"peaks,omitzero"`
+}
+
+// PromptInfo is what the inspector shows of one prompt.
+type PromptInfo struct {
+	ID     string   `json:"id"`
+	Text   string   `json:"text"`
+	Inputs []string `json:"inputs,omitempty"`
+	// State is queued, running, complete, error, or ended: the session
+	// ended before the prompt reported an outcome.
+	State   string    `json:"state"`
+	Code    string    `json:"code,omitempty"`
+	Queued  time.Time `json:"queued"`
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Exit, Signal and Limit are from the prompt's exit event, when its
+	// agent sends one (a command's exit status, the signal that ended
+	// it, the sandbox limit that stopped it); Limit is "timeout" when
+	// limits.timeout ran out.
+	Exit   *int   `json:"exit,omitempty"`
+	Signal string `json:"signal,omitempty"`
+	Limit  string `json:"limit,omitempty"`
+	// Outputs are the prompt's outputs, as its complete frame named them.
+	Outputs map[string]OutputSummary `json:"outputs,omitempty"`
+}
+
+// OutputSummary is what the inspector keeps of one output: where it is,
+// not its bytes.
+type OutputSummary struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	Mime string `json:"mime,omitempty"`
+}
+
+// ResourceSample is one reading of a session's cgroup.
+type ResourceSample struct {
+	T      time.Time `json:"t"`
+	Memory int64     `json:"mem"`             // bytes
+	CPU    float64   `json:"cpu"`             // cores used since the sample before (-1: not counted)
+	Procs  int       `json:"procs"`           // processes and threads
+	CPUSum float64   `json:"cpu_s,omitempty"` // seconds of CPU used in all
+}
+
+// ResourcePeaks sums up a session's samples for its history record.
+type ResourcePeaks struct {
+	Memory int64   `json:"mem"`
+	Procs  int     `json:"procs"`
+	CPU    float64 `json:"cpu_s"` // seconds of CPU used, as last sampled
 }
 
 // history is a bounded ring of session records, optionally on disk.
@@ -55,7 +103,7 @@ type history struct {
 }
 
 type historyEntry struct {
-	rec  sessionRecord
+	rec  SessionRecord
 	line []byte // its JSON line, newline included
 }
 
@@ -99,7 +147,7 @@ func (h *history) reread(path string) error {
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 1 && len(line) <= historyLineMax && line[len(line)-1] == '\n' {
-			var rec sessionRecord
+			var rec SessionRecord
 			if json.Unmarshal(line, &rec) == nil && rec.ID != "" {
 				h.push(rec, line)
 			}
@@ -115,7 +163,7 @@ func (h *history) reread(path string) error {
 
 // push puts a record in the ring, dropping the oldest over the bounds.
 // Called with mu held (or before the history is shared).
-func (h *history) push(rec sessionRecord, line []byte) {
+func (h *history) push(rec SessionRecord, line []byte) {
 	h.ring = append(h.ring, historyEntry{rec: rec, line: line})
 	h.bytes += len(line)
 	drop := 0
@@ -131,7 +179,7 @@ func (h *history) push(rec sessionRecord, line []byte) {
 }
 
 // add records an ended session, on disk too when the history has a file.
-func (h *history) add(rec sessionRecord) {
+func (h *history) add(rec SessionRecord) {
 	for i := range rec.Prompts {
 		if t := rec.Prompts[i].Text; len(t) > historyPromptText {
 			rec.Prompts[i].Text = t[:historyPromptText]
@@ -207,10 +255,10 @@ func (h *history) compact() error {
 }
 
 // list returns the records kept, newest first.
-func (h *history) list() []sessionRecord {
+func (h *history) list() []SessionRecord {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]sessionRecord, len(h.ring))
+	out := make([]SessionRecord, len(h.ring))
 	for i, e := range h.ring {
 		out[len(h.ring)-1-i] = e.rec
 	}

@@ -1,4 +1,11 @@
-package kit
+// Package metrics serves a box's GET /metrics in the Prometheus text
+// exposition format (version 0.0.4), to the key or a token with the
+// metrics scope: the counters the kit adds to as it serves, and the gauges
+// it reads when asked (sessions, parked files, uploads, egress, memory).
+// The exposition is written by hand: the kit binary's dependency budget
+// (stdlib, websocket, sqlite, x/sync, x/sys) has no room for the
+// Prometheus client library, and a few counters need none.
+package metrics
 
 import (
 	"bufio"
@@ -15,27 +22,22 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/version"
+	"github.com/glovebox-dev/glovebox/kit/egress"
+	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
-
-// GET /metrics serves the box's counters in the Prometheus text exposition
-// format (version 0.0.4), to the key or a token with the metrics scope.
-// The exposition is written by hand: the kit binary's dependency budget
-// (stdlib, websocket, sqlite, x/sync, x/sys) has no room for the Prometheus
-// client library, and a few counters need none.
 
 // promptBuckets are the upper bounds, in seconds, of the prompt duration
 // histogram.
 var promptBuckets = []float64{0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
 
-// observer counts what a Server does, for /metrics and the log lines.
-type observer struct {
-	sessionsTotal atomic.Int64
-	resumesTotal  atomic.Int64
-	framesSent    atomic.Int64
-	eventsSent    atomic.Int64
-	bytesSent     atomic.Int64
+// Counters count what a box does as it serves; the kit adds to them.
+type Counters struct {
+	SessionsTotal atomic.Int64 // sessions opened
+	ResumesTotal  atomic.Int64 // sessions resumed
+	FramesSent    atomic.Int64 // numbered frames sent
+	EventsSent    atomic.Int64 // event frames sent
+	BytesSent     atomic.Int64 // bytes of numbered frames sent
 	limitErrors   atomic.Int64
 
 	mu       sync.Mutex
@@ -45,12 +47,14 @@ type observer struct {
 	sum      float64
 }
 
-func newObserver() *observer {
-	return &observer{outcomes: map[string]int64{}, buckets: make([]int64, len(promptBuckets)+1)}
+// NewCounters returns counters at zero.
+func NewCounters() *Counters {
+	return &Counters{outcomes: map[string]int64{}, buckets: make([]int64, len(promptBuckets)+1)}
 }
 
-// prompt records a prompt that ended with outcome after d.
-func (o *observer) prompt(outcome string, d time.Duration) {
+// Prompt records a prompt that ended with outcome (complete, or the
+// error code sent) after d.
+func (o *Counters) Prompt(outcome string, d time.Duration) {
 	if outcome == protocol.CodeLimit {
 		o.limitErrors.Add(1)
 	}
@@ -64,15 +68,50 @@ func (o *observer) prompt(outcome string, d time.Duration) {
 	o.mu.Unlock()
 }
 
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+// Sources are what /metrics reads of the box when it is asked.
+type Sources struct {
+	Kit, Box, BoxVersion string // the kit's version, the box's name and version
+	Degraded             bool   // the sandbox lacks a protection
+	// Sessions counts the open sessions, their queued prompts and their
+	// running ones.
+	Sessions func() (open, queued, running int)
+	// Parked reads the file store's totals.
+	Parked func(ctx context.Context) (files, bytes int64)
+	// Uploads counts the partial uploads under way and their bytes.
+	Uploads func() (n, bytes int64)
+	// Egress and Audit read the egress proxy's and its audit trail's
+	// counters; zero without a proxy.
+	Egress func() egress.Stats
+	Audit  func() egress.JournalStats
+}
+
+// Metrics serves GET /metrics.
+type Metrics struct {
+	auth route.Auth
+	c    *Counters
+	src  Sources
+}
+
+// New returns the /metrics route of a box: for the key or a token auth
+// admits with the metrics scope, c and what src reads.
+func New(auth route.Auth, c *Counters, src Sources) *Metrics {
+	return &Metrics{auth: auth, c: c, src: src}
+}
+
+// Routes mounts GET /metrics.
+func (mt *Metrics) Routes() []route.Route {
+	return []route.Route{route.Path("/metrics", mt.serve)}
+}
+
+func (mt *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, "GET, HEAD")
+		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !s.admit(w, r, protocol.ScopeMetrics) {
+	if !mt.auth.Admit(w, r, protocol.ScopeMetrics) {
 		return
 	}
-	body := s.metricsText(r.Context())
+	body := mt.text(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -83,23 +122,24 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// metricsText renders every metric.
-func (s *Server) metricsText(ctx context.Context) []byte {
+// text renders every metric.
+func (mt *Metrics) text(ctx context.Context) []byte {
 	var b strings.Builder
 	m := metricWriter{&b}
-	o := s.obs
+	o := mt.c
+	src := mt.src
 
-	open, queued, running := s.sessionGauges()
+	open, queued, running := src.Sessions()
 	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
-	m.sample("glovebox_build_info", labels("kit_version", version.String(Version), "box", s.man.Name, "box_version", s.man.Version), "1")
+	m.sample("glovebox_build_info", labels("kit_version", src.Kit, "box", src.Box, "box_version", src.BoxVersion), "1")
 	m.family("glovebox_sandbox_degraded", "gauge", "1 when the box serves although its sandbox cannot keep sessions apart or enforce its egress policy (allowed, or the sandbox turned off).")
-	m.sample("glovebox_sandbox_degraded", "", map[bool]string{false: "0", true: "1"}[s.degraded])
+	m.sample("glovebox_sandbox_degraded", "", map[bool]string{false: "0", true: "1"}[src.Degraded])
 	m.family("glovebox_sessions_open", "gauge", "Sessions alive now, connected or waiting for a resume.")
 	m.sample("glovebox_sessions_open", "", itoa(int64(open)))
 	m.family("glovebox_sessions_total", "counter", "Sessions opened since the kit started.")
-	m.sample("glovebox_sessions_total", "", itoa(o.sessionsTotal.Load()))
+	m.sample("glovebox_sessions_total", "", itoa(o.SessionsTotal.Load()))
 	m.family("glovebox_session_resumes_total", "counter", "Sessions resumed after a dropped socket.")
-	m.sample("glovebox_session_resumes_total", "", itoa(o.resumesTotal.Load()))
+	m.sample("glovebox_session_resumes_total", "", itoa(o.ResumesTotal.Load()))
 	m.family("glovebox_prompts_running", "gauge", "Prompts running now.")
 	m.sample("glovebox_prompts_running", "", itoa(int64(running)))
 	m.family("glovebox_queue_depth", "gauge", "Prompts queued behind a running one, over all sessions.")
@@ -129,26 +169,26 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.sample("glovebox_prompt_duration_seconds_count", "", itoa(count))
 
 	m.family("glovebox_frames_sent_total", "counter", "Numbered frames sent to clients (events, display, complete, error).")
-	m.sample("glovebox_frames_sent_total", "", itoa(o.framesSent.Load()))
+	m.sample("glovebox_frames_sent_total", "", itoa(o.FramesSent.Load()))
 	m.family("glovebox_events_sent_total", "counter", "Event frames sent to clients.")
-	m.sample("glovebox_events_sent_total", "", itoa(o.eventsSent.Load()))
+	m.sample("glovebox_events_sent_total", "", itoa(o.EventsSent.Load()))
 	m.family("glovebox_bytes_sent_total", "counter", "Bytes of numbered frames sent to clients.")
-	m.sample("glovebox_bytes_sent_total", "", itoa(o.bytesSent.Load()))
+	m.sample("glovebox_bytes_sent_total", "", itoa(o.BytesSent.Load()))
 	m.family("glovebox_sandbox_limit_errors_total", "counter", "Prompts ended by a sandbox limit (LimitError: memory, processes, disk).")
 	m.sample("glovebox_sandbox_limit_errors_total", "", itoa(o.limitErrors.Load()))
 
-	files, fileBytes := s.parkedUsage(ctx)
+	files, fileBytes := src.Parked(ctx)
 	m.family("glovebox_parked_files", "gauge", "Files parked in the box's own store (localServer).")
 	m.sample("glovebox_parked_files", "", itoa(files))
 	m.family("glovebox_parked_bytes", "gauge", "Bytes of the files parked in the box's own store.")
 	m.sample("glovebox_parked_bytes", "", itoa(fileBytes))
-	ups, upBytes := s.madePartials().usage()
+	ups, upBytes := src.Uploads()
 	m.family("glovebox_partial_uploads", "gauge", "Resumable uploads under way (POST /uploads/{name}).")
 	m.sample("glovebox_partial_uploads", "", itoa(ups))
 	m.family("glovebox_partial_upload_bytes", "gauge", "Bytes the resumable uploads under way hold on disk.")
 	m.sample("glovebox_partial_upload_bytes", "", itoa(upBytes))
 
-	es := s.EgressStats()
+	es := src.Egress()
 	m.family("glovebox_egress_decisions_total", "counter", "Connections the egress proxy decided on, by decision.")
 	m.sample("glovebox_egress_decisions_total", labels("decision", "allow"), itoa(es.Allowed))
 	m.sample("glovebox_egress_decisions_total", labels("decision", "deny"), itoa(es.Denied))
@@ -156,7 +196,7 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.family("glovebox_egress_bytes_total", "counter", "Bytes the egress proxy carried, by direction.")
 	m.sample("glovebox_egress_bytes_total", labels("direction", "out"), itoa(es.BytesOut))
 	m.sample("glovebox_egress_bytes_total", labels("direction", "in"), itoa(es.BytesIn))
-	s.auditMetrics(m) // audit_route.go
+	auditMetrics(m, src.Audit())
 
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -169,45 +209,6 @@ func (s *Server) metricsText(ctx context.Context) []byte {
 	m.family("go_goroutines", "gauge", "Goroutines that exist now.")
 	m.sample("go_goroutines", "", itoa(int64(runtime.NumGoroutine())))
 	return []byte(b.String())
-}
-
-// sessionGauges counts the live sessions, their queued prompts and their
-// running ones.
-func (s *Server) sessionGauges() (open, queued, running int) {
-	s.mu.Lock()
-	sessions := slices.Collect(maps.Values(s.sessions))
-	s.mu.Unlock()
-	for _, ss := range sessions {
-		if !ss.opened.Load() {
-			continue // reserved for a connection still upgrading
-		}
-		open++
-		q, r := ss.prompts.load()
-		queued += q
-		if r != nil {
-			running++
-		}
-	}
-	return open, queued, running
-}
-
-// parkedUsage reads the file store's totals; a store not yet opened (no
-// database on disk until the first parked file) holds none.
-func (s *Server) parkedUsage(ctx context.Context) (files, bytes int64) {
-	ls := s.local
-	select {
-	case <-ls.ready:
-	default:
-		return 0, 0
-	}
-	if ls.l == nil {
-		return 0, 0
-	}
-	files, bytes, err := ls.l.Usage(ctx)
-	if err != nil {
-		s.log.Debug("metrics: file store usage", "err", err)
-	}
-	return files, bytes
 }
 
 // residentMemory reads the process's resident set size from
@@ -274,3 +275,16 @@ func escapeLabel(s string) string { return labelEscaper.Replace(s) }
 func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// auditMetrics adds the audit trail's counters to /metrics: the asks by
+// answer, the lines recorded and the writes that failed.
+func auditMetrics(m metricWriter, st egress.JournalStats) {
+	m.family("glovebox_egress_asks_total", "counter", "Connections no rule covered that the egress proxy asked the session's client about, by answer (timeout: none in time).")
+	for _, a := range append(slices.Clone(protocol.EgressAskChoices), protocol.EgressAskTimeout) {
+		m.sample("glovebox_egress_asks_total", labels("answer", a), itoa(st.Asks[a]))
+	}
+	m.family("glovebox_egress_audit_records_total", "counter", "Egress decisions recorded in the audit trail.")
+	m.sample("glovebox_egress_audit_records_total", "", itoa(st.Records))
+	m.family("glovebox_egress_audit_write_errors_total", "counter", "Audit trail lines the kit could not write to its file (kept in memory only).")
+	m.sample("glovebox_egress_audit_write_errors_total", "", itoa(st.WriteErrors))
+}

@@ -1,7 +1,6 @@
-package kit
+package upload
 
 import (
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -33,11 +32,11 @@ import (
 // A PATCH whose body is cut keeps what arrived (synced): the client asks
 // HEAD for the offset and sends the rest. A PATCH at another offset than
 // the upload's gets 409 with the right one. The partial file lives in the
-// state directory's uploads/ and is dropped after resumeUploadIdle without
+// state directory's uploads/ and is dropped after ResumeIdle without
 // a PATCH (checked every resumeUploadSweep while any is under way), when
 // the box restarts, or on DELETE. Same auth and cap as PUT.
 const (
-	resumeUploadIdle  = time.Hour
+	ResumeIdle        = time.Hour
 	resumeUploadSweep = 5 * time.Minute
 	resumeUploadMax   = 64 // partial uploads at once
 	resumeIDPrefix    = "up_"
@@ -65,25 +64,6 @@ type resumables struct {
 	closed bool
 }
 
-func (s *Server) partials() *resumables {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.resume == nil {
-		dir := filepath.Join(s.stateDir, "uploads")
-		os.RemoveAll(dir) // an earlier run's partial uploads: their state is gone
-		s.resume = &resumables{dir: dir, ups: map[string]*partialUpload{}, now: s.now, every: cmp.Or(s.opts.uploadSweep, resumeUploadSweep)}
-	}
-	return s.resume
-}
-
-// madePartials is the partial uploads if the first has been made, else
-// nil (whose methods do nothing): for readers that must not make them.
-func (s *Server) madePartials() *resumables {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.resume
-}
-
 // armLocked makes sure an idle upload is dropped even when no new upload
 // comes to sweep it: a timer looks every rs.every while any is under way.
 // The caller holds rs.mu.
@@ -100,7 +80,7 @@ func (rs *resumables) armLocked() {
 	})
 }
 
-// close stops the sweeps (Server.Close).
+// close stops the sweeps (Uploads.Close).
 func (rs *resumables) close() {
 	if rs == nil {
 		return
@@ -132,7 +112,7 @@ func (rs *resumables) usage() (n, bytes int64) {
 func (r *resumables) sweepLocked(now time.Time) {
 	for id, u := range r.ups {
 		if u.mu.TryLock() {
-			if now.Sub(u.last) > resumeUploadIdle {
+			if now.Sub(u.last) > ResumeIdle {
 				os.Remove(u.path)
 				delete(r.ups, id)
 			}
@@ -142,58 +122,58 @@ func (r *resumables) sweepLocked(now time.Time) {
 }
 
 // serveResumable answers POST, PATCH, HEAD and DELETE on /uploads/.
-func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, rest string) {
+func (u *Uploads) serveResumable(w http.ResponseWriter, r *http.Request, rest string) {
 	if r.Method == http.MethodPost {
-		s.startResumable(w, r, rest)
+		u.startResumable(w, r, rest)
 		return
 	}
 	if !strings.HasPrefix(rest, resumeIDPrefix) {
 		http.NotFound(w, r)
 		return
 	}
-	s.continueResumable(w, r, rest)
+	u.continueResumable(w, r, rest)
 }
 
-func (s *Server) startResumable(w http.ResponseWriter, r *http.Request, name string) {
-	if err := checkInputName(name); err != nil {
-		uploadError(w, http.StatusBadRequest, protocol.CodeInput, fmt.Sprintf("upload: %v", err))
+func (u *Uploads) startResumable(w http.ResponseWriter, r *http.Request, name string) {
+	if err := protocol.CheckInputName(name); err != nil {
+		answerError(w, http.StatusBadRequest, protocol.CodeInput, fmt.Sprintf("upload: %v", err))
 		return
 	}
 	length, err := strconv.ParseInt(r.Header.Get("Upload-Length"), 10, 64)
 	if err != nil || length < 0 {
-		uploadError(w, http.StatusBadRequest, protocol.CodeInput, "upload: POST needs an Upload-Length header: the file's size in bytes")
+		answerError(w, http.StatusBadRequest, protocol.CodeInput, "upload: POST needs an Upload-Length header: the file's size in bytes")
 		return
 	}
-	if length > s.maxInput {
-		uploadError(w, http.StatusRequestEntityTooLarge, protocol.CodeInput,
-			fmt.Sprintf("upload %s: %s is larger than limits.max_input (%s)", name, protocol.FormatSize(length), protocol.FormatSize(s.maxInput)))
+	if length > u.max {
+		answerError(w, http.StatusRequestEntityTooLarge, protocol.CodeInput,
+			fmt.Sprintf("upload %s: %s is larger than limits.max_input (%s)", name, protocol.FormatSize(length), protocol.FormatSize(u.max)))
 		return
 	}
-	rs := s.partials()
+	rs := u.partials()
 	rs.mu.Lock()
-	rs.sweepLocked(s.now())
+	rs.sweepLocked(rs.now())
 	if len(rs.ups) >= resumeUploadMax {
 		rs.mu.Unlock()
 		w.Header().Set("Retry-After", "60")
-		uploadError(w, http.StatusServiceUnavailable, protocol.CodeError, fmt.Sprintf("upload: %d resumable uploads are under way; finish or DELETE one", resumeUploadMax))
+		answerError(w, http.StatusServiceUnavailable, protocol.CodeError, fmt.Sprintf("upload: %d resumable uploads are under way; finish or DELETE one", resumeUploadMax))
 		return
 	}
 	var b [16]byte
 	rand.Read(b[:])
 	id := resumeIDPrefix + hex.EncodeToString(b[:])
-	u := &partialUpload{id: id, name: name, mime: r.Header.Get("Content-Type"), length: length, path: filepath.Join(rs.dir, id), last: s.now()}
+	p := &partialUpload{id: id, name: name, mime: r.Header.Get("Content-Type"), length: length, path: filepath.Join(rs.dir, id), last: rs.now()}
 	err = os.MkdirAll(rs.dir, 0o700)
 	if err == nil {
 		var f *os.File
-		if f, err = os.OpenFile(u.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+		if f, err = os.OpenFile(p.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
 			f.Close()
-			rs.ups[id] = u
+			rs.ups[id] = p
 			rs.armLocked()
 		}
 	}
 	rs.mu.Unlock()
 	if err != nil {
-		uploadError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: %v", name, err))
+		answerError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: %v", name, err))
 		return
 	}
 	body, _ := json.Marshal(map[string]any{"id": id, "offset": 0})
@@ -203,67 +183,67 @@ func (s *Server) startResumable(w http.ResponseWriter, r *http.Request, name str
 	w.Write(body)
 }
 
-func (s *Server) continueResumable(w http.ResponseWriter, r *http.Request, id string) {
-	rs := s.partials()
+func (u *Uploads) continueResumable(w http.ResponseWriter, r *http.Request, id string) {
+	rs := u.partials()
 	rs.mu.Lock()
-	u := rs.ups[id]
+	p := rs.ups[id]
 	rs.mu.Unlock()
-	if u == nil {
-		uploadError(w, http.StatusNotFound, protocol.CodeInput, fmt.Sprintf("upload %s: unknown or expired: start again with POST", id))
+	if p == nil {
+		answerError(w, http.StatusNotFound, protocol.CodeInput, fmt.Sprintf("upload %s: unknown or expired: start again with POST", id))
 		return
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.last = s.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = rs.now()
 	h := w.Header()
-	h.Set("Upload-Length", strconv.FormatInt(u.length, 10))
+	h.Set("Upload-Length", strconv.FormatInt(p.length, 10))
 	h.Set("Cache-Control", "no-store")
 	switch r.Method {
 	case http.MethodHead:
-		h.Set("Upload-Offset", strconv.FormatInt(u.offset, 10))
+		h.Set("Upload-Offset", strconv.FormatInt(p.offset, 10))
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case http.MethodDelete:
-		rs.drop(u)
+		rs.drop(p)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	off, err := strconv.ParseInt(r.Header.Get("Upload-Offset"), 10, 64)
-	if err != nil || off != u.offset {
-		h.Set("Upload-Offset", strconv.FormatInt(u.offset, 10))
-		uploadError(w, http.StatusConflict, protocol.CodeInput, fmt.Sprintf("upload %s: PATCH at offset %q, but the box holds %d bytes: send from there", id, r.Header.Get("Upload-Offset"), u.offset))
+	if err != nil || off != p.offset {
+		h.Set("Upload-Offset", strconv.FormatInt(p.offset, 10))
+		answerError(w, http.StatusConflict, protocol.CodeInput, fmt.Sprintf("upload %s: PATCH at offset %q, but the box holds %d bytes: send from there", id, r.Header.Get("Upload-Offset"), p.offset))
 		return
 	}
-	n, err := u.append(r.Body)
-	u.offset += n
-	u.held.Store(u.offset)
-	h.Set("Upload-Offset", strconv.FormatInt(u.offset, 10))
+	n, err := p.append(r.Body)
+	p.offset += n
+	p.held.Store(p.offset)
+	h.Set("Upload-Offset", strconv.FormatInt(p.offset, 10))
 	if err != nil {
-		uploadError(w, http.StatusBadRequest, protocol.CodeError, fmt.Sprintf("upload %s: %v (the box holds %d bytes: HEAD and send the rest)", id, err, u.offset))
+		answerError(w, http.StatusBadRequest, protocol.CodeError, fmt.Sprintf("upload %s: %v (the box holds %d bytes: HEAD and send the rest)", id, err, p.offset))
 		return
 	}
-	if u.offset < u.length {
+	if p.offset < p.length {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	// All in: into the store, by copy_file_range where the file system
 	// can, then the partial file goes.
-	f, err := os.Open(u.path)
+	f, err := os.Open(p.path)
 	if err != nil {
-		uploadError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: %v", id, err))
+		answerError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: %v", id, err))
 		return
 	}
-	mime := u.mime
+	mime := p.mime
 	if mime == "application/octet-stream" {
 		mime = ""
 	}
-	ref, err := s.local.Put(r.Context(), storage.Meta{Name: u.name, Mime: mime, Size: u.length}, io.LimitReader(f, u.length))
+	ref, err := u.store.Put(r.Context(), storage.Meta{Name: p.name, Mime: mime, Size: p.length}, io.LimitReader(f, p.length))
 	f.Close()
 	if err != nil {
-		uploadError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: store: %v (PATCH nothing and try again)", id, err))
+		answerError(w, http.StatusInternalServerError, protocol.CodeError, fmt.Sprintf("upload %s: store: %v (PATCH nothing and try again)", id, err))
 		return
 	}
-	rs.drop(u)
+	rs.drop(p)
 	body, _ := json.Marshal(ref)
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
