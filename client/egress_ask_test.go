@@ -158,22 +158,8 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 	b := kitBox(t, ek.url)
 	ctx := testkit.Context(t, "the egress asks")
 
-	fctx, stopFollow := context.WithCancel(ctx)
-	followed := make(chan protocol.EgressEvent, 100)
-	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		for ev, err := range b.EgressLog(fctx, client.EgressLogOptions{Follow: true}) {
-			if err != nil {
-				if fctx.Err() == nil {
-					t.Errorf("follow: %v", err)
-				}
-				return
-			}
-			followed <- ev
-		}
-	}()
-	defer func() { stopFollow(); <-followDone }()
+	followed, stopFollow := followEgressLog(t, ctx, b)
+	defer stopFollow()
 
 	// A rule covers it: no ask.
 	if codes, asks := curlPrompt(t, ctx, b, ek.port, []string{"allowed.test"}); codes != "200" || len(asks) != 0 {
@@ -237,6 +223,43 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 		fmt.Sprintf(`box.test allow box.test:%d  allow = ["box.test:%[1]d"]`, ek.port),
 		"sess.test deny ask: deny deny ",
 	}
+	checkAuditTrail(t, followed, wantLines)
+	metrics := getJSON(t, ctx, ek, "/metrics")
+	for _, w := range []string{`glovebox_egress_asks_total{answer="once"} 1`, `glovebox_egress_asks_total{answer="session"} 2`,
+		`glovebox_egress_asks_total{answer="box"} 1`, `glovebox_egress_asks_total{answer="deny"} 3`, `glovebox_egress_asks_total{answer="timeout"} 1`,
+		`glovebox_egress_audit_records_total 10`, `glovebox_egress_decisions_total{decision="deny"} 4`} {
+		if !strings.Contains(metrics, w) {
+			t.Errorf("/metrics lacks %q", w)
+		}
+	}
+}
+
+// followEgressLog follows b's egress audit trail until stop is called,
+// each line sent on the channel.
+func followEgressLog(t *testing.T, ctx context.Context, b *client.Box) (<-chan protocol.EgressEvent, func()) {
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan protocol.EgressEvent, 100)
+	followDone := make(chan struct{})
+	go func() {
+		defer close(followDone)
+		for ev, err := range b.EgressLog(fctx, client.EgressLogOptions{Follow: true}) {
+			if err != nil {
+				if fctx.Err() == nil {
+					t.Errorf("follow: %v", err)
+				}
+				return
+			}
+			followed <- ev
+		}
+	}()
+	return followed, func() { stopFollow(); <-followDone }
+}
+
+// checkAuditTrail reads as many lines from the followed trail as want
+// has and checks them: in order, each allowed one with its bytes and
+// address.
+func checkAuditTrail(t *testing.T, followed <-chan protocol.EgressEvent, wantLines []string) {
+	t.Helper()
 	var got []string
 	var last uint64
 	for len(got) < len(wantLines) {
@@ -252,14 +275,6 @@ func TestEgressAskOverWebSocket(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
 		t.Errorf("audit trail:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
-	}
-	metrics := getJSON(t, ctx, ek, "/metrics")
-	for _, w := range []string{`glovebox_egress_asks_total{answer="once"} 1`, `glovebox_egress_asks_total{answer="session"} 2`,
-		`glovebox_egress_asks_total{answer="box"} 1`, `glovebox_egress_asks_total{answer="deny"} 3`, `glovebox_egress_asks_total{answer="timeout"} 1`,
-		`glovebox_egress_audit_records_total 10`, `glovebox_egress_decisions_total{decision="deny"} 4`} {
-		if !strings.Contains(metrics, w) {
-			t.Errorf("/metrics lacks %q", w)
-		}
 	}
 }
 

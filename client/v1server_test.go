@@ -268,6 +268,7 @@ type v1prompt struct {
 	abort chan struct{}
 }
 
+// event, complete and fail send the prompt's frames as v1 does.
 func (p v1prompt) event(typ string, data any) {
 	p.c.send(map[string]any{"type": "event", "id": p.id, "event_type": typ, "data": data})
 }

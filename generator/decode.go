@@ -121,6 +121,7 @@ type lineIndex struct {
 	arrays map[string]int // array-of-tables path -> element count
 }
 
+// line is the line n starts on.
 func (ix *lineIndex) line(n *unstable.Node) int { return ix.p.Shape(n.Raw).Start.Line }
 
 // resolve turns dotted key parts into a path, stepping into the last

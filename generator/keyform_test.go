@@ -53,38 +53,8 @@ func TestKubernetesKeyForm(t *testing.T) {
 		t.Fatalf("glovebox.key = %q, want the key and one newline", keyFile)
 	}
 
-	start := func(t *testing.T, env string) (port string, stderr *bytes.Buffer, cmd *exec.Cmd) {
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		t.Cleanup(cancel)
-		cmd = exec.CommandContext(ctx, kit, "--manifest", filepath.Join(dist, ManifestFile), "--root", t.TempDir())
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GLOVEBOX_PORT=0", "GLOVEBOX_INIT=off", "GLOVEBOX_KEY=" + env}
-		pipe, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		stderr = &bytes.Buffer{}
-		addrRE := regexp.MustCompile(`addr=\S*:(\d+)`)
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			stderr.WriteString(sc.Text() + "\n")
-			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
-				port = m[1]
-				go func() {
-					for sc.Scan() {
-					}
-				}()
-				break
-			}
-		}
-		return port, stderr, cmd
-	}
-
 	t.Run("from-file", func(t *testing.T) {
-		port, stderr, _ := start(t, string(keyFile))
+		port, stderr, _ := startKit(t, kit, dist, string(keyFile))
 		if port == "" {
 			t.Fatalf("the kit did not serve with GLOVEBOX_KEY as kubectl --from-file sets it:\n%s", stderr)
 		}
@@ -112,7 +82,7 @@ func TestKubernetesKeyForm(t *testing.T) {
 		}
 	})
 	t.Run("two newlines", func(t *testing.T) {
-		port, stderr, cmd := start(t, testKey+"\n\n")
+		port, stderr, cmd := startKit(t, kit, dist, testKey+"\n\n")
 		if port != "" {
 			t.Fatalf("the kit served with a key and two newlines:\n%s", stderr)
 		}
@@ -121,4 +91,37 @@ func TestKubernetesKeyForm(t *testing.T) {
 			t.Errorf("stderr:\n%s", stderr)
 		}
 	})
+}
+
+// startKit starts the kit built at kit on the manifest in dist with
+// GLOVEBOX_KEY set to env, and returns the port it serves on ("" when it
+// exited before serving), its stderr so far, and its command.
+func startKit(t *testing.T, kit, dist, env string) (port string, stderr *bytes.Buffer, cmd *exec.Cmd) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd = exec.CommandContext(ctx, kit, "--manifest", filepath.Join(dist, ManifestFile), "--root", t.TempDir())
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GLOVEBOX_PORT=0", "GLOVEBOX_INIT=off", "GLOVEBOX_KEY=" + env}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	stderr = &bytes.Buffer{}
+	addrRE := regexp.MustCompile(`addr=\S*:(\d+)`)
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			break
+		}
+	}
+	return port, stderr, cmd
 }

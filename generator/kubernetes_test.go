@@ -259,24 +259,32 @@ type podContainer struct {
 	c    map[string]any
 }
 
+// bad adds a violation.
 func (c *podCheck) bad(format string, args ...any) {
 	c.out = append(c.out, fmt.Sprintf(format, args...))
 }
 
+// psObj and psList are m[k] as an object and as a list, nil when it is
+// absent or of another type.
 func psObj(m map[string]any, k string) map[string]any { v, _ := m[k].(map[string]any); return v }
 func psList(m map[string]any, k string) []any         { v, _ := m[k].([]any); return v }
 
+// psSeccomp is a securityContext's seccompProfile.type, if it has one.
 func psSeccomp(sc map[string]any) (string, bool) {
 	t, ok := psObj(sc, "seccompProfile")["type"].(string)
 	return t, ok
 }
 
+// appArmor checks a securityContext's AppArmor profile: RuntimeDefault
+// or Localhost.
 func (c *podCheck) appArmor(path string, sc map[string]any) {
 	if t, ok := psObj(sc, "appArmorProfile")["type"]; ok && t != "RuntimeDefault" && t != "Localhost" {
 		c.bad("%s.appArmorProfile.type %v is not RuntimeDefault or Localhost", path, t)
 	}
 }
 
+// seLinux checks a securityContext's SELinux options: an allowed type,
+// no user or role.
 func (c *podCheck) seLinux(path string, sc map[string]any) {
 	se := psObj(sc, "seLinuxOptions")
 	if t, ok := se["type"].(string); ok && !slices.Contains(selinuxTypes, t) {

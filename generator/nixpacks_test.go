@@ -142,89 +142,116 @@ func TestNixpacks(t *testing.T) {
 			if p.Providers == nil || len(*p.Providers) != 0 {
 				t.Errorf("providers = %v, want [] (no auto-detection)", p.Providers)
 			}
-			setup, ok := p.Phases["setup"]
-			if !ok {
-				t.Fatal("no setup phase")
-			}
-			if want := pins[DefaultBranch].Rev; setup.NixpkgsArchive != want {
-				t.Errorf("nixpkgsArchive = %q, want the flake's pin %q", setup.NixpkgsArchive, want)
-			}
-			pyEnvRE := regexp.MustCompile(`^\(python3\.withPackages \(ps: \[( ps\."[a-z0-9._-]+")+ \]\)\)$`)
-			for _, pkg := range setup.NixPkgs {
-				if !nixAttrRE.MatchString(pkg) && !pyEnvRE.MatchString(pkg) {
-					t.Errorf("nixPkgs holds %q, not a nixpkgs attribute path or a python3.withPackages", pkg)
-				}
-			}
-			for _, pkg := range append(append(baseSpecs["base"].Nix, baseSpecs[c.Base].Nix...), c.Packages.Nix...) {
-				if strings.HasPrefix(pkg, "python3Packages.") {
-					continue // in the Python environment
-				}
-				if !slices.Contains(setup.NixPkgs, pkg) {
-					t.Errorf("nixPkgs = %v, want it to hold %q", setup.NixPkgs, pkg)
-				}
-			}
-			for _, ph := range p.Phases {
-				if len(ph.AptPkgs)+len(ph.AptPackages) > 0 {
-					t.Errorf("a phase installs apt packages: %v", ph.AptPkgs)
-				}
-			}
-			if got := p.Phases["install"].DependsOn; !cmp.Equal(got, []string{"setup"}) {
-				t.Errorf("install.dependsOn = %v, want [setup]", got)
-			}
-			if got := p.Phases["build"].DependsOn; !cmp.Equal(got, []string{"install"}) {
-				t.Errorf("build.dependsOn = %v, want [install]", got)
-			}
-			if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "go install -trimpath "+KitModule+"@") {
-				t.Errorf("install cmds %q do not install the kit", p.Phases["install"].Cmds)
-			}
-			if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), " "+SupervisorModule+"@") {
-				t.Errorf("install cmds %q do not install the sandbox supervisor beside the kit", p.Phases["install"].Cmds)
-			}
-			if p.Start == nil || p.Start.Cmd != "exec /app/bin/glovebox-kit" {
-				t.Errorf("start = %+v, want the kit", p.Start)
-			}
-			if got := p.Variables["GLOVEBOX_MANIFEST"]; got != "/app/glovebox.json" {
-				t.Errorf("GLOVEBOX_MANIFEST = %q, want /app/glovebox.json", got)
-			}
-			// The fs layout: every mount path and the kit's state directory
-			// is created by one mkdir whose words, run through a real shell,
-			// are exactly the paths.
-			build := p.Phases["build"].Cmds
-			if len(build) != 1 || !strings.HasPrefix(build[0], "mkdir -p ") {
-				t.Fatalf("build cmds = %q, want one mkdir -p", build)
-			}
-			var want []string
-			for _, k := range sortedKeys(c.FS) {
-				want = append(want, c.FS[k].Path)
-			}
-			want = append(want, "/var/glovebox/files")
-			got := shellWords(t, strings.TrimPrefix(build[0], "mkdir -p "))
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("mkdir paths mismatch (-want +got):\n%s", diff)
-			}
-			// Python libraries are in one Python environment, as in the Nix
-			// image: pip names and python3Packages.X under packages.nix.
-			var wantPy []string
-			for _, n := range append(append([]string(nil), baseSpecs[c.Base].Pip...), c.Packages.Pip...) {
-				wantPy = append(wantPy, pythonAttr(n))
-			}
-			for _, n := range c.Packages.Nix {
-				if name, ok := strings.CutPrefix(n, "python3Packages."); ok {
-					wantPy = append(wantPy, name)
-				}
-			}
-			if len(wantPy) > 0 {
-				env := setup.NixPkgs[len(setup.NixPkgs)-1]
-				for _, n := range wantPy {
-					if !strings.Contains(env, ` ps."`+n+`"`) {
-						t.Errorf("nixPkgs' Python %q lacks %s", env, n)
-					}
-				}
-				if strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "pip install") {
-					t.Errorf("install cmds pip-install: %q", p.Phases["install"].Cmds)
-				}
-			}
+			setup := checkNixpacksSetup(t, c, p)
+			checkNixpacksPhases(t, p)
+			checkNixpacksDirs(t, c, p)
+			checkNixpacksPython(t, c, p, setup)
 		})
+	}
+}
+
+// checkNixpacksSetup checks the setup phase: the flake's nixpkgs, and
+// every package of the box and its base as a nixpkgs attribute or in the
+// Python environment. It returns the phase.
+func checkNixpacksSetup(t *testing.T, c *Config, p *nixpacksPlan) nixpacksPhase {
+	t.Helper()
+	setup, ok := p.Phases["setup"]
+	if !ok {
+		t.Fatal("no setup phase")
+	}
+	if want := pins[DefaultBranch].Rev; setup.NixpkgsArchive != want {
+		t.Errorf("nixpkgsArchive = %q, want the flake's pin %q", setup.NixpkgsArchive, want)
+	}
+	pyEnvRE := regexp.MustCompile(`^\(python3\.withPackages \(ps: \[( ps\."[a-z0-9._-]+")+ \]\)\)$`)
+	for _, pkg := range setup.NixPkgs {
+		if !nixAttrRE.MatchString(pkg) && !pyEnvRE.MatchString(pkg) {
+			t.Errorf("nixPkgs holds %q, not a nixpkgs attribute path or a python3.withPackages", pkg)
+		}
+	}
+	for _, pkg := range append(append(baseSpecs["base"].Nix, baseSpecs[c.Base].Nix...), c.Packages.Nix...) {
+		if strings.HasPrefix(pkg, "python3Packages.") {
+			continue // in the Python environment
+		}
+		if !slices.Contains(setup.NixPkgs, pkg) {
+			t.Errorf("nixPkgs = %v, want it to hold %q", setup.NixPkgs, pkg)
+		}
+	}
+	return setup
+}
+
+// checkNixpacksPhases checks that no phase installs apt packages, the
+// phases' order, the kit's install and start, and its manifest.
+func checkNixpacksPhases(t *testing.T, p *nixpacksPlan) {
+	t.Helper()
+	for _, ph := range p.Phases {
+		if len(ph.AptPkgs)+len(ph.AptPackages) > 0 {
+			t.Errorf("a phase installs apt packages: %v", ph.AptPkgs)
+		}
+	}
+	if got := p.Phases["install"].DependsOn; !cmp.Equal(got, []string{"setup"}) {
+		t.Errorf("install.dependsOn = %v, want [setup]", got)
+	}
+	if got := p.Phases["build"].DependsOn; !cmp.Equal(got, []string{"install"}) {
+		t.Errorf("build.dependsOn = %v, want [install]", got)
+	}
+	if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "go install -trimpath "+KitModule+"@") {
+		t.Errorf("install cmds %q do not install the kit", p.Phases["install"].Cmds)
+	}
+	if !strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), " "+SupervisorModule+"@") {
+		t.Errorf("install cmds %q do not install the sandbox supervisor beside the kit", p.Phases["install"].Cmds)
+	}
+	if p.Start == nil || p.Start.Cmd != "exec /app/bin/glovebox-kit" {
+		t.Errorf("start = %+v, want the kit", p.Start)
+	}
+	if got := p.Variables["GLOVEBOX_MANIFEST"]; got != "/app/glovebox.json" {
+		t.Errorf("GLOVEBOX_MANIFEST = %q, want /app/glovebox.json", got)
+	}
+}
+
+// checkNixpacksDirs checks the fs layout: every mount path and the kit's
+// state directory is created by one mkdir whose words, run through a real
+// shell, are exactly the paths.
+func checkNixpacksDirs(t *testing.T, c *Config, p *nixpacksPlan) {
+	t.Helper()
+	build := p.Phases["build"].Cmds
+	if len(build) != 1 || !strings.HasPrefix(build[0], "mkdir -p ") {
+		t.Fatalf("build cmds = %q, want one mkdir -p", build)
+	}
+	var want []string
+	for _, k := range sortedKeys(c.FS) {
+		want = append(want, c.FS[k].Path)
+	}
+	want = append(want, "/var/glovebox/files")
+	got := shellWords(t, strings.TrimPrefix(build[0], "mkdir -p "))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mkdir paths mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// checkNixpacksPython checks that Python libraries are in one Python
+// environment, as in the Nix image: pip names and python3Packages.X under
+// packages.nix.
+func checkNixpacksPython(t *testing.T, c *Config, p *nixpacksPlan, setup nixpacksPhase) {
+	t.Helper()
+	var wantPy []string
+	for _, n := range append(append([]string(nil), baseSpecs[c.Base].Pip...), c.Packages.Pip...) {
+		wantPy = append(wantPy, pythonAttr(n))
+	}
+	for _, n := range c.Packages.Nix {
+		if name, ok := strings.CutPrefix(n, "python3Packages."); ok {
+			wantPy = append(wantPy, name)
+		}
+	}
+	if len(wantPy) > 0 {
+		env := setup.NixPkgs[len(setup.NixPkgs)-1]
+		for _, n := range wantPy {
+			if !strings.Contains(env, ` ps."`+n+`"`) {
+				t.Errorf("nixPkgs' Python %q lacks %s", env, n)
+			}
+		}
+		if strings.Contains(strings.Join(p.Phases["install"].Cmds, "\n"), "pip install") {
+			t.Errorf("install cmds pip-install: %q", p.Phases["install"].Cmds)
+		}
 	}
 }
 

@@ -230,19 +230,7 @@ func TestDockerEntrypoint(t *testing.T) {
 	if err != nil {
 		t.Skip("jq is not on PATH (apt-get install jq to run this test)")
 	}
-	res := generateCase(t, filepath.Join("testdata", "hostile"), Options{})
-	dockerfile := string(fileData(t, res, DockerFile))
-	start := strings.Index(dockerfile, "COPY <<'JQ' /box/entrypoint.jq\n")
-	end := strings.Index(dockerfile, "\nJQ\n")
-	if start < 0 || end < start {
-		t.Fatalf("no entrypoint.jq heredoc in the Dockerfile:\n%s", dockerfile)
-	}
-	program := dockerfile[start+len("COPY <<'JQ' /box/entrypoint.jq\n") : end+1]
-	// The final stage declares the PATH and HOME the program compares with.
-	const declared = "ENV PATH=/bin:/usr/bin HOME=/home/glovebox\n"
-	if !strings.Contains(dockerfile, declared) {
-		t.Fatalf("the Dockerfile's final stage lacks %q", declared)
-	}
+	program := entrypointProgram(t)
 
 	tmp := t.TempDir()
 	work := filepath.Join(tmp, "it's $(work)")
@@ -262,24 +250,7 @@ func TestDockerEntrypoint(t *testing.T) {
 		"WorkingDir": work,
 		"Entrypoint": []string{sh, "-c", kit, "kit"},
 	}}
-	data, err := marshalJSON(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgFile, progFile, script := filepath.Join(tmp, "config.json"), filepath.Join(tmp, "entrypoint.jq"), filepath.Join(tmp, "entrypoint")
-	if err := os.WriteFile(cfgFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(progFile, []byte(program), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(jq, "-r", "-f", progFile, cfgFile).Output()
-	if err != nil {
-		t.Fatalf("jq: %v", err)
-	}
-	if err := os.WriteFile(script, out, 0o555); err != nil {
-		t.Fatal(err)
-	}
+	script, out := writeEntrypoint(t, jq, tmp, program, config)
 	// What Docker passes when nothing is overridden: the final stage's ENV.
 	// (sh is run by its absolute path.)
 	dockerEnv := []string{"PATH=/bin:/usr/bin", "HOME=/home/glovebox"}
@@ -321,6 +292,52 @@ func TestDockerEntrypoint(t *testing.T) {
 			t.Errorf("docker run IMAGE sh -c ... printed %q, want %q (the command, not the kit)", got, want)
 		}
 	})
+}
+
+// entrypointProgram is the jq program of the hostile case's Dockerfile
+// (its entrypoint.jq heredoc), checked to sit in a Dockerfile whose final
+// stage declares the PATH and HOME the program compares with.
+func entrypointProgram(t *testing.T) string {
+	t.Helper()
+	res := generateCase(t, filepath.Join("testdata", "hostile"), Options{})
+	dockerfile := string(fileData(t, res, DockerFile))
+	start := strings.Index(dockerfile, "COPY <<'JQ' /box/entrypoint.jq\n")
+	end := strings.Index(dockerfile, "\nJQ\n")
+	if start < 0 || end < start {
+		t.Fatalf("no entrypoint.jq heredoc in the Dockerfile:\n%s", dockerfile)
+	}
+	program := dockerfile[start+len("COPY <<'JQ' /box/entrypoint.jq\n") : end+1]
+	const declared = "ENV PATH=/bin:/usr/bin HOME=/home/glovebox\n"
+	if !strings.Contains(dockerfile, declared) {
+		t.Fatalf("the Dockerfile's final stage lacks %q", declared)
+	}
+	return program
+}
+
+// writeEntrypoint runs program with jq on the image configuration config
+// and writes the script it prints to dir; it returns the script's path
+// and text.
+func writeEntrypoint(t *testing.T, jq, dir, program string, config map[string]any) (string, []byte) {
+	t.Helper()
+	data, err := marshalJSON(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile, progFile, script := filepath.Join(dir, "config.json"), filepath.Join(dir, "entrypoint.jq"), filepath.Join(dir, "entrypoint")
+	if err := os.WriteFile(cfgFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(progFile, []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(jq, "-r", "-f", progFile, cfgFile).Output()
+	if err != nil {
+		t.Fatalf("jq: %v", err)
+	}
+	if err := os.WriteFile(script, out, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	return script, out
 }
 
 // TestDockerfileStreamFails runs the Dockerfile's stream-and-untar lines

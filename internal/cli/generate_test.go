@@ -52,12 +52,45 @@ func TestInitThenGenerate(t *testing.T) {
 		t.Errorf("scaffold: name %q agent %q, want my-box exec", cfg.Name, cfg.Agent.Type)
 	}
 
-	// init refuses to overwrite, and writes nothing.
+	initRefusesToOverwrite(t, dir)
+	key := generateNewKey(t, dir)
+	dist := filepath.Join(dir, "dist")
+	fp := protocol.Fingerprint(key)
+
+	// Again: nothing changes, the key is kept.
+	out, _, err = gbx(t, dir, "generate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "dist is up to date") || !strings.Contains(out, "box key kept: fingerprint "+fp) {
+		t.Errorf("second gbx generate printed %q", out)
+	}
+
+	generateCheckDrift(t, dir)
+
+	// --rotate-key: a new key and fingerprint, everywhere.
+	out, _, err = gbx(t, dir, "generate", "--rotate-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2 := strings.TrimSpace(readFile(t, filepath.Join(dist, "glovebox.key")))
+	if key2 == key || !strings.Contains(out, "rotated the box key: fingerprint "+protocol.Fingerprint(key2)) {
+		t.Errorf("--rotate-key: key changed %v, output %q", key2 != key, out)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(dist, "glovebox.json")), protocol.Fingerprint(key2)) {
+		t.Error("the manifest does not carry the rotated key's fingerprint")
+	}
+}
+
+// initRefusesToOverwrite: init refuses to overwrite, and writes nothing;
+// --force rewrites.
+func initRefusesToOverwrite(t *testing.T, dir string) {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "glovebox.toml"), []byte("name = \"mine\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(dir, "README.md"))
-	_, _, err = gbx(t, dir, "init")
+	_, _, err := gbx(t, dir, "init")
 	if err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("gbx init over an existing box = %v, want a refusal naming --force", err)
 	}
@@ -73,9 +106,14 @@ func TestInitThenGenerate(t *testing.T) {
 	if got := readFile(t, filepath.Join(dir, "glovebox.toml")); !strings.Contains(got, `name = "forced"`) {
 		t.Errorf("init --force did not rewrite glovebox.toml:\n%s", got)
 	}
+}
 
-	// generate: a new key, 0600, its fingerprint printed and in the manifest.
-	out, _, err = gbx(t, dir, "generate")
+// generateNewKey: the first generate makes a new key, 0600, its
+// fingerprint printed and in the manifest, and the box's files; it
+// returns the key.
+func generateNewKey(t *testing.T, dir string) string {
+	t.Helper()
+	out, _, err := gbx(t, dir, "generate")
 	if err != nil {
 		t.Fatalf("gbx generate: %v", err)
 	}
@@ -100,17 +138,14 @@ func TestInitThenGenerate(t *testing.T) {
 	if !strings.Contains(readFile(t, filepath.Join(dist, ".gitignore")), "/glovebox.key") {
 		t.Error("dist/.gitignore does not keep the key out of git")
 	}
+	return key
+}
 
-	// Again: nothing changes, the key is kept.
-	out, _, err = gbx(t, dir, "generate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "dist is up to date") || !strings.Contains(out, "box key kept: fingerprint "+fp) {
-		t.Errorf("second gbx generate printed %q", out)
-	}
-
-	// --check: clean, then drift after an edit, without writing.
+// generateCheckDrift: --check is clean, then reports drift after an
+// edit, without writing.
+func generateCheckDrift(t *testing.T, dir string) {
+	t.Helper()
+	dist := filepath.Join(dir, "dist")
 	if out, _, err := gbx(t, dir, "generate", "--check"); err != nil || !strings.Contains(out, "up to date") {
 		t.Errorf("gbx generate --check on a fresh dist = %q, %v", out, err)
 	}
@@ -120,7 +155,7 @@ func TestInitThenGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := readFile(t, filepath.Join(dist, "flake.nix"))
-	out, _, err = gbx(t, dir, "generate", "--check")
+	out, _, err := gbx(t, dir, "generate", "--check")
 	var exit *ExitError
 	if !errors.As(err, &exit) || exit.Code != 1 {
 		t.Fatalf("gbx generate --check with drift = %v, want exit 1", err)
@@ -132,19 +167,6 @@ func TestInitThenGenerate(t *testing.T) {
 	}
 	if readFile(t, filepath.Join(dist, "flake.nix")) != before {
 		t.Error("--check wrote flake.nix")
-	}
-
-	// --rotate-key: a new key and fingerprint, everywhere.
-	out, _, err = gbx(t, dir, "generate", "--rotate-key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key2 := strings.TrimSpace(readFile(t, filepath.Join(dist, "glovebox.key")))
-	if key2 == key || !strings.Contains(out, "rotated the box key: fingerprint "+protocol.Fingerprint(key2)) {
-		t.Errorf("--rotate-key: key changed %v, output %q", key2 != key, out)
-	}
-	if !strings.Contains(readFile(t, filepath.Join(dist, "glovebox.json")), protocol.Fingerprint(key2)) {
-		t.Error("the manifest does not carry the rotated key's fingerprint")
 	}
 }
 

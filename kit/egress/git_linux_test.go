@@ -114,6 +114,69 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// agentGitOf runs git as the box's agent would, with the box's
+// environment and home as its home, for 60 s at most.
+func agentGitOf(b *box, home string) func(dir string, args ...string) (string, error) {
+	return func(dir string, args ...string) (string, error) {
+		// The agent writes the remote with its placeholder, as it would
+		// with a real token.
+		cmd := exec.Command("sh", append([]string{"-c", `exec git "$@"`, "git"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(b.env(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+			"GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@example.com", "GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@example.com")
+		timer := time.AfterFunc(60*time.Second, func() {
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+			}
+		})
+		defer timer.Stop()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
+// checkGitServerSaw checks that the git server received the real token
+// and no other credentials, and requests for acme/repo.git only; it
+// returns how many requests it saw.
+func checkGitServerSaw(t *testing.T, gs *gitServer) int {
+	t.Helper()
+	auths, paths := gs.seen()
+	sawToken := false
+	for _, a := range auths {
+		if a == protocol.InjectBasicUser+":"+gitToken {
+			sawToken = true
+		} else {
+			t.Errorf("the server received the credentials %q, want only the real token", a)
+		}
+	}
+	if !sawToken {
+		t.Error("the token never reached the server")
+	}
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/acme/repo.git/") {
+			t.Errorf("the server saw a request for %s", p)
+		}
+	}
+	return len(paths)
+}
+
+// pendingDenials are the denials among the events b has sent and no one
+// has read yet.
+func pendingDenials(b *box) []Event {
+	var denied []Event
+	for {
+		select {
+		case ev := <-b.events:
+			if ev.Decision == Deny {
+				denied = append(denied, ev)
+			}
+			continue
+		default:
+		}
+		return denied
+	}
+}
+
 // TestGitBrokeredPinned: the real git binary, through the proxy, against
 // a real git smart-HTTP server over TLS (a test CA only the proxy
 // trusts) on a test host in a network namespace. The agent has only the
@@ -144,24 +207,7 @@ func TestGitBrokeredPinned(t *testing.T) {
 		}
 	}
 	work := t.TempDir()
-	home := t.TempDir()
-	agentGit := func(dir string, args ...string) (string, error) {
-		t.Helper()
-		// The agent writes the remote with its placeholder, as it would
-		// with a real token.
-		cmd := exec.Command("sh", append([]string{"-c", `exec git "$@"`, "git"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(b.env(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-			"GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@example.com", "GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@example.com")
-		timer := time.AfterFunc(60*time.Second, func() {
-			if cmd.Process != nil {
-				cmd.Process.Kill()
-			}
-		})
-		defer timer.Stop()
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	agentGit := agentGitOf(b, t.TempDir())
 	ph := b.p.Placeholders()["GITHUB_TOKEN"]
 	remote := func(repo string) string {
 		return "https://" + protocol.InjectBasicUser + ":" + ph + "@" + host + "/acme/" + repo
@@ -188,24 +234,7 @@ func TestGitBrokeredPinned(t *testing.T) {
 	if got := git(t, filepath.Join(gs.root, "acme/repo.git"), "log", "-1", "--format=%s", "main"); got != "agent change" {
 		t.Errorf("the server's acme/repo.git main is at %q, want the agent's commit", got)
 	}
-	auths, paths := gs.seen()
-	sawToken := false
-	for _, a := range auths {
-		if a == protocol.InjectBasicUser+":"+gitToken {
-			sawToken = true
-		} else {
-			t.Errorf("the server received the credentials %q, want only the real token", a)
-		}
-	}
-	if !sawToken {
-		t.Error("the token never reached the server")
-	}
-	for _, p := range paths {
-		if !strings.HasPrefix(p, "/acme/repo.git/") {
-			t.Errorf("the server saw a request for %s", p)
-		}
-	}
-	n := len(paths)
+	n := checkGitServerSaw(t, gs)
 
 	// Another repository on the same host: refused, readable, and nothing
 	// reaches the server.
@@ -228,18 +257,7 @@ func TestGitBrokeredPinned(t *testing.T) {
 	if _, paths := gs.seen(); len(paths) != n {
 		t.Errorf("refused requests reached the server: %v", paths[n:])
 	}
-	var denied []Event
-	for {
-		select {
-		case ev := <-b.events:
-			if ev.Decision == Deny {
-				denied = append(denied, ev)
-			}
-			continue
-		default:
-		}
-		break
-	}
+	denied := pendingDenials(b)
 	if len(denied) == 0 || !strings.Contains(denied[0].Rule, `paths = ["/acme/repo.git"]`) {
 		t.Errorf("denials %+v, want the request rule named", denied)
 	}

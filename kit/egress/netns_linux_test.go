@@ -152,6 +152,23 @@ func serveHello(t testing.TB, ln net.Listener, name string) {
 	t.Cleanup(func() { srv.Close(); <-done })
 }
 
+// helloPort serves hello from name on ln and returns its port.
+func helloPort(t testing.TB, ln net.Listener, name string) int {
+	t.Helper()
+	serveHello(t, ln, name)
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// listenHere listens on addr in the test's own network namespace.
+func listenHere(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 // dialLog is the proxy's dialer in these tests: it dials loopback and the
 // test network for real, and records and refuses anything else, so that
 // a row that failed to close an address shows as a dial here, never as
@@ -301,36 +318,12 @@ var addrDNS = map[string][]string{
 // the port.
 func TestAddressTableReal(t *testing.T) {
 	tn := newTestNet(t)
-	peer := tn.listen(t, tn.Peer.String()+":0")
-	serveHello(t, peer, "the test host")
-	peerPort := peer.Addr().(*net.TCPAddr).Port
-	peer6 := tn.listen(t, "["+tn.Peer6.String()+"]:0")
-	serveHello(t, peer6, "the test host")
-	peer6Port := peer6.Addr().(*net.TCPAddr).Port
-	own6, err := net.Listen("tcp", "["+tn.Host6.String()+"]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, own6, "this host")
-	own6Port := own6.Addr().(*net.TCPAddr).Port
-	own, err := net.Listen("tcp", tn.Host.String()+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, own, "this host")
-	ownPort := own.Addr().(*net.TCPAddr).Port
-	lo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, lo, "loopback")
-	loPort := lo.Addr().(*net.TCPAddr).Port
-	kit, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, kit, "the kit")
-	kitPort := kit.Addr().(*net.TCPAddr).Port
+	peerPort := helloPort(t, tn.listen(t, tn.Peer.String()+":0"), "the test host")
+	peer6Port := helloPort(t, tn.listen(t, "["+tn.Peer6.String()+"]:0"), "the test host")
+	own6Port := helloPort(t, listenHere(t, "["+tn.Host6.String()+"]:0"), "this host")
+	ownPort := helloPort(t, listenHere(t, tn.Host.String()+":0"), "this host")
+	loPort := helloPort(t, listenHere(t, "127.0.0.1:0"), "loopback")
+	kitPort := helloPort(t, listenHere(t, "127.0.0.1:0"), "the kit")
 
 	subnet := tn.subnet.String()
 	tests := []struct {
@@ -378,30 +371,29 @@ func TestAddressTableReal(t *testing.T) {
 		})
 	}
 
-	t.Run("an address the host gains later", func(t *testing.T) {
-		b := startAddrBox(t, tn, kitPort, protocol.NetworkSpec{Default: "allow", Allow: []string{subnet}})
-		late := tn.subnet.Addr().Next().Next().Next() // .3, the test host's first
-		run(t, "ip", "-n", tn.ns, "addr", "add", late.String()+"/24", "dev", tn.peerIf, "nodad")
-		lateLn := tn.listen(t, late.String()+":0")
-		serveHello(t, lateLn, "the test host")
-		code, body := through(t, b.addr, "http", late.String(), lateLn.Addr().(*net.TCPAddr).Port)
-		if code != 200 {
-			t.Fatalf("before this host had %s: %d %q", late, code, body)
-		}
-		// Now this host takes the address (and the namespace gives it up).
-		run(t, "ip", "-n", tn.ns, "addr", "del", late.String()+"/24", "dev", tn.peerIf)
-		run(t, "ip", "addr", "add", late.String()+"/24", "dev", tn.hostIf)
-		mine, err := net.Listen("tcp", late.String()+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		serveHello(t, mine, "this host")
-		b.clock.Add(2) // past MaxAge: the next check re-reads
-		code, body = through(t, b.addr, "http", late.String(), mine.Addr().(*net.TCPAddr).Port)
-		if code != 451 || !strings.Contains(body, "an address of this host") {
-			t.Errorf("after this host took %s: %d %q, want 451 as an address of this host", late, code, body)
-		}
-	})
+	t.Run("an address the host gains later", func(t *testing.T) { checkLateHostAddress(t, tn, kitPort) })
+}
+
+// checkLateHostAddress: an address of the test host that this host takes
+// later is closed as this host's once the proxy's table is re-read.
+func checkLateHostAddress(t *testing.T, tn *testNet, kitPort int) {
+	b := startAddrBox(t, tn, kitPort, protocol.NetworkSpec{Default: "allow", Allow: []string{tn.subnet.String()}})
+	late := tn.subnet.Addr().Next().Next().Next() // .3, the test host's first
+	run(t, "ip", "-n", tn.ns, "addr", "add", late.String()+"/24", "dev", tn.peerIf, "nodad")
+	latePort := helloPort(t, tn.listen(t, late.String()+":0"), "the test host")
+	code, body := through(t, b.addr, "http", late.String(), latePort)
+	if code != 200 {
+		t.Fatalf("before this host had %s: %d %q", late, code, body)
+	}
+	// Now this host takes the address (and the namespace gives it up).
+	run(t, "ip", "-n", tn.ns, "addr", "del", late.String()+"/24", "dev", tn.peerIf)
+	run(t, "ip", "addr", "add", late.String()+"/24", "dev", tn.hostIf)
+	minePort := helloPort(t, listenHere(t, late.String()+":0"), "this host")
+	b.clock.Add(2) // past MaxAge: the next check re-reads
+	code, body = through(t, b.addr, "http", late.String(), minePort)
+	if code != 451 || !strings.Contains(body, "an address of this host") {
+		t.Errorf("after this host took %s: %d %q, want 451 as an address of this host", late, code, body)
+	}
 }
 
 // TestAddressTableRows: every row of the table closes its addresses on

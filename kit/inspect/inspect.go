@@ -55,7 +55,8 @@ import (
 //go:embed static
 var static embed.FS
 
-// Static returns the page's files: index.html, app.js, app.css.
+// Static returns the page's files: index.html, app.css and its scripts
+// (app.js last, after format.js, terminal.js, session.js and box.js).
 func Static() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
