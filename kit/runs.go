@@ -204,9 +204,12 @@ func (rr *runRecorder) draftLocked(ss *session) *runDraft {
 }
 
 // noteFile keeps the digest of an input ("inputs") or output ("outputs")
-// read through h for the session's running prompt.
+// read through h for the session's running prompt. What its reader left
+// unread (an adapter that stopped at the size it was told, short of EOF)
+// is read first, so that the digest is the whole file's.
 func (rr *runRecorder) noteFile(ss *session, kind, name string, h *hashReader) {
 	rr.init(ss.srv)
+	io.Copy(io.Discard, h)
 	f := protocol.RunFile{SHA256: hex.EncodeToString(h.h.Sum(nil)), Size: h.n}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
