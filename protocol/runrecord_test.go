@@ -273,8 +273,15 @@ func FuzzCanonical(f *testing.F) {
 	for _, s := range []string{`{"b":[1,"x\n"],"a":null}`, `"é"`, `-3`, `[{"z":true}]`} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`{"a":1,"a ":"x","b":null}`))
+	f.Add([]byte(`{"a ":1,"a":2}`))
+	f.Add([]byte(`{"a":1,}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Canonical(data)
+		slow, serr := canonicalSlow(data)
+		if (err == nil) != (serr == nil) || string(c) != string(slow) {
+			t.Fatalf("Canonical(%q) = %q, %v; decoding and re-encoding gives %q, %v", data, c, err, slow, serr)
+		}
 		if err != nil {
 			return
 		}

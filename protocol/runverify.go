@@ -218,9 +218,14 @@ const maxSafeInt = 1<<53 - 1
 // non-integer or unsafe number; invalid UTF-8 reads as U+FFFD, as
 // encoding/json reads it.
 func Canonical(raw []byte) ([]byte, error) {
-	if canonicalScalar(raw) {
+	if canonicalScalar(raw) || canonicalFlat(raw) {
 		return raw, nil
 	}
+	return canonicalSlow(raw)
+}
+
+// canonicalSlow is Canonical by decoding and re-encoding.
+func canonicalSlow(raw []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
@@ -231,6 +236,55 @@ func Canonical(raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("more than one JSON value")
 	}
 	return appendCanonical(nil, v)
+}
+
+// canonicalFlat reports whether raw is a flat object already canonical:
+// compact, its keys (plain strings) in increasing order, each value
+// canonicalScalar. A record's files and egress decisions are.
+func canonicalFlat(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
+		return false
+	}
+	rest := raw[1 : len(raw)-1]
+	var prev []byte
+	for first := true; len(rest) > 0; first = false {
+		if !first {
+			if rest[0] != ',' || len(rest) == 1 {
+				return false
+			}
+			rest = rest[1:]
+		}
+		// "key":
+		end := bytes.IndexByte(rest[min(1, len(rest)):], '"') + 1
+		if len(rest) < 2 || rest[0] != '"' || end < 1 || end+1 >= len(rest) || rest[end+1] != ':' {
+			return false
+		}
+		key := rest[:end+1]
+		if !canonicalScalar(key) || prev != nil && bytes.Compare(prev[1:len(prev)-1], key[1:end]) >= 0 {
+			return false
+		}
+		prev, rest = key, rest[end+2:]
+		// A value: up to the next comma outside a string.
+		n := scalarLen(rest)
+		if n == 0 || !canonicalScalar(rest[:n]) {
+			return false
+		}
+		rest = rest[n:]
+	}
+	return true
+}
+
+// scalarLen is the length of the scalar at the start of b: a string (with
+// no escapes, which canonicalScalar requires anyway) or a bare literal.
+func scalarLen(b []byte) int {
+	if len(b) > 0 && b[0] == '"' {
+		return bytes.IndexByte(b[1:], '"') + 2 // 1 (no closing quote) fails canonicalScalar
+	}
+	n := bytes.IndexAny(b, ",{}[]\"")
+	if n < 0 {
+		return len(b)
+	}
+	return n
 }
 
 // canonicalScalar reports whether raw is already canonical: a string
