@@ -361,6 +361,9 @@ func appendCanonical(b []byte, v any) ([]byte, error) {
 func appendCanonicalString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' }) {
+		return append(append(b, s...), '"')
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
