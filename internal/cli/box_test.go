@@ -343,7 +343,10 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 func TestDevServesGloveboxJSON(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"jsonbox","version":"2.0.0","agent":{"type":"exec"}}`), 0o644)
+	// Generated for the deployed box's key, which gbx dev does not use.
+	deployed := protocol.NewKey()
+	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"jsonbox","version":"2.0.0","agent":{"type":"exec"},"key_fingerprint":"`+
+		protocol.Fingerprint(deployed)+`","runs":{"public_key":"`+protocol.RunPublicKey(deployed)+`"}}`), 0o644)
 	url, key, stop := startDev(t, dir, nil)
 	stdout, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "echo from dev")
 	if err != nil || stdout != "from dev\n" {
