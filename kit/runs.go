@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +71,7 @@ type runRecorder struct {
 	agent          string
 	dir            string // "" keeps records in memory only
 	ttl            time.Duration
+	maxBytes       int // bounds the records in memory; 0: runsMaxBytes (tests set less)
 
 	mu      sync.Mutex
 	chains  map[string]*runChain // by session id
@@ -204,9 +207,12 @@ func (rr *runRecorder) draftLocked(ss *session) *runDraft {
 }
 
 // noteFile keeps the digest of an input ("inputs") or output ("outputs")
-// read through h for the session's running prompt.
+// read through h for the session's running prompt. What its reader left
+// unread (an adapter that stopped at the size it was told, short of EOF)
+// is read first, so that the digest is the whole file's.
 func (rr *runRecorder) noteFile(ss *session, kind, name string, h *hashReader) {
 	rr.init(ss.srv)
+	io.Copy(io.Discard, h)
 	f := protocol.RunFile{SHA256: hex.EncodeToString(h.h.Sum(nil)), Size: h.n}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
@@ -285,9 +291,12 @@ func (rr *runRecorder) sealLoop(srv *Server) {
 }
 
 // seal signs a drafted record and keeps it. Only sealLoop calls it, so
-// a chain's seq and prev change nowhere else.
+// a chain's seq and prev change nowhere else. It yields before its two
+// costly steps (reading the egress trail, signing): the goroutines of a
+// prompt's frames, woken meanwhile, go first.
 func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	defer close(d.done)
+	runtime.Gosched()
 	c, r := d.chain, d.rec
 	r.Inputs, r.Outputs = d.inputs, d.outputs
 	r.Limits = runLimits(d.limit, r.Outcome)
@@ -295,6 +304,7 @@ func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	rr.mu.Lock()
 	r.Seq, r.Prev = c.seq+1, c.prev
 	rr.mu.Unlock()
+	runtime.Gosched()
 	signed, err := protocol.SignRun(rr.key, r)
 	var body []byte
 	if err == nil {
@@ -378,11 +388,12 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 			}
 		}
 	}
-	if rr.bytes <= runsMaxBytes {
+	max := cmp.Or(rr.maxBytes, runsMaxBytes)
+	if rr.bytes <= max {
 		return
 	}
 	touched := map[string]*runChain{}
-	for rr.bytes > runsMaxBytes*3/4 {
+	for rr.bytes > max*3/4 {
 		var oldest string
 		for id, c := range rr.chains {
 			if len(c.records) > 0 && (oldest == "" || c.records[0].ended.Before(rr.chains[oldest].records[0].ended)) {

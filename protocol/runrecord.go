@@ -121,16 +121,17 @@ type RunFile struct {
 }
 
 // RunEgressDecision is one egress decision of a prompt, as the audit
-// trail (GET /egress/log) has it.
+// trail (GET /egress/log) has it. Its fields are in key order, so that its
+// JSON is already canonical.
 type RunEgressDecision struct {
+	Decision string `json:"decision"`
+	Host     string `json:"host"`
+	Line     string `json:"line,omitempty"`
+	Port     int    `json:"port"`
+	Proto    string `json:"proto"`
+	Rule     string `json:"rule,omitempty"`
 	Seq      uint64 `json:"seq,omitempty"`
 	Time     string `json:"time"`
-	Proto    string `json:"proto"`
-	Host     string `json:"host"`
-	Port     int    `json:"port"`
-	Decision string `json:"decision"`
-	Rule     string `json:"rule,omitempty"`
-	Line     string `json:"line,omitempty"`
 }
 
 // MaxRunEgress bounds the egress decisions one record lists.

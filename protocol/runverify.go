@@ -137,14 +137,7 @@ func VerifyRunChain(pub ed25519.PublicKey, recs []SignedRun) error {
 // runFieldDigests digests each field of a record's JSON (see the format
 // above).
 func runFieldDigests(record []byte) (map[string]string, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(record, &top); err != nil {
-		return nil, err
-	}
-	if top == nil {
-		return nil, fmt.Errorf("the record is null")
-	}
-	out := make(map[string]string, len(top)+8)
+	out := make(map[string]string, 32)
 	add := func(name string, raw []byte) error {
 		c, err := Canonical(raw)
 		if err != nil {
@@ -154,8 +147,21 @@ func runFieldDigests(record []byte) (map[string]string, error) {
 		out[name] = hex.EncodeToString(sum[:])
 		return nil
 	}
-	for k, v := range top {
-		if err := addField(k, v, add); err != nil {
+	keys, vals, ok := splitCompact(record, true)
+	if !ok {
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(record, &top); err != nil {
+			return nil, err
+		}
+		if top == nil {
+			return nil, fmt.Errorf("the record is null")
+		}
+		for k, v := range top {
+			keys, vals = append(keys, k), append(vals, v)
+		}
+	}
+	for i, k := range keys {
+		if err := addField(k, vals[i], add); err != nil {
 			return nil, err
 		}
 	}
@@ -165,30 +171,122 @@ func runFieldDigests(record []byte) (map[string]string, error) {
 // addField digests one top-level field: each member of inputs and
 // outputs, each entry of egress, any other field (or one of those three
 // of another JSON type) whole.
-func addField(k string, v json.RawMessage, add func(string, []byte) error) error {
+func addField(k string, v []byte, add func(string, []byte) error) error {
 	switch k {
 	case "inputs", "outputs":
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) == nil && m != nil {
+		names, vals, ok := splitCompact(v, true)
+		if !ok {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(v, &m) != nil || m == nil {
+				return add(k, v)
+			}
 			for name, mv := range m {
-				if err := add(k+"/"+name, mv); err != nil {
-					return err
-				}
+				names, vals = append(names, name), append(vals, mv)
 			}
-			return nil
 		}
+		for i, name := range names {
+			if err := add(k+"/"+name, vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "egress":
-		var l []json.RawMessage
-		if json.Unmarshal(v, &l) == nil && l != nil {
-			for i, lv := range l {
-				if err := add(k+"/"+strconv.Itoa(i), lv); err != nil {
-					return err
-				}
+		_, vals, ok := splitCompact(v, false)
+		if !ok {
+			var l []json.RawMessage
+			if json.Unmarshal(v, &l) != nil || l == nil {
+				return add(k, v)
 			}
-			return nil
+			vals = make([][]byte, len(l))
+			for i := range l {
+				vals[i] = l[i]
+			}
 		}
+		for i, lv := range vals {
+			if err := add(k+"/"+strconv.Itoa(i), lv); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return add(k, v)
+}
+
+// splitCompact splits a compact JSON object (or array) as encoding/json
+// writes it into its members: the keys (plain strings, each once) and the
+// raw values. ok is false for anything else (white space around a key, an
+// escaped, non-UTF-8 or repeated key, a value that does not end where a
+// member must), which the caller then hands to encoding/json. The values
+// are not checked here: Canonical checks each.
+func splitCompact(raw []byte, object bool) (keys []string, vals [][]byte, ok bool) {
+	open, close := byte('['), byte(']')
+	if object {
+		open, close = '{', '}'
+	}
+	if len(raw) < 2 || raw[0] != open || raw[len(raw)-1] != close {
+		return nil, nil, false
+	}
+	end := len(raw) - 1
+	for i := 1; i < end; {
+		if object {
+			j := i + 1 + bytes.IndexByte(raw[min(i+1, end):end], '"')
+			if raw[i] != '"' || j <= i || j+1 >= end || raw[j+1] != ':' {
+				return nil, nil, false
+			}
+			key := raw[i+1 : j]
+			if !canonicalScalar(raw[i:j+1]) || slices.Contains(keys, string(key)) {
+				return nil, nil, false
+			}
+			keys = append(keys, string(key))
+			i = j + 2
+		}
+		k := valueEnd(raw[:end], i)
+		if k <= i {
+			return nil, nil, false
+		}
+		vals = append(vals, raw[i:k])
+		if k == end {
+			break
+		}
+		if raw[k] != ',' || k+1 == end {
+			return nil, nil, false
+		}
+		i = k + 1
+	}
+	if len(raw) == 2 {
+		return nil, nil, true
+	}
+	return keys, vals, true
+}
+
+// valueEnd returns where the value starting at b[i] ends: the first
+// comma outside strings and brackets, or len(b); -1 when its brackets or
+// strings do not close there.
+func valueEnd(b []byte, i int) int {
+	depth, inString := 0, false
+	for k := i; k < len(b); k++ {
+		c := b[k]
+		switch {
+		case inString && c == '\\':
+			k++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth < 0 {
+				return -1
+			}
+		case c == ',' && depth == 0:
+			return k
+		}
+	}
+	if depth != 0 || inString {
+		return -1
+	}
+	return len(b)
 }
 
 // canonicalDigests is the canonical encoding of a digests object.
@@ -218,9 +316,14 @@ const maxSafeInt = 1<<53 - 1
 // non-integer or unsafe number; invalid UTF-8 reads as U+FFFD, as
 // encoding/json reads it.
 func Canonical(raw []byte) ([]byte, error) {
-	if canonicalScalar(raw) {
+	if canonicalScalar(raw) || canonicalFlat(raw) {
 		return raw, nil
 	}
+	return canonicalSlow(raw)
+}
+
+// canonicalSlow is Canonical by decoding and re-encoding.
+func canonicalSlow(raw []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
@@ -231,6 +334,55 @@ func Canonical(raw []byte) ([]byte, error) {
 		return nil, fmt.Errorf("more than one JSON value")
 	}
 	return appendCanonical(nil, v)
+}
+
+// canonicalFlat reports whether raw is a flat object already canonical:
+// compact, its keys (plain strings) in increasing order, each value
+// canonicalScalar. A record's files and egress decisions are.
+func canonicalFlat(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
+		return false
+	}
+	rest := raw[1 : len(raw)-1]
+	var prev []byte
+	for first := true; len(rest) > 0; first = false {
+		if !first {
+			if rest[0] != ',' || len(rest) == 1 {
+				return false
+			}
+			rest = rest[1:]
+		}
+		// "key":
+		end := bytes.IndexByte(rest[min(1, len(rest)):], '"') + 1
+		if len(rest) < 2 || rest[0] != '"' || end < 1 || end+1 >= len(rest) || rest[end+1] != ':' {
+			return false
+		}
+		key := rest[:end+1]
+		if !canonicalScalar(key) || prev != nil && bytes.Compare(prev[1:len(prev)-1], key[1:end]) >= 0 {
+			return false
+		}
+		prev, rest = key, rest[end+2:]
+		// A value: up to the next comma outside a string.
+		n := scalarLen(rest)
+		if n == 0 || !canonicalScalar(rest[:n]) {
+			return false
+		}
+		rest = rest[n:]
+	}
+	return true
+}
+
+// scalarLen is the length of the scalar at the start of b: a string (with
+// no escapes, which canonicalScalar requires anyway) or a bare literal.
+func scalarLen(b []byte) int {
+	if len(b) > 0 && b[0] == '"' {
+		return bytes.IndexByte(b[1:], '"') + 2 // 1 (no closing quote) fails canonicalScalar
+	}
+	n := bytes.IndexAny(b, ",{}[]\"")
+	if n < 0 {
+		return len(b)
+	}
+	return n
 }
 
 // canonicalScalar reports whether raw is already canonical: a string
@@ -307,6 +459,9 @@ func appendCanonical(b []byte, v any) ([]byte, error) {
 func appendCanonicalString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '"' || r == '\\' }) {
+		return append(append(b, s...), '"')
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {

@@ -50,9 +50,12 @@ func runDev(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	// A local run uses its own key; the manifest's fingerprint is for the
-	// deployed box's key.
+	// A local run uses its own key; the manifest's fingerprint and run
+	// record key are for the deployed box's key.
 	m.KeyFingerprint = protocol.Fingerprint(key)
+	if m.Runs != nil {
+		m.Runs.PublicKey = protocol.RunPublicKey(key)
+	}
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelInfo

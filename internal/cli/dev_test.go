@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 var devURLRE = regexp.MustCompile(`(?m)^  url    (\S+)\n  key    (\S+)$`)
@@ -72,7 +73,10 @@ func startDev(t *testing.T, dir string, env map[string]string) (url, key string,
 func TestDevServesGloveboxJSON(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"jsonbox","version":"2.0.0","agent":{"type":"exec"}}`), 0o644)
+	// Generated for the deployed box's key, which gbx dev does not use.
+	deployed := protocol.NewKey()
+	os.WriteFile(filepath.Join(dir, "glovebox.json"), []byte(`{"name":"jsonbox","version":"2.0.0","agent":{"type":"exec"},"key_fingerprint":"`+
+		protocol.Fingerprint(deployed)+`","runs":{"public_key":"`+protocol.RunPublicKey(deployed)+`"}}`), 0o644)
 	url, key, stop := startDev(t, dir, nil)
 	stdout, stderr, err := runGbx(t, nil, t.TempDir(), "prompt", "--url", url, "--key", key, "echo from dev")
 	if err != nil || stdout != "from dev\n" {
