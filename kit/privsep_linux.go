@@ -33,9 +33,10 @@ import (
 //     front; then it only serves the front's requests (sandbox.Monitor),
 //     forwards SIGTERM and SIGINT to it, and exits with its status;
 //   - the front, the same executable started again with the same
-//     arguments and environment, drops to the kit user (uid and gid just
-//     below the sessions' range, no supplementary groups, no capability in
-//     any set, no_new_privs) before it reads anything, and serves: every
+//     arguments and environment, drops to the kit user (kitUser: the
+//     state directory's owner in the images, else the uid and gid just
+//     below the sessions' range; no supplementary groups, no capability
+//     in any set, no_new_privs) before it reads anything, and serves: every
 //     HTTP, WebSocket, JSON and upload parser, the egress proxy with its CA
 //     key and brokered secrets, and the agents that run in the kit's own
 //     process run there.
@@ -223,14 +224,9 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 	}
 	shared := man.Sessions != nil && man.Sessions.SharedDirs
 	cfg := sandboxSetup(man, mounts, real, stateDir, shared)
-	base := cfg.UIDBase
-	if base <= 0 {
-		base = sandbox.DefaultUIDBase
-	}
-	// Just below the sessions' range: never one of theirs.
-	uid := base - 1
-	cfg.FrontGID = uid
-	plan := &monitorPlan{cfg: cfg, manifest: data, stateDir: stateDir, uid: uid, gid: uid}
+	uid, gid := kitUser(stateDir, cfg)
+	cfg.FrontGID = gid
+	plan := &monitorPlan{cfg: cfg, manifest: data, stateDir: stateDir, uid: uid, gid: gid}
 	for _, dir := range append([]string{stateDir}, cfg.SessionRoots...) {
 		if dir == "" {
 			continue
@@ -242,6 +238,28 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 		}
 	}
 	return plan
+}
+
+// kitUser is the user the front runs as: the owner of the state
+// directory where that is neither root nor a session's uid (the images'
+// glovebox user, 10001, which owns it and the sessions' roots), else the
+// uid and gid just below the sessions' range. Never a session's.
+func kitUser(stateDir string, cfg sandbox.Config) (uid, gid int) {
+	base, count := cfg.UIDBase, cfg.UIDCount
+	if base <= 0 {
+		base = sandbox.DefaultUIDBase
+	}
+	if count <= 0 {
+		count = sandbox.DefaultUIDCount
+	}
+	var st unix.Stat_t
+	if unix.Stat(stateDir, &st) == nil && st.Uid != 0 && st.Gid != 0 {
+		session := func(id uint32) bool { return int(id) >= base && int(id) < base+count }
+		if !session(st.Uid) && !session(st.Gid) {
+			return int(st.Uid), int(st.Gid)
+		}
+	}
+	return base - 1, base - 1
 }
 
 // unreachable returns the first directory on the way to dir (its
@@ -307,9 +325,11 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 	}
 	// The sessions' roots: the front makes no directory there, but its
 	// boot checks it may write them, and sessions traverse them (0731);
-	// shared, they are the sessions' directories (02770).
+	// shared, they are the sessions' directories (02770). Those the kit
+	// user owns (an image's) stay as they are.
 	for _, r := range p.cfg.SessionRoots {
-		if r == "" {
+		var st unix.Stat_t
+		if r == "" || unix.Stat(r, &st) == nil && int(st.Uid) == p.uid && !p.cfg.SharedDirs {
 			continue
 		}
 		mode := os.FileMode(0o731)
