@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -198,6 +199,14 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 	}
 	if sb := man.Sandbox; sb != nil && (sb.Enabled != nil && !*sb.Enabled || sb.Users != nil && !*sb.Users) {
 		return nil
+	}
+	for _, k := range sortedKeys(man.FS) {
+		if man.FS[k].Writable && !slices.Contains(sessionMounts, k) {
+			// The front's boot needs it writable, and it is no session's
+			// to give: the kit keeps doing its own privileged work.
+			log.Warn("privilege separation is off: the manifest declares the writable mount fs." + k + ", which only work, input and output may be under separation")
+			return nil
+		}
 	}
 	mounts, real := map[string]string{}, map[string]string{}
 	for _, k := range sessionMounts {
