@@ -435,6 +435,9 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 		Stdout:     env.Stdout,
 		Stderr:     env.Stderr,
 		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
+		// Out of the terminal's process group: a ^C reaches the monitor
+		// alone, which passes it on once.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	err = cmd.Start()
 	// The front's copies only: the monitor accepts no connection.
@@ -454,14 +457,28 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	done := ctx.Done()
+	// One signal may end ctx too (a main's signal.NotifyContext): it is
+	// passed on once, since the front cuts its drain at a second.
+	done, forwarded := ctx.Done(), false
 	for {
 		select {
 		case sig := <-sigs:
 			_ = cmd.Process.Signal(sig)
+			forwarded = true
 		case <-done:
 			done = nil
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if forwarded {
+				continue
+			}
+			forwarded = true
+			// A signal that ended ctx is in sigs already: os/signal
+			// hands it to every channel before any receiver runs.
+			select {
+			case sig := <-sigs:
+				_ = cmd.Process.Signal(sig)
+			default:
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
 		case werr := <-exited:
 			// The front's end closed with it: the monitor ends every
 			// session it left open.
