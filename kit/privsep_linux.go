@@ -323,7 +323,7 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 		}
 		var st unix.Stat_t
 		if unix.Lstat(path, &st) == nil && !d.IsDir() && st.Nlink > 1 {
-			log.Warn("privilege separation: a file in the state directory with several links stays root's", "file", path)
+			log.Warn("privilege separation: a file in the state directory with several links is left to its owner", "file", path)
 			return nil
 		}
 		return os.Lchown(path, p.uid, p.gid)
