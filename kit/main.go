@@ -55,9 +55,10 @@ const shutdownGrace = 10 * time.Second
 // separates privileges (privsep_linux.go): it stays root as a small
 // monitor that makes sessions' directories, uids, cgroups and
 // supervisors, and serves from a second process of the same executable
-// that runs as the kit user (uid and gid just below the sessions' range,
-// no capabilities, no_new_privs), where every byte from clients and
-// agents is parsed. GLOVEBOX_PRIVSEP=off keeps it in one process.
+// that runs as the kit user (the state directory's owner where that is a
+// user of its own, as in the images, else the uid and gid just below the
+// sessions' range; no capabilities, no_new_privs), where every byte from
+// clients and agents is parsed. GLOVEBOX_PRIVSEP=off keeps it in one process.
 //
 // As a container's PID 1, Main acts as the container's init: it starts the
 // kit again as its child, forwards signals to it, reaps the orphans agents

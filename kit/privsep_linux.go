@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,9 +34,10 @@ import (
 //     front; then it only serves the front's requests (sandbox.Monitor),
 //     forwards SIGTERM and SIGINT to it, and exits with its status;
 //   - the front, the same executable started again with the same
-//     arguments and environment, drops to the kit user (uid and gid just
-//     below the sessions' range, no supplementary groups, no capability in
-//     any set, no_new_privs) before it reads anything, and serves: every
+//     arguments and environment, drops to the kit user (kitUser: the
+//     state directory's owner in the images, else the uid and gid just
+//     below the sessions' range; no supplementary groups, no capability
+//     in any set, no_new_privs) before it reads anything, and serves: every
 //     HTTP, WebSocket, JSON and upload parser, the egress proxy with its CA
 //     key and brokered secrets, and the agents that run in the kit's own
 //     process run there.
@@ -198,6 +200,14 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 	if sb := man.Sandbox; sb != nil && (sb.Enabled != nil && !*sb.Enabled || sb.Users != nil && !*sb.Users) {
 		return nil
 	}
+	for _, k := range sortedKeys(man.FS) {
+		if man.FS[k].Writable && !slices.Contains(sessionMounts, k) {
+			// The front's boot needs it writable, and it is no session's
+			// to give: the kit keeps doing its own privileged work.
+			log.Warn("privilege separation is off: the manifest declares the writable mount fs." + k + ", which only work, input and output may be under separation")
+			return nil
+		}
+	}
 	mounts, real := map[string]string{}, map[string]string{}
 	for _, k := range sessionMounts {
 		mt, ok := man.FS[k]
@@ -223,14 +233,9 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 	}
 	shared := man.Sessions != nil && man.Sessions.SharedDirs
 	cfg := sandboxSetup(man, mounts, real, stateDir, shared)
-	base := cfg.UIDBase
-	if base <= 0 {
-		base = sandbox.DefaultUIDBase
-	}
-	// Just below the sessions' range: never one of theirs.
-	uid := base - 1
-	cfg.FrontGID = uid
-	plan := &monitorPlan{cfg: cfg, manifest: data, stateDir: stateDir, uid: uid, gid: uid}
+	uid, gid := kitUser(stateDir, cfg)
+	cfg.FrontGID = gid
+	plan := &monitorPlan{cfg: cfg, manifest: data, stateDir: stateDir, uid: uid, gid: gid}
 	for _, dir := range append([]string{stateDir}, cfg.SessionRoots...) {
 		if dir == "" {
 			continue
@@ -242,6 +247,28 @@ func planMonitor(env Env, fl *flags, log *slog.Logger) *monitorPlan {
 		}
 	}
 	return plan
+}
+
+// kitUser is the user the front runs as: the owner of the state
+// directory where that is neither root nor a session's uid (the images'
+// glovebox user, 10001, which owns it and the sessions' roots), else the
+// uid and gid just below the sessions' range. Never a session's.
+func kitUser(stateDir string, cfg sandbox.Config) (uid, gid int) {
+	base, count := cfg.UIDBase, cfg.UIDCount
+	if base <= 0 {
+		base = sandbox.DefaultUIDBase
+	}
+	if count <= 0 {
+		count = sandbox.DefaultUIDCount
+	}
+	var st unix.Stat_t
+	if unix.Stat(stateDir, &st) == nil && st.Uid != 0 && st.Gid != 0 {
+		session := func(id uint32) bool { return int(id) >= base && int(id) < base+count }
+		if !session(st.Uid) && !session(st.Gid) {
+			return int(st.Uid), int(st.Gid)
+		}
+	}
+	return base - 1, base - 1
 }
 
 // unreachable returns the first directory on the way to dir (its
@@ -296,7 +323,7 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 		}
 		var st unix.Stat_t
 		if unix.Lstat(path, &st) == nil && !d.IsDir() && st.Nlink > 1 {
-			log.Warn("privilege separation: a file in the state directory with several links stays root's", "file", path)
+			log.Warn("privilege separation: a file in the state directory with several links is left to its owner", "file", path)
 			return nil
 		}
 		return os.Lchown(path, p.uid, p.gid)
@@ -307,9 +334,11 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 	}
 	// The sessions' roots: the front makes no directory there, but its
 	// boot checks it may write them, and sessions traverse them (0731);
-	// shared, they are the sessions' directories (02770).
+	// shared, they are the sessions' directories (02770). Those the kit
+	// user owns (an image's) stay as they are.
 	for _, r := range p.cfg.SessionRoots {
-		if r == "" {
+		var st unix.Stat_t
+		if r == "" || unix.Stat(r, &st) == nil && int(st.Uid) == p.uid && !p.cfg.SharedDirs {
 			continue
 		}
 		mode := os.FileMode(0o731)
@@ -406,6 +435,9 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 		Stdout:     env.Stdout,
 		Stderr:     env.Stderr,
 		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
+		// Out of the terminal's process group: a ^C reaches the monitor
+		// alone, which passes it on once.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	err = cmd.Start()
 	// The front's copies only: the monitor accepts no connection.
@@ -425,14 +457,28 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	done := ctx.Done()
+	// One signal may end ctx too (a main's signal.NotifyContext): it is
+	// passed on once, since the front cuts its drain at a second.
+	done, forwarded := ctx.Done(), false
 	for {
 		select {
 		case sig := <-sigs:
 			_ = cmd.Process.Signal(sig)
+			forwarded = true
 		case <-done:
 			done = nil
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if forwarded {
+				continue
+			}
+			forwarded = true
+			// A signal that ended ctx is in sigs already: os/signal
+			// hands it to every channel before any receiver runs.
+			select {
+			case sig := <-sigs:
+				_ = cmd.Process.Signal(sig)
+			default:
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
 		case werr := <-exited:
 			// The front's end closed with it: the monitor ends every
 			// session it left open.

@@ -10,8 +10,9 @@ import (
 
 // front is a privilege-separated kit's front: Linux only.
 type front struct {
-	monitor *os.File
-	ln      net.Listener
+	monitor  *os.File
+	ln       net.Listener
+	manifest []byte
 }
 
 // frontOf is nil: privilege separation is Linux only.

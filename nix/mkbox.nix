@@ -7,13 +7,10 @@
 # runs each session's agents under their own unprivileged uids, which only
 # root can do. Only a small monitor stays root (privilege separation, see
 # kit/privsep_linux.go): the process that serves HTTP and parses clients'
-# and agents' bytes runs as the kit user, uid/gid 199999 by default (just
-# below the sessions' uids), to which the monitor gives /var/glovebox, and
-# the group of /work, /input and /output, at boot: the image needs no
-# entry for it. The image keeps the user glovebox (uid/gid 10001) for
-# compatibility: /work, /input, /output, /var/glovebox and /home/glovebox
-# belong to it, and so do the other fs mounts a manifest given as a path
-# declares.
+# and agents' bytes runs as the user glovebox (uid/gid 10001), the owner
+# of /var/glovebox, with no capability. /work, /input, /output,
+# /var/glovebox and /home/glovebox belong to glovebox, and so do the other
+# fs mounts a manifest given as a path declares.
 # /tmp is 1777. Timestamps are fixed, so the same inputs give the same image.
 #
 # base is a built-in base's name, or a base spec from another flake's

@@ -149,7 +149,7 @@ func sendPrompt(t *testing.T, c *wsconn.Conn, id, text string) {
 // 0; the parked file is still served by the next kit on the same state.
 func TestDrainOnSIGTERM(t *testing.T) {
 	key := protocol.NewKey()
-	root := t.TempDir()
+	root := traversableDir(t) // as in the image: the kit user reaches it, so root separates
 	manifest := parkingManifest(t, key, "2m")
 	k := startRealKit(t, key, manifest, root)
 	c, hello := k.dial(t)
@@ -243,7 +243,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // at once, long before its drain time, with status 1.
 func TestDrainSecondSignal(t *testing.T) {
 	key := protocol.NewKey()
-	root := t.TempDir()
+	root := traversableDir(t)
 	k := startRealKit(t, key, parkingManifest(t, key, "10m"), root)
 	c, _ := k.dial(t)
 	sendPrompt(t, c, "p1", gatedPrompt)

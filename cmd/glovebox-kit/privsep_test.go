@@ -156,3 +156,19 @@ func listenerPid(t *testing.T, port string) int {
 	}
 	return pids[0]
 }
+
+// traversableDir is a directory for a box whose parents every user may
+// traverse, as in the images: a root kit separates its privileges there
+// (under t.TempDir's 0700 parents it keeps them in one process).
+func traversableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "box-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

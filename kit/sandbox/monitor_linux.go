@@ -47,6 +47,9 @@ import (
 // directory. Other sessions are not in that group (their supplementary
 // groups are cleared) and reach none of it.
 
+// maxRequests bounds the requests a monitor serves at once.
+const maxRequests = 64
+
 // Monitor serves a front's requests for the sessions of a sandbox.
 type Monitor struct {
 	sb *Sandbox
@@ -83,6 +86,8 @@ func (m *Monitor) Serve(conn *os.File) error {
 	defer wg.Wait()
 	buf := make([]byte, maxMonitorMsg+1)
 	oob := make([]byte, unix.CmsgSpace(4*8))
+	// At most maxRequests at a time: past that the front waits.
+	slots := make(chan struct{}, maxRequests)
 	for {
 		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
@@ -95,8 +100,10 @@ func (m *Monitor) Serve(conn *os.File) error {
 			m.reply(c, monReply{ID: req.ID, Error: err.Error()}, nil)
 			continue
 		}
+		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
+			defer func() { <-slots }()
 			defer wg.Done()
 			rep, fds := m.handle(req)
 			rep.ID = req.ID
