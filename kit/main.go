@@ -223,19 +223,9 @@ func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *sl
 		return &BootError{Problems: problems}
 	}
 
-	port, err := listenPort(env.getenv)
+	port, key, publicURL, err := serveSettings(env)
 	if err != nil {
 		problems = append(problems, err.Error())
-	}
-	// One trailing newline is the key file's own (glovebox.key ends with
-	// one, and kubectl create secret --from-file keeps it): not the key's.
-	key := strings.TrimSuffix(strings.TrimSuffix(env.getenv("GLOVEBOX_KEY"), "\n"), "\r")
-	publicURL, set := "", false
-	if env.LookupEnv != nil {
-		publicURL, set = env.LookupEnv("GLOVEBOX_PUBLIC_URL")
-	}
-	if !set {
-		publicURL = "http://localhost:" + strconv.Itoa(port)
 	}
 
 	var man *protocol.Manifest
@@ -300,6 +290,24 @@ func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *sl
 		return nil, report()
 	}
 	return &booted{srv: srv, ln: ln, man: man, log: log}, nil
+}
+
+// serveSettings reads the port (GLOVEBOX_PORT, PORT), the box key
+// (GLOVEBOX_KEY) and the public URL (GLOVEBOX_PUBLIC_URL) from env. A bad
+// port is an error, with DefaultPort in its place.
+func serveSettings(env Env) (port int, key, publicURL string, err error) {
+	port, err = listenPort(env.getenv)
+	// One trailing newline is the key file's own (glovebox.key ends with
+	// one, and kubectl create secret --from-file keeps it): not the key's.
+	key = strings.TrimSuffix(strings.TrimSuffix(env.getenv("GLOVEBOX_KEY"), "\n"), "\r")
+	set := false
+	if env.LookupEnv != nil {
+		publicURL, set = env.LookupEnv("GLOVEBOX_PUBLIC_URL")
+	}
+	if !set {
+		publicURL = "http://localhost:" + strconv.Itoa(port)
+	}
+	return port, key, publicURL, err
 }
 
 // manifestBytes is the manifest at path: as the monitor read it for a

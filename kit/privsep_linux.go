@@ -401,53 +401,12 @@ func runMonitor(ctx context.Context, env Env, fl *flags) (handled bool, err erro
 // (and ctx's end, as SIGTERM) to the front, and returns its status once
 // it and every session it had open are gone.
 func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.Sandbox, lnFile *os.File, log *slog.Logger) error {
-	defer lnFile.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("privilege separation: %w", err)
-	}
-	monEnd := os.NewFile(uintptr(pair[0]), "monitor")
-	frontEnd := os.NewFile(uintptr(pair[1]), "front")
-	envF, err := envFile(append(os.Environ(),
-		initChildEnv+"=1",
-		privsepFDEnv+"=4", privsepListenEnv+"=5", privsepManifestEnv+"=6",
-		privsepUserEnv+"="+strconv.Itoa(plan.uid)+":"+strconv.Itoa(plan.gid)))
-	var manF *os.File
-	if err == nil {
-		manF, err = sealedFile("glovebox-manifest", plan.manifest)
-		if err != nil {
-			envF.Close()
-		}
-	}
-	if err != nil {
-		monEnd.Close()
-		frontEnd.Close()
-		return fmt.Errorf("privilege separation: %w", err)
-	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       os.Args,
-		Env:        []string{envFDVar + "=3"},
-		Stdin:      os.Stdin,
-		Stdout:     env.Stdout,
-		Stderr:     env.Stderr,
-		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
-		// Out of the terminal's process group: a ^C reaches the monitor
-		// alone, which passes it on once.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	err = cmd.Start()
-	// The front's copies only: the monitor accepts no connection.
-	envF.Close()
-	manF.Close()
-	frontEnd.Close()
-	lnFile.Close()
+	cmd, monEnd, err := startFront(env, plan, lnFile)
 	if err != nil {
-		monEnd.Close()
-		return fmt.Errorf("privilege separation: start the front: %w", err)
+		return err
 	}
 	log.Info("privilege separation: the front serves as the kit user", "uid", plan.uid, "gid", plan.gid, "pid", cmd.Process.Pid)
 	served := make(chan struct{})
@@ -492,4 +451,52 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 			return werr
 		}
 	}
+}
+
+// startFront starts the front: this executable with the same arguments,
+// its environment and the manifest in sealed memfds, the listener, and
+// one end of a SOCK_SEQPACKET pair, whose other end it returns. The
+// monitor keeps none of the front's descriptors: it accepts no
+// connection.
+func startFront(env Env, plan *monitorPlan, lnFile *os.File) (*exec.Cmd, *os.File, error) {
+	defer lnFile.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("privilege separation: %w", err)
+	}
+	monEnd := os.NewFile(uintptr(pair[0]), "monitor")
+	frontEnd := os.NewFile(uintptr(pair[1]), "front")
+	defer frontEnd.Close()
+	envF, err := envFile(append(os.Environ(),
+		initChildEnv+"=1",
+		privsepFDEnv+"=4", privsepListenEnv+"=5", privsepManifestEnv+"=6",
+		privsepUserEnv+"="+strconv.Itoa(plan.uid)+":"+strconv.Itoa(plan.gid)))
+	if err != nil {
+		monEnd.Close()
+		return nil, nil, fmt.Errorf("privilege separation: %w", err)
+	}
+	defer envF.Close()
+	manF, err := sealedFile("glovebox-manifest", plan.manifest)
+	if err != nil {
+		monEnd.Close()
+		return nil, nil, fmt.Errorf("privilege separation: %w", err)
+	}
+	defer manF.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       os.Args,
+		Env:        []string{envFDVar + "=3"},
+		Stdin:      os.Stdin,
+		Stdout:     env.Stdout,
+		Stderr:     env.Stderr,
+		ExtraFiles: []*os.File{envF, frontEnd, lnFile, manF},
+		// Out of the terminal's process group: a ^C reaches the monitor
+		// alone, which passes it on once.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		monEnd.Close()
+		return nil, nil, fmt.Errorf("privilege separation: start the front: %w", err)
+	}
+	return cmd, monEnd, nil
 }

@@ -24,17 +24,40 @@ import (
 // maxMonitorMsg bounds a request: nothing the front sends is large.
 const maxMonitorMsg = 16 << 10
 
-// Monitor operations.
+// Monitor operations, and why each is refused what it is refused.
 const (
-	opHello     = "hello"     // the sandbox's Report and what a front needs of its config
-	opOpen      = "open"      // make a session's directories, uid and temporary directory
-	opSupervise = "supervise" // start the session's supervisor; reply with its control socket
-	opChown     = "chown"     // give a file the front wrote to the session
-	opClear     = "clear"     // empty the session's work directory
-	opUsage     = "usage"     // bytes in the session's directories and temporary files
-	opKillAll   = "killall"   // kill every process of the session
-	opClose     = "close"     // end the session: processes, cgroup, directories, uid
-	opReclaim   = "reclaim"   // at boot: what a dead kit's session of this id left
+	// hello: the sandbox's Report. Takes nothing.
+	opHello = "hello"
+	// open: make a session's directories (under the monitor's own roots,
+	// named by the id, which therefore must be a plain name), uid (from
+	// the monitor's range: the front names none) and temporary
+	// directory. A session open already is refused: a second open would
+	// give one id two uids.
+	opOpen = "open"
+	// supervise: start the session's supervisor (dropped to the
+	// session's uid before the front sees it) and hand over its control
+	// socket, keep-alive pipe and egress listener. The front chooses only
+	// the session's egress confinement (ConfineNet, EgressPort, an IP
+	// proxy address inside the session's own network namespace), which
+	// binds that session alone.
+	opSupervise = "supervise"
+	// chown: give the session a regular file with one link that the
+	// front wrote below one of the session's directories. No other path:
+	// a link or ".." would aim the monitor's root at another session's
+	// files or the system's; a hard link would give away its other name.
+	opChown = "chown"
+	// clear: empty the session's work directory, following no link.
+	opClear = "clear"
+	// usage: the bytes in the session's directories and temporary files,
+	// measured as root (an agent cannot hide files by their modes).
+	opUsage = "usage"
+	// killall: kill every process of the session (cgroup or uid).
+	opKillAll = "killall"
+	// close: end the session: processes, cgroup, directories, uid.
+	opClose = "close"
+	// reclaim: at boot, what a dead kit's session of this id left. A
+	// session open in this monitor is refused: it is not dead.
+	opReclaim = "reclaim"
 )
 
 // monRequest is a request from the front.
