@@ -347,6 +347,11 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.egress != nil && s.egress.audit != nil {
 		s.egress.audit.Close()
 	}
+	// Its sessions have ended: the sandbox's held directories (and, in a
+	// front, its socket to the monitor) go with it.
+	if s.sb != nil {
+		s.sb.Close()
+	}
 	if cerr := s.stores.close(); cerr != nil && err == nil {
 		err = cerr
 	}
