@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,6 +70,7 @@ type runRecorder struct {
 	agent          string
 	dir            string // "" keeps records in memory only
 	ttl            time.Duration
+	maxBytes       int // bounds the records in memory; 0: runsMaxBytes (tests set less)
 
 	mu      sync.Mutex
 	chains  map[string]*runChain // by session id
@@ -381,11 +383,12 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 			}
 		}
 	}
-	if rr.bytes <= runsMaxBytes {
+	max := cmp.Or(rr.maxBytes, runsMaxBytes)
+	if rr.bytes <= max {
 		return
 	}
 	touched := map[string]*runChain{}
-	for rr.bytes > runsMaxBytes*3/4 {
+	for rr.bytes > max*3/4 {
 		var oldest string
 		for id, c := range rr.chains {
 			if len(c.records) > 0 && (oldest == "" || c.records[0].ended.Before(rr.chains[oldest].records[0].ended)) {

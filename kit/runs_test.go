@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,40 @@ func TestRunRecordLimitHit(t *testing.T) {
 	}
 	if r := runOf(t, recs[0]); strings.Join(r.Limits, ",") != "disk" || r.Outcome != protocol.CodeLimit {
 		t.Errorf("record = %+v, want limits [disk]", r)
+	}
+}
+
+// TestRunRecordsBounded: over their memory bound, a session's oldest
+// records are dropped, in memory and in its file, and its chain goes on
+// from the last one: a verifier is told the start is missing.
+func TestRunRecordsBounded(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	b.srv.runs.maxBytes = 6000 // about four records
+	c := b.dial("/", nil)
+	session := c.hello["session_id"].(string)
+	for i := range 8 {
+		id := fmt.Sprintf("p%d", i)
+		c.prompt(id, "echo "+id)
+		c.finish(id)
+	}
+	recs := chainOf(t, b, session, b.auth())
+	if len(recs) < 2 || len(recs) > 5 {
+		t.Fatalf("%d records kept, want the latest few of 8", len(recs))
+	}
+	first := runOf(t, recs[0])
+	if last := runOf(t, recs[len(recs)-1]); last.Seq != 8 || first.Seq != int64(9-len(recs)) {
+		t.Errorf("kept seq %d to %d, want the latest ending at 8", first.Seq, last.Seq)
+	}
+	var ce *protocol.RunChainError
+	if err := protocol.VerifyRunChain(runKey(t, b), recs); !errors.As(err, &ce) || ce.At != 1 || !strings.Contains(err.Error(), "does not start") {
+		t.Errorf("VerifyRunChain of the kept records = %v, want the missing start reported", err)
+	}
+	// The file holds the same records.
+	data, err := os.ReadFile(b.srv.runs.file(session))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != len(recs) {
+		t.Errorf("the session's file holds %d records, memory %d", n, len(recs))
 	}
 }
