@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -290,9 +291,12 @@ func (rr *runRecorder) sealLoop(srv *Server) {
 }
 
 // seal signs a drafted record and keeps it. Only sealLoop calls it, so
-// a chain's seq and prev change nowhere else.
+// a chain's seq and prev change nowhere else. It yields before its two
+// costly steps (reading the egress trail, signing): the goroutines of a
+// prompt's frames, woken meanwhile, go first.
 func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	defer close(d.done)
+	runtime.Gosched()
 	c, r := d.chain, d.rec
 	r.Inputs, r.Outputs = d.inputs, d.outputs
 	r.Limits = runLimits(d.limit, r.Outcome)
@@ -300,6 +304,7 @@ func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	rr.mu.Lock()
 	r.Seq, r.Prev = c.seq+1, c.prev
 	rr.mu.Unlock()
+	runtime.Gosched()
 	signed, err := protocol.SignRun(rr.key, r)
 	var body []byte
 	if err == nil {
