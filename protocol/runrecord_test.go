@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +291,70 @@ func FuzzCanonical(f *testing.F) {
 		again, err := Canonical(c)
 		if err != nil || string(again) != string(c) {
 			t.Errorf("Canonical(%q) = %q, and again %q, %v", data, c, again, err)
+		}
+	})
+}
+
+// slowFieldDigests is runFieldDigests through encoding/json alone, which
+// the compact splitting must agree with.
+func slowFieldDigests(record []byte) (map[string]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(record, &top); err != nil {
+		return nil, err
+	}
+	if top == nil {
+		return nil, errors.New("null")
+	}
+	out := map[string]string{}
+	add := func(name string, raw []byte) error {
+		c, err := canonicalSlow(raw)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(c)
+		out[name] = hex.EncodeToString(sum[:])
+		return nil
+	}
+	for k, v := range top {
+		var m map[string]json.RawMessage
+		var l []json.RawMessage
+		var err error
+		switch {
+		case (k == "inputs" || k == "outputs") && json.Unmarshal(v, &m) == nil && m != nil:
+			for name, mv := range m {
+				if err = add(k+"/"+name, mv); err != nil {
+					break
+				}
+			}
+		case k == "egress" && json.Unmarshal(v, &l) == nil && l != nil:
+			for i, lv := range l {
+				if err = add(k+"/"+strconv.Itoa(i), lv); err != nil {
+					break
+				}
+			}
+		default:
+			err = add(k, v)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// FuzzRunFieldDigests: splitting compact JSON by hand digests the same
+// fields as encoding/json, and fails where it fails.
+func FuzzRunFieldDigests(f *testing.F) {
+	s, _ := SignRun(RunSigningKey("k"), testRun("s", 1, RunChainStart("s")))
+	f.Add([]byte(s.Record))
+	f.Add([]byte(`{"a":1,"a":2,"outputs":{"x":{"b":1,"a":[1,"]"]},"x":3}}`))
+	f.Add([]byte(`{"egress":[{"z":1},"a\"b",[],{}],"inputs":{},"b" :1}`))
+	f.Add([]byte(`{"k\u0041":1,"outputs":null,"egress":{"0":1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := runFieldDigests(data)
+		want, werr := slowFieldDigests(data)
+		if (err == nil) != (werr == nil) || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("runFieldDigests(%q) = %v, %v; through encoding/json %v, %v", data, got, err, want, werr)
 		}
 	})
 }

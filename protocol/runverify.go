@@ -137,14 +137,7 @@ func VerifyRunChain(pub ed25519.PublicKey, recs []SignedRun) error {
 // runFieldDigests digests each field of a record's JSON (see the format
 // above).
 func runFieldDigests(record []byte) (map[string]string, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(record, &top); err != nil {
-		return nil, err
-	}
-	if top == nil {
-		return nil, fmt.Errorf("the record is null")
-	}
-	out := make(map[string]string, len(top)+8)
+	out := make(map[string]string, 32)
 	add := func(name string, raw []byte) error {
 		c, err := Canonical(raw)
 		if err != nil {
@@ -154,8 +147,21 @@ func runFieldDigests(record []byte) (map[string]string, error) {
 		out[name] = hex.EncodeToString(sum[:])
 		return nil
 	}
-	for k, v := range top {
-		if err := addField(k, v, add); err != nil {
+	keys, vals, ok := splitCompact(record, true)
+	if !ok {
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(record, &top); err != nil {
+			return nil, err
+		}
+		if top == nil {
+			return nil, fmt.Errorf("the record is null")
+		}
+		for k, v := range top {
+			keys, vals = append(keys, k), append(vals, v)
+		}
+	}
+	for i, k := range keys {
+		if err := addField(k, vals[i], add); err != nil {
 			return nil, err
 		}
 	}
@@ -165,30 +171,122 @@ func runFieldDigests(record []byte) (map[string]string, error) {
 // addField digests one top-level field: each member of inputs and
 // outputs, each entry of egress, any other field (or one of those three
 // of another JSON type) whole.
-func addField(k string, v json.RawMessage, add func(string, []byte) error) error {
+func addField(k string, v []byte, add func(string, []byte) error) error {
 	switch k {
 	case "inputs", "outputs":
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) == nil && m != nil {
+		names, vals, ok := splitCompact(v, true)
+		if !ok {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(v, &m) != nil || m == nil {
+				return add(k, v)
+			}
 			for name, mv := range m {
-				if err := add(k+"/"+name, mv); err != nil {
-					return err
-				}
+				names, vals = append(names, name), append(vals, mv)
 			}
-			return nil
 		}
+		for i, name := range names {
+			if err := add(k+"/"+name, vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "egress":
-		var l []json.RawMessage
-		if json.Unmarshal(v, &l) == nil && l != nil {
-			for i, lv := range l {
-				if err := add(k+"/"+strconv.Itoa(i), lv); err != nil {
-					return err
-				}
+		_, vals, ok := splitCompact(v, false)
+		if !ok {
+			var l []json.RawMessage
+			if json.Unmarshal(v, &l) != nil || l == nil {
+				return add(k, v)
 			}
-			return nil
+			vals = make([][]byte, len(l))
+			for i := range l {
+				vals[i] = l[i]
+			}
 		}
+		for i, lv := range vals {
+			if err := add(k+"/"+strconv.Itoa(i), lv); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return add(k, v)
+}
+
+// splitCompact splits a compact JSON object (or array) as encoding/json
+// writes it into its members: the keys (plain strings, each once) and the
+// raw values. ok is false for anything else (white space around a key, an
+// escaped, non-UTF-8 or repeated key, a value that does not end where a
+// member must), which the caller then hands to encoding/json. The values
+// are not checked here: Canonical checks each.
+func splitCompact(raw []byte, object bool) (keys []string, vals [][]byte, ok bool) {
+	open, close := byte('['), byte(']')
+	if object {
+		open, close = '{', '}'
+	}
+	if len(raw) < 2 || raw[0] != open || raw[len(raw)-1] != close {
+		return nil, nil, false
+	}
+	end := len(raw) - 1
+	for i := 1; i < end; {
+		if object {
+			j := i + 1 + bytes.IndexByte(raw[min(i+1, end):end], '"')
+			if raw[i] != '"' || j <= i || j+1 >= end || raw[j+1] != ':' {
+				return nil, nil, false
+			}
+			key := raw[i+1 : j]
+			if !canonicalScalar(raw[i:j+1]) || slices.Contains(keys, string(key)) {
+				return nil, nil, false
+			}
+			keys = append(keys, string(key))
+			i = j + 2
+		}
+		k := valueEnd(raw[:end], i)
+		if k <= i {
+			return nil, nil, false
+		}
+		vals = append(vals, raw[i:k])
+		if k == end {
+			break
+		}
+		if raw[k] != ',' || k+1 == end {
+			return nil, nil, false
+		}
+		i = k + 1
+	}
+	if len(raw) == 2 {
+		return nil, nil, true
+	}
+	return keys, vals, true
+}
+
+// valueEnd returns where the value starting at b[i] ends: the first
+// comma outside strings and brackets, or len(b); -1 when its brackets or
+// strings do not close there.
+func valueEnd(b []byte, i int) int {
+	depth, inString := 0, false
+	for k := i; k < len(b); k++ {
+		c := b[k]
+		switch {
+		case inString && c == '\\':
+			k++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth < 0 {
+				return -1
+			}
+		case c == ',' && depth == 0:
+			return k
+		}
+	}
+	if depth != 0 || inString {
+		return -1
+	}
+	return len(b)
 }
 
 // canonicalDigests is the canonical encoding of a digests object.
