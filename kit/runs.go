@@ -78,6 +78,12 @@ type runRecorder struct {
 	bytes   int
 	queue   []*runDraft // ended prompts to sign, in the order they ended
 	sealing bool        // a sealLoop goroutine runs
+	wake    chan struct{}
+
+	// The session file sealLoop appends to, kept open while records of
+	// one session follow each other; only sealLoop uses them.
+	open   *os.File
+	openID string
 }
 
 // runChain is one session's records.
@@ -142,6 +148,7 @@ func (rr *runRecorder) init(s *Server) {
 		rr.agent = runAgent(s.man.Agent)
 		rr.ttl = runsTTL(s.man.StoragePolicy.Outputs)
 		rr.chains = map[string]*runChain{}
+		rr.wake = make(chan struct{}, 1)
 		dir := filepath.Join(s.stateDir, "runs")
 		if s.stateDir != "" && os.MkdirAll(dir, 0o700) == nil {
 			rr.dir = dir
@@ -269,18 +276,39 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 		rr.sealing = true
 		srv.wg.Add(1) // a prompt's runner holds srv.wg: Close has not stopped waiting
 		go rr.sealLoop(srv)
+		return
+	}
+	select {
+	case rr.wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
-// sealLoop signs the queued records in order, until none is left.
+// sealLoop signs the queued records in order. With none left it waits
+// for more as long as an idle prompt runner does (runnerLinger), keeping
+// the last session's file open, and ends with the box.
 func (rr *runRecorder) sealLoop(srv *Server) {
 	defer srv.wg.Done()
+	idle := time.NewTimer(srv.runnerLinger)
+	defer idle.Stop()
 	for {
 		rr.mu.Lock()
 		if len(rr.queue) == 0 {
-			rr.sealing = false
 			rr.mu.Unlock()
-			return
+			idle.Reset(srv.runnerLinger)
+			select {
+			case <-rr.wake:
+				continue
+			case <-srv.ctx.Done():
+			case <-idle.C:
+			}
+			rr.mu.Lock()
+			if len(rr.queue) == 0 {
+				rr.closeFile() // before another sealLoop may start
+				rr.sealing = false
+				rr.mu.Unlock()
+				return
+			}
 		}
 		d := rr.queue[0]
 		rr.queue[0] = nil
@@ -384,7 +412,7 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 			}
 			delete(rr.chains, id)
 			if rr.dir != "" {
-				os.Remove(rr.file(id))
+				rr.removeFile(id)
 			}
 		}
 	}
@@ -414,7 +442,7 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 	}
 	for id, c := range touched {
 		if err := rr.rewrite(id, c); err != nil {
-			os.Remove(rr.file(id))
+			rr.removeFile(id)
 		}
 	}
 }
