@@ -112,6 +112,7 @@ type runDraft struct {
 	inputs, outputs map[string]protocol.RunFile
 	limit           string
 	rec             *protocol.RunRecord
+	text            string // the prompt's, digested by seal
 	started, ended  time.Time
 	done            chan struct{}
 }
@@ -245,22 +246,19 @@ func (rr *runRecorder) noteLimit(ss *session, limit string) {
 	rr.mu.Unlock()
 }
 
-// ended drafts the record of a prompt that just ended, before its frame
-// goes out; seal signs and keeps it after.
+// ended completes the draft of a prompt that just ended (what it knows
+// at once: ids, outcome, exit status, times) and queues it for sealLoop,
+// starting or waking it. It runs before the prompt's frame goes out, so
+// it does nothing costly: the text's digest is seal's.
 func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	srv := ss.srv
 	rr.init(srv)
 	now := time.Now()
-	text := p.msg.Text
-	sum := sha256.Sum256([]byte(text))
 	r := &protocol.RunRecord{
 		V: protocol.RunRecordVersion, ClosureHash: rr.closureHash, ManifestDigest: rr.manifestDigest,
-		Session: ss.id, Prompt: p.msg.ID, PromptDigest: hex.EncodeToString(sum[:]), Agent: rr.agent,
+		Session: ss.id, Prompt: p.msg.ID, Agent: rr.agent,
 		Outcome: outcome, Started: protocol.RunTime(p.started), Ended: protocol.RunTime(now),
 		DurationMS: now.Sub(p.started).Milliseconds(),
-	}
-	if rr.recordText {
-		r.PromptText = text
 	}
 	if code := ss.exitCode.Load(); code != noExit {
 		r.ExitCode = &code
@@ -268,7 +266,7 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	d := rr.draftLocked(ss)
-	d.rec, d.started, d.ended = r, p.started, now
+	d.rec, d.text, d.started, d.ended = r, p.msg.Text, p.started, now
 	d.chain.draft = nil
 	d.chain.pending = append(d.chain.pending, d)
 	rr.queue = append(rr.queue, d)
@@ -326,6 +324,11 @@ func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	defer close(d.done)
 	runtime.Gosched()
 	c, r := d.chain, d.rec
+	sum := sha256.Sum256([]byte(d.text))
+	r.PromptDigest = hex.EncodeToString(sum[:])
+	if rr.recordText {
+		r.PromptText = d.text
+	}
 	r.Inputs, r.Outputs = d.inputs, d.outputs
 	r.Limits = runLimits(d.limit, r.Outcome)
 	r.Egress, r.EgressDropped = rr.egressWindow(srv, d.session, d.started, d.ended)
