@@ -1,9 +1,9 @@
 import { decodeBase64, encodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError, type Completion } from "./errors.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
-import { verifyRun, verifyRunChain, type RunChain, type SignedRun } from "./runs.js";
+import { verifyRun, verifyRunChain } from "./runs.js";
 import { dial, redact, type Socket, type WebSocketConstructor } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, EgressEnvironment, EgressPolicyFrame, EgressSetFrame, Environment, FileRef, Health, NetworkSpec, OutputsOverride, PingFrame, PromptFrame, ServerHelloFrame } from "./wire.js";
+import type { AbortFrame, ClientHelloFrame, EgressEnvironment, EgressPolicyFrame, EgressSetFrame, Environment, FileRef, Health, NetworkSpec, OutputsOverride, PingFrame, PromptFrame, RunChain, ServerHelloFrame, SignedRun } from "./wire.js";
 
 /** Where a box listens and the credential it accepts. */
 export interface Endpoint {
