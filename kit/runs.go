@@ -78,6 +78,12 @@ type runRecorder struct {
 	bytes   int
 	queue   []*runDraft // ended prompts to sign, in the order they ended
 	sealing bool        // a sealLoop goroutine runs
+	wake    chan struct{}
+
+	// The session file sealLoop appends to, kept open while records of
+	// one session follow each other; only sealLoop uses them.
+	open   *os.File
+	openID string
 }
 
 // runChain is one session's records.
@@ -106,6 +112,7 @@ type runDraft struct {
 	inputs, outputs map[string]protocol.RunFile
 	limit           string
 	rec             *protocol.RunRecord
+	text            string // the prompt's, digested by seal
 	started, ended  time.Time
 	done            chan struct{}
 }
@@ -142,6 +149,7 @@ func (rr *runRecorder) init(s *Server) {
 		rr.agent = runAgent(s.man.Agent)
 		rr.ttl = runsTTL(s.man.StoragePolicy.Outputs)
 		rr.chains = map[string]*runChain{}
+		rr.wake = make(chan struct{}, 1)
 		dir := filepath.Join(s.stateDir, "runs")
 		if s.stateDir != "" && os.MkdirAll(dir, 0o700) == nil {
 			rr.dir = dir
@@ -238,22 +246,19 @@ func (rr *runRecorder) noteLimit(ss *session, limit string) {
 	rr.mu.Unlock()
 }
 
-// ended drafts the record of a prompt that just ended, before its frame
-// goes out; seal signs and keeps it after.
+// ended completes the draft of a prompt that just ended (what it knows
+// at once: ids, outcome, exit status, times) and queues it for sealLoop,
+// starting or waking it. It runs before the prompt's frame goes out, so
+// it does nothing costly: the text's digest is seal's.
 func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	srv := ss.srv
 	rr.init(srv)
 	now := time.Now()
-	text := p.msg.Text
-	sum := sha256.Sum256([]byte(text))
 	r := &protocol.RunRecord{
 		V: protocol.RunRecordVersion, ClosureHash: rr.closureHash, ManifestDigest: rr.manifestDigest,
-		Session: ss.id, Prompt: p.msg.ID, PromptDigest: hex.EncodeToString(sum[:]), Agent: rr.agent,
+		Session: ss.id, Prompt: p.msg.ID, Agent: rr.agent,
 		Outcome: outcome, Started: protocol.RunTime(p.started), Ended: protocol.RunTime(now),
 		DurationMS: now.Sub(p.started).Milliseconds(),
-	}
-	if rr.recordText {
-		r.PromptText = text
 	}
 	if code := ss.exitCode.Load(); code != noExit {
 		r.ExitCode = &code
@@ -261,7 +266,7 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	d := rr.draftLocked(ss)
-	d.rec, d.started, d.ended = r, p.started, now
+	d.rec, d.text, d.started, d.ended = r, p.msg.Text, p.started, now
 	d.chain.draft = nil
 	d.chain.pending = append(d.chain.pending, d)
 	rr.queue = append(rr.queue, d)
@@ -269,18 +274,39 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 		rr.sealing = true
 		srv.wg.Add(1) // a prompt's runner holds srv.wg: Close has not stopped waiting
 		go rr.sealLoop(srv)
+		return
+	}
+	select {
+	case rr.wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
-// sealLoop signs the queued records in order, until none is left.
+// sealLoop signs the queued records in order. With none left it waits
+// for more as long as an idle prompt runner does (runnerLinger), keeping
+// the last session's file open, and ends with the box.
 func (rr *runRecorder) sealLoop(srv *Server) {
 	defer srv.wg.Done()
+	idle := time.NewTimer(srv.runnerLinger)
+	defer idle.Stop()
 	for {
 		rr.mu.Lock()
 		if len(rr.queue) == 0 {
-			rr.sealing = false
 			rr.mu.Unlock()
-			return
+			idle.Reset(srv.runnerLinger)
+			select {
+			case <-rr.wake:
+				continue
+			case <-srv.ctx.Done():
+			case <-idle.C:
+			}
+			rr.mu.Lock()
+			if len(rr.queue) == 0 {
+				rr.closeFile() // before another sealLoop may start
+				rr.sealing = false
+				rr.mu.Unlock()
+				return
+			}
 		}
 		d := rr.queue[0]
 		rr.queue[0] = nil
@@ -298,6 +324,11 @@ func (rr *runRecorder) seal(srv *Server, d *runDraft) {
 	defer close(d.done)
 	runtime.Gosched()
 	c, r := d.chain, d.rec
+	sum := sha256.Sum256([]byte(d.text))
+	r.PromptDigest = hex.EncodeToString(sum[:])
+	if rr.recordText {
+		r.PromptText = d.text
+	}
 	r.Inputs, r.Outputs = d.inputs, d.outputs
 	r.Limits = runLimits(d.limit, r.Outcome)
 	r.Egress, r.EgressDropped = rr.egressWindow(srv, d.session, d.started, d.ended)
@@ -384,7 +415,7 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 			}
 			delete(rr.chains, id)
 			if rr.dir != "" {
-				os.Remove(rr.file(id))
+				rr.removeFile(id)
 			}
 		}
 	}
@@ -414,7 +445,7 @@ func (rr *runRecorder) trimLocked(now time.Time) {
 	}
 	for id, c := range touched {
 		if err := rr.rewrite(id, c); err != nil {
-			os.Remove(rr.file(id))
+			rr.removeFile(id)
 		}
 	}
 }

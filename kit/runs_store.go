@@ -49,15 +49,35 @@ func (rr *runRecorder) append(id, owner string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(rr.file(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
+	if rr.openID != id {
+		rr.closeFile()
+		f, err := os.OpenFile(rr.file(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		rr.open, rr.openID = f, id
+	}
+	if _, err := rr.open.Write(line); err != nil {
+		rr.closeFile()
 		return err
 	}
-	_, err = f.Write(line)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	return nil
+}
+
+// closeFile closes the session file append keeps open.
+func (rr *runRecorder) closeFile() {
+	if rr.open != nil {
+		rr.open.Close()
 	}
-	return err
+	rr.open, rr.openID = nil, ""
+}
+
+// removeFile removes a session's file, closing it first when open.
+func (rr *runRecorder) removeFile(id string) {
+	if rr.openID == id {
+		rr.closeFile()
+	}
+	os.Remove(rr.file(id))
 }
 
 // reread loads the records an earlier run of the kit kept, dropping
@@ -121,6 +141,9 @@ func (rr *runRecorder) rewrite(id string, c *runChain) error {
 			return err
 		}
 		buf.Write(line)
+	}
+	if rr.openID == id {
+		rr.closeFile() // append reopens the new file
 	}
 	tmp := rr.file(id) + ".tmp"
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {

@@ -27,7 +27,8 @@ digests of the prompt, its inputs and outputs, its egress decisions, the limits
 it hit, its outcome and times), chained to the session's previous record.
   get PROMPT      print a prompt's record as the box serves it (GET /runs/PROMPT)
   get --session   print a session's chain of records (GET /runs?session=ID)
-  verify FILE     check a record or a chain saved by get (- reads stdin)
+  verify FILE     check a record or a chain saved by get (- reads stdin; an
+                  argument that names a file or ends in .json is one)
   verify PROMPT   fetch a prompt's record and check it
   verify --session ID  fetch a session's chain and check every record and link
 Records are checked with the run record key of the box's manifest

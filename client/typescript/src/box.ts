@@ -5,11 +5,11 @@ import { asError, ClientCodes, closedError, GloveboxError, type Completion } fro
 import { BoxHTTP } from "./http.js";
 import { buildInputs, utf8Length, type PromptOptions } from "./prompt.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
-import { fetchRun, fetchRunChain, type RunHost, type RunOptions, type SignedRun } from "./runs.js";
+import { fetchRun, fetchRunChain, type RunHost, type RunOptions } from "./runs.js";
 import { SessionEgress } from "./sessionegress.js";
 import { raceSignal, sleep } from "./signals.js";
 import { dial } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, PromptFrame, ServerHelloFrame } from "./wire.js";
+import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, PromptFrame, ServerHelloFrame, SignedRun } from "./wire.js";
 
 export type SendErrorListener = (err: GloveboxError, what: string) => void;
 

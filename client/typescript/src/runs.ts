@@ -8,64 +8,7 @@
  */
 import { decodeBase64 } from "./base64.js";
 import { ClientCodes, GloveboxError } from "./errors.js";
-import type { Environment } from "./wire.js";
-
-/** A run record's digest and size of an input or output. */
-export interface RunFile {
-  sha256: string;
-  size: number;
-}
-
-/** One egress decision of a prompt. */
-export interface RunEgressDecision {
-  seq?: number;
-  time: string;
-  proto: string;
-  host: string;
-  port: number;
-  decision: string;
-  rule?: string;
-  line?: string;
-}
-
-/** What a box records about one prompt (protocol.RunRecord). */
-export interface RunRecord {
-  v: number;
-  closure_hash?: string;
-  manifest_digest: string;
-  session: string;
-  seq: number;
-  prev: string;
-  prompt: string;
-  prompt_digest: string;
-  prompt_text?: string;
-  agent: string;
-  inputs?: Record<string, RunFile>;
-  outputs?: Record<string, RunFile>;
-  egress?: RunEgressDecision[];
-  egress_dropped?: number;
-  limits?: string[];
-  outcome: string;
-  exit_code?: number;
-  started: string;
-  ended: string;
-  duration_ms: number;
-}
-
-/** A run record with its field digests and signature (protocol.SignedRun). */
-export interface SignedRun {
-  record: RunRecord;
-  digests: Record<string, string>;
-  digest: string;
-  public_key: string;
-  signature: string;
-}
-
-/** The body of GET /runs?session=ID. */
-export interface RunChain {
-  session: string;
-  records: SignedRun[];
-}
+import type { Environment, RunChain, SignedRun } from "./wire.js";
 
 /** The prefix of the signed bytes (protocol.RunSignContext). */
 export const RUN_SIGN_CONTEXT = "glovebox run record v1\n";

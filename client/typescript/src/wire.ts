@@ -211,6 +211,8 @@ export interface Isolation {
   landlock?: number;
   /** What the privileges layer holds where it is less than the whole layer. */
   privileges?: string;
+  /** In a privilege-separated kit: who serves (the unprivileged uid and gid that parse clients' and agents' bytes, while a root monitor does what needs root). Absent where the kit does its own privileged work. */
+  front?: string;
   /** memory and disk (bytes), cpu (cores), pids, files. */
   limits: Record<string, unknown>;
   /** True when the box serves although its layers cannot keep sessions apart or cannot enforce its egress policy: its operator opted in (sandbox.allow_degraded) or turned the sandbox off. Absent from boxes that predate it. */
@@ -303,6 +305,58 @@ export interface RequestRule {
   paths?: string[];
 }
 
+/** A session's run records in order: the body of GET /runs?session=ID. */
+export interface RunChain {
+  session: string;
+  records: SignedRun[];
+  [field: string]: unknown;
+}
+
+/** One egress decision of a prompt in its run record, as the audit trail (GET /egress/log) has it. */
+export interface RunEgressDecision {
+  decision: string;
+  host: string;
+  line?: string;
+  port: number;
+  proto: string;
+  rule?: string;
+  seq?: number;
+  time: string;
+  [field: string]: unknown;
+}
+
+/** An input's or output's SHA-256 (lower-case hex) and size in a run record. */
+export interface RunFile {
+  sha256: string;
+  size: number;
+  [field: string]: unknown;
+}
+
+/** What a box records about one prompt (protocol.RunRecord; the format, canonical encoding and signature are specified in protocol/runrecord.go). */
+export interface RunRecord {
+  v: number;
+  closure_hash?: string;
+  manifest_digest: string;
+  session: string;
+  seq: number;
+  prev: string;
+  prompt: string;
+  prompt_digest: string;
+  prompt_text?: string;
+  agent: string;
+  inputs?: Record<string, RunFile>;
+  outputs?: Record<string, RunFile>;
+  egress?: RunEgressDecision[];
+  egress_dropped?: number;
+  limits?: string[];
+  outcome: string;
+  exit_code?: number;
+  started: string;
+  ended: string;
+  duration_ms: number;
+  [field: string]: unknown;
+}
+
 /** The run records' ed25519 public key (standard base64) and whether records keep the prompt's text (manifest runs, /environment runs). */
 export interface RunsSpec {
   public_key?: string;
@@ -353,6 +407,16 @@ export interface ServerRef {
   size: number;
   id: string;
   url: string;
+}
+
+/** A run record with its field digests and ed25519 signature: the body of GET /runs/{prompt}. */
+export interface SignedRun {
+  record: RunRecord;
+  digests: Record<string, string>;
+  digest: string;
+  public_key: string;
+  signature: string;
+  [field: string]: unknown;
 }
 
 /** A display slot the client renders and later resolves or rejects. Wire key order is renderer, input, id. */
