@@ -50,15 +50,13 @@ import (
 //
 // The box's identity in a record: manifest_digest is the SHA-256 of the
 // manifest bytes the kit loaded (Options.ManifestDigest; for a manifest
-// given parsed, of its JSON encoding), closure_hash is GLOVEBOX_CLOSURE_HASH
-// or the first line of /etc/glovebox/closure-hash under the box's root,
-// empty when neither is there.
+// given parsed, of its JSON encoding), closure_hash is the closure_sha256
+// the image build stamped into the manifest's provenance, else
+// GLOVEBOX_CLOSURE_HASH (a box built some other way), else empty.
 
 // runsMaxBytes bounds the records kept in memory.
 const runsMaxBytes = 16 << 20
 
-// closureHashFile holds the box's closure hash, when the image has one.
-const closureHashFile = "/etc/glovebox/closure-hash"
 
 // runRecorder keeps the box's run records. Its zero value is ready: it
 // sets itself up on first use.
@@ -160,15 +158,10 @@ func (rr *runRecorder) init(s *Server) {
 
 // closureHash reads the box's closure hash (see above).
 func closureHash(s *Server) string {
-	if h := strings.TrimSpace(s.getenv("GLOVEBOX_CLOSURE_HASH")); h != "" {
-		return h
+	if p := s.man.Provenance; p != nil && p.ClosureSHA256 != "" {
+		return p.ClosureSHA256
 	}
-	b, err := os.ReadFile(hostPath(s.opts.Root, closureHashFile))
-	if err != nil {
-		return ""
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(s.getenv("GLOVEBOX_CLOSURE_HASH"))
 }
 
 // runAgent names the agent as a record does: its type, and for an exec

@@ -174,6 +174,7 @@ func TestRunRecordsTextAndTimeout(t *testing.T) {
 	b := newBox(t, scripted(nil), func(m *protocol.Manifest, _ *Options) {
 		m.Runs = &protocol.RunsSpec{RecordText: true}
 		m.Limits.Timeout = "200ms"
+		m.Provenance = &protocol.Provenance{ClosureSHA256: strings.Repeat("c1", 32), ClosurePaths: 3}
 	})
 	c := b.dial("/", nil)
 	c.prompt("p1", "block")
@@ -187,6 +188,9 @@ func TestRunRecordsTextAndTimeout(t *testing.T) {
 	r := runOf(t, recs[0])
 	if r.PromptText != "block" || strings.Join(r.Limits, ",") != "timeout" || r.Outcome != protocol.CodeTimeout {
 		t.Errorf("record = %+v, want the text and the timeout", r)
+	}
+	if r.ClosureHash != strings.Repeat("c1", 32) {
+		t.Errorf("record's closure_hash = %q, want the manifest provenance's closure_sha256", r.ClosureHash)
 	}
 }
 
