@@ -242,100 +242,126 @@ func DecodeServer(data []byte) (ServerMessage, error) {
 		return nil, fmt.Errorf("%w: missing \"type\"", ErrBadMessage)
 	}
 	t := *w.Type
-	var err error
-	seq := func() (uint64, error) { return rawUint(w.Seq, t) }
 	switch t {
 	case TypeEvent:
-		e := &Event{Data: orNull(w.Data)}
-		if e.ID, err = rawString(w.ID, t, "id"); err != nil {
-			return nil, err
-		}
-		if e.EventType, err = rawString(w.EventType, t, "event_type"); err != nil {
-			return nil, err
-		}
-		if e.Seq, err = seq(); err != nil {
-			return nil, err
-		}
-		return e, nil
+		return w.event(t)
 	case TypeDisplayPush:
-		p := new(DisplayPush)
-		if err := rawDecode(w.Slot, &p.Slot, t); err != nil {
-			return nil, err
-		}
-		if p.Slot.ID == "" {
-			return nil, fmt.Errorf("%w: display_push: slot without \"id\"", ErrBadMessage)
-		}
-		if err := rawDecode(w.ID, &p.PromptID, t); err != nil {
-			return nil, err
-		}
-		if p.Seq, err = seq(); err != nil {
-			return nil, err
-		}
-		return p, nil
+		return w.displayPush(t)
 	case TypeDisplayClear:
-		c := new(DisplayClear)
-		if c.SlotID, err = rawString(w.SlotID, t, "slot_id"); err != nil {
-			return nil, err
-		}
-		if err := rawDecode(w.ID, &c.PromptID, t); err != nil {
-			return nil, err
-		}
-		if c.Seq, err = seq(); err != nil {
-			return nil, err
-		}
-		return c, nil
+		return w.displayClear(t)
 	case TypeComplete:
-		c := new(Complete)
-		if c.ID, err = rawString(w.ID, t, "id"); err != nil {
-			return nil, err
-		}
-		if err := rawDecode(w.Message, &c.Message, t); err != nil {
-			return nil, err
-		}
-		if err := rawDecode(w.Outputs, &c.Outputs, t); err != nil {
-			return nil, err
-		}
-		if c.Outputs == nil {
-			c.Outputs = map[string]FileRef{}
-		}
-		if c.Seq, err = seq(); err != nil {
-			return nil, err
-		}
-		return c, nil
+		return w.complete(t)
 	case TypeError:
-		e := new(Error)
-		if e.ID, err = rawString(w.ID, t, "id"); err != nil {
-			return nil, err
-		}
-		if err := rawDecode(w.Error, &e.Error, t); err != nil {
-			return nil, err
-		}
-		if e.Seq, err = seq(); err != nil {
-			return nil, err
-		}
-		return e, nil
+		return w.errorFrame(t)
 	case TypePong:
 		return &Pong{TS: orNull(w.TS)}, nil
 	case TypeHello:
-		h := new(ServerHello)
-		if err := decodeInto(data, h, t); err != nil {
-			return nil, err
-		}
-		return h, nil
+		return decodeAs[ServerHello](data, t)
 	case TypeDraining:
-		d := new(Draining)
-		if err := decodeInto(data, d, t); err != nil {
-			return nil, err
-		}
-		return d, nil
+		return decodeAs[Draining](data, t)
 	case TypeEgress:
-		e := new(EgressPolicy)
-		if err := decodeInto(data, e, t); err != nil {
-			return nil, err
-		}
-		return e, nil
+		return decodeAs[EgressPolicy](data, t)
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+}
+
+// The frames DecodeServer reads field by field, from the frame's raw
+// fields; t is the frame's type, for errors.
+
+func (w *serverFrame) event(t string) (ServerMessage, error) {
+	e := &Event{Data: orNull(w.Data)}
+	var err error
+	if e.ID, err = rawString(w.ID, t, "id"); err != nil {
+		return nil, err
+	}
+	if e.EventType, err = rawString(w.EventType, t, "event_type"); err != nil {
+		return nil, err
+	}
+	if e.Seq, err = rawUint(w.Seq, t); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (w *serverFrame) displayPush(t string) (ServerMessage, error) {
+	p := new(DisplayPush)
+	if err := rawDecode(w.Slot, &p.Slot, t); err != nil {
+		return nil, err
+	}
+	if p.Slot.ID == "" {
+		return nil, fmt.Errorf("%w: display_push: slot without \"id\"", ErrBadMessage)
+	}
+	if err := rawDecode(w.ID, &p.PromptID, t); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.Seq, err = rawUint(w.Seq, t); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (w *serverFrame) displayClear(t string) (ServerMessage, error) {
+	c := new(DisplayClear)
+	var err error
+	if c.SlotID, err = rawString(w.SlotID, t, "slot_id"); err != nil {
+		return nil, err
+	}
+	if err := rawDecode(w.ID, &c.PromptID, t); err != nil {
+		return nil, err
+	}
+	if c.Seq, err = rawUint(w.Seq, t); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (w *serverFrame) complete(t string) (ServerMessage, error) {
+	c := new(Complete)
+	var err error
+	if c.ID, err = rawString(w.ID, t, "id"); err != nil {
+		return nil, err
+	}
+	if err := rawDecode(w.Message, &c.Message, t); err != nil {
+		return nil, err
+	}
+	if err := rawDecode(w.Outputs, &c.Outputs, t); err != nil {
+		return nil, err
+	}
+	if c.Outputs == nil {
+		c.Outputs = map[string]FileRef{}
+	}
+	if c.Seq, err = rawUint(w.Seq, t); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (w *serverFrame) errorFrame(t string) (ServerMessage, error) {
+	e := new(Error)
+	var err error
+	if e.ID, err = rawString(w.ID, t, "id"); err != nil {
+		return nil, err
+	}
+	if err := rawDecode(w.Error, &e.Error, t); err != nil {
+		return nil, err
+	}
+	if e.Seq, err = rawUint(w.Seq, t); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// decodeAs decodes a whole frame of type t into a new T.
+func decodeAs[T any, P interface {
+	*T
+	ServerMessage
+}](data []byte, t string) (ServerMessage, error) {
+	v := P(new(T))
+	if err := decodeInto(data, v, t); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func decodeInto(data []byte, v any, t string) error {
