@@ -57,7 +57,6 @@ import (
 // runsMaxBytes bounds the records kept in memory.
 const runsMaxBytes = 16 << 20
 
-
 // runRecorder keeps the box's run records. Its zero value is ready: it
 // sets itself up on first use.
 type runRecorder struct {
