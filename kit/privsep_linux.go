@@ -345,7 +345,8 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 		if p.cfg.SharedDirs {
 			mode = 0o770 | os.ModeSetgid
 		}
-		if err := os.Chown(r, -1, p.gid); err == nil {
+		err := os.Chown(r, -1, p.gid)
+		if err == nil {
 			err = os.Chmod(r, mode)
 		}
 		if err != nil {
