@@ -50,7 +50,7 @@ func start(kitPath string) (*kitProc, time.Duration, error) {
 	return startWith(kitPath, `{"name":"bench"}`)
 }
 
-func startWith(kitPath, manifestJSON string) (_ *kitProc, _ time.Duration, err error) {
+func startWith(kitPath, manifestJSON string, env ...string) (_ *kitProc, _ time.Duration, err error) {
 	root, err := os.MkdirTemp("/var/tmp", "kitbench-")
 	if err != nil {
 		return nil, 0, err
@@ -79,7 +79,7 @@ func startWith(kitPath, manifestJSON string) (_ *kitProc, _ time.Duration, err e
 		return nil, 0, err
 	}
 	cmd := exec.Command(kitPath, "--manifest", manifest, "--root", root)
-	cmd.Env = []string{"GLOVEBOX_KEY=" + key, "GLOVEBOX_PORT=" + strconv.Itoa(port), "PATH=/usr/bin:/bin"}
+	cmd.Env = append([]string{"GLOVEBOX_KEY=" + key, "GLOVEBOX_PORT=" + strconv.Itoa(port), "PATH=/usr/bin:/bin"}, env...)
 	k := &kitProc{cmd: cmd, root: root, port: port, key: key}
 	d, err := waitHealth(k)
 	if err != nil {
