@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,14 +331,7 @@ func (er *egressRoutes) serveEgress(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, _ := json.Marshal(e.view())
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(out)
+	route.Body(w, r, "application/json", "no-store", out)
 }
 
 // stats returns the proxy's counters; zero when e is nil (no proxy).

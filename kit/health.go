@@ -80,15 +80,7 @@ func (h *health) serveEnvironment(w http.ResponseWriter, r *http.Request) {
 		h.sessionEnvironment(w, r, id)
 		return
 	}
-	body := h.environment()
-	hd := w.Header()
-	hd.Set("Content-Type", "application/json")
-	hd.Set("Cache-Control", "private, no-store")
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
+	route.JSON(w, r, h.environment())
 }
 
 // sessionEnvironment is GET /environment?session=ID: the environment with

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -66,15 +65,8 @@ func (sr *sbomRoute) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the SBOM at "+prov.SBOM+" does not match the manifest's sbom_sha256", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", SBOMContentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "private, no-store")
-	h.Set("ETag", `"sha256:`+digest+`"`)
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
+	w.Header().Set("ETag", `"sha256:`+digest+`"`)
+	route.Body(w, r, SBOMContentType, "private, no-store", body)
 }
 
 func readSBOM(path string) ([]byte, error) {

@@ -26,7 +26,7 @@ func TestEnvironmentProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := loadSchema(t)
-	if err := validate(s, s.def(t, "environment"), decodeNumbers(t, body), "$"); err != nil {
+	if err := validate(s, s.def(t, "environment"), decodeNumbers(t, body)); err != nil {
 		t.Errorf("/environment with provenance against $defs/environment: %v\n%s", err, body)
 	}
 	var back Environment
@@ -37,7 +37,7 @@ func TestEnvironmentProvenance(t *testing.T) {
 		t.Errorf("provenance through /environment (-manifest +environment):\n%s", diff)
 	}
 	bad := strings.Replace(string(body), `"closure_paths":812`, `"closure_paths":"812"`, 1)
-	if validate(s, s.def(t, "environment"), decodeNumbers(t, []byte(bad)), "$") == nil {
+	if validate(s, s.def(t, "environment"), decodeNumbers(t, []byte(bad))) == nil {
 		t.Error("the schema accepted a closure_paths string")
 	}
 }

@@ -108,14 +108,14 @@ func TestSchemaGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode %s: %v", name, err)
 			}
-			if err := validate(s, s.def(t, def), decodeNumbers(t, data), "$"); err != nil {
+			if err := validate(s, s.def(t, def), decodeNumbers(t, data)); err != nil {
 				t.Errorf("golden %s against $defs/%s: %v", name, def, err)
 			}
 			enc, err := Encode(m)
 			if err != nil {
 				t.Fatalf("Encode(%T) = %v", m, err)
 			}
-			if err := validate(s, s.def(t, def), decodeNumbers(t, enc), "$"); err != nil {
+			if err := validate(s, s.def(t, def), decodeNumbers(t, enc)); err != nil {
 				t.Errorf("Encode(decoded %s) = %s, against $defs/%s: %v", name, enc, def, err)
 			}
 		})
@@ -147,7 +147,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"server_message", `{"type":"event","id":"a","event_type":"x","data":{},"extra":1}`},
 	}
 	for _, tt := range tests {
-		if err := validate(s, s.def(t, tt.def), decodeNumbers(t, []byte(tt.frame)), "$"); err == nil {
+		if err := validate(s, s.def(t, tt.def), decodeNumbers(t, []byte(tt.frame))); err == nil {
 			t.Errorf("validate(%s, $defs/%s) = nil, want an error", tt.frame, tt.def)
 		}
 	}

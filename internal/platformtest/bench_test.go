@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/internal/sessionbench"
 )
 
 // benchEnv asks TestSessionStartBench for N new sessions per profile;
@@ -27,11 +26,11 @@ const (
 
 // TestSessionStartBench measures, under each profile, the time from
 // dialling a new session to the first event of `echo hi`, beside the
-// fork/exec floor (/bin/sh -c 'echo hi' to its output), as
-// kit/internal/kitbench measures them: the client in a process of its
-// own (this test binary, re-executed), the kit in another. It runs only
-// with GLOVEBOX_PLATFORM_BENCH=N (sessions per profile) and prints a
-// table for BENCHMARKS.md:
+// fork/exec floor (/bin/sh -c 'echo hi' to its output), with
+// internal/sessionbench and as kit/internal/kitbench measures them: the
+// client in a process of its own (this test binary, re-executed), the
+// kit in another. It runs only with GLOVEBOX_PLATFORM_BENCH=N (sessions
+// per profile) and prints a table for BENCHMARKS.md:
 //
 //	sudo GLOVEBOX_PLATFORM_BENCH=200 go test -tags platforms -count=1 -run TestSessionStartBench -v ./internal/platformtest
 func TestSessionStartBench(t *testing.T) {
@@ -93,24 +92,14 @@ func TestBenchClient(t *testing.T) {
 	n, _ := strconv.Atoi(f[2])
 	var res struct{ Floor, First []time.Duration }
 	for range n {
-		t0 := time.Now()
-		cmd := exec.Command("/bin/sh", "-c", "echo hi")
-		r, err := cmd.StdoutPipe()
+		d, err := sessionbench.Floor()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 8)
-		if _, err := r.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		res.Floor = append(res.Floor, time.Since(t0))
-		cmd.Wait()
+		res.Floor = append(res.Floor, d)
 	}
 	for i := range n {
-		d, err := firstEvent(url, key)
+		d, err := sessionbench.FirstEvent(t.Context(), url, key)
 		if err != nil {
 			t.Fatalf("session %d: %v", i, err)
 		}
@@ -118,44 +107,6 @@ func TestBenchClient(t *testing.T) {
 	}
 	b, _ := json.Marshal(res)
 	fmt.Printf("%s\n", b)
-}
-
-// firstEvent dials a new session, prompts echo hi and returns the time
-// to the prompt's first event; it then waits for the prompt to end.
-func firstEvent(url, key string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	t0 := time.Now()
-	c, _, err := wsconn.Dial(ctx, url, wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.ReadMessage(); err != nil { // hello
-		return 0, err
-	}
-	if err := c.WriteText([]byte(`{"type":"prompt","id":"p","text":"echo hi","inputs":{}}`)); err != nil {
-		return 0, err
-	}
-	var d time.Duration
-	for {
-		b, err := c.ReadMessage()
-		if err != nil {
-			return 0, err
-		}
-		var m struct{ Type string }
-		json.Unmarshal(b, &m)
-		if m.Type == "event" && d == 0 {
-			d = time.Since(t0)
-		}
-		switch m.Type {
-		case "complete":
-			return d, nil
-		case "error":
-			return 0, fmt.Errorf("prompt failed: %s", b)
-		}
-	}
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

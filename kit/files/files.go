@@ -90,12 +90,22 @@ func (fr *Routes) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 	fr.store.ServeHTTP(w, r)
 }
 
-// admitAdmin admits the key, an admin token, or a files token not
-// limited to some ids.
-func (fr *Routes) admitAdmin(w http.ResponseWriter, r *http.Request) bool {
-	return fr.auth.AdmitClaims(w, r, func(c protocol.TokenClaims) bool {
+// adminIndex admits the key, an admin token, or a files token not
+// limited to some ids, and opens the store's index; it answers 401 or 503
+// and reports false when either fails.
+func (fr *Routes) adminIndex(w http.ResponseWriter, r *http.Request) (Index, bool) {
+	admin := fr.auth.AdmitClaims(w, r, func(c protocol.TokenClaims) bool {
 		return c.Allows(protocol.ScopeAdmin) || (c.Allows(protocol.ScopeFiles) && len(c.Files) == 0)
 	})
+	if !admin {
+		return nil, false
+	}
+	ix, err := fr.store.Index(r.Context())
+	if err != nil {
+		http.Error(w, "the file store is not available: "+err.Error(), http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return ix, true
 }
 
 func (fr *Routes) serveList(w http.ResponseWriter, r *http.Request) {
@@ -103,12 +113,8 @@ func (fr *Routes) serveList(w http.ResponseWriter, r *http.Request) {
 		route.MethodNotAllowed(w, "GET, HEAD")
 		return
 	}
-	if !fr.admitAdmin(w, r) {
-		return
-	}
-	ix, err := fr.store.Index(r.Context())
-	if err != nil {
-		http.Error(w, "the file store is not available: "+err.Error(), http.StatusServiceUnavailable)
+	ix, ok := fr.adminIndex(w, r)
+	if !ok {
 		return
 	}
 	files, err := ix.List(r.Context())
@@ -129,12 +135,8 @@ func (fr *Routes) serveDelete(w http.ResponseWriter, r *http.Request, id string)
 		http.NotFound(w, r)
 		return
 	}
-	if !fr.admitAdmin(w, r) {
-		return
-	}
-	ix, err := fr.store.Index(r.Context())
-	if err != nil {
-		http.Error(w, "the file store is not available: "+err.Error(), http.StatusServiceUnavailable)
+	ix, ok := fr.adminIndex(w, r)
+	if !ok {
 		return
 	}
 	local := fr.store.LocalID(id)

@@ -111,15 +111,7 @@ func (mt *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 	if !mt.auth.Admit(w, r, protocol.ScopeMetrics) {
 		return
 	}
-	body := mt.text(r.Context())
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
+	route.Body(w, r, "text/plain; version=0.0.4; charset=utf-8", "no-store", mt.text(r.Context()))
 }
 
 // text renders every metric.

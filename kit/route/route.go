@@ -78,9 +78,15 @@ func MethodNotAllowed(w http.ResponseWriter, allow string) {
 // JSON answers a GET or HEAD with a JSON body that holds nothing a cache
 // may keep.
 func JSON(w http.ResponseWriter, r *http.Request, body []byte) {
+	Body(w, r, "application/json", "private, no-store", body)
+}
+
+// Body answers with body, its Content-Type and Content-Length, and
+// cacheControl; a HEAD gets the headers alone.
+func Body(w http.ResponseWriter, r *http.Request, contentType, cacheControl string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "private, no-store")
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", cacheControl)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method == http.MethodHead {
 		return
