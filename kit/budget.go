@@ -54,19 +54,30 @@ const frameChunk = 64 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); return &b }}
 
+// framePiece is the size of the pieces the rest of a larger frame is read
+// into. They are pooled: frames read one after the other reuse them.
+const framePiece = 1 << 20
+
+var piecePool = sync.Pool{New: func() any { b := make([]byte, framePiece); return &b }}
+
 // errBudget ends a connection whose frame waited too long for memory.
 var errBudget = errors.New("kit: the box is short of memory for incoming frames (limits.frame_budget)")
 
 // readFrame reads the next message from c; ctx ends a wait for the
-// budget. A frame over
-// limits.max_message was refused from its header already. The first
-// frameChunk bytes are read into a piece of their own, which is all most
-// frames need; a larger frame first takes a slot of max_message bytes
-// from the kit-wide frame budget (limits.frame_budget), waiting for one,
-// its sender meanwhile held back by TCP, for up to wait instead of
-// allocating. A slot is taken whole, so that frames never wait for each
-// other while holding part of the budget. release gives it back once
-// the frame was handled.
+// budget. A message over limits.max_message is refused (CloseTooBig) as
+// soon as a frame's header brings its size past it, whether from one
+// frame or from the fragments so far. The first frameChunk bytes are read
+// into a piece of their own, which is all most messages need; a larger
+// message first takes a slot of max_message bytes from the kit-wide
+// frame budget (limits.frame_budget), waiting for one, its sender
+// meanwhile held back by TCP, for up to wait instead of allocating. A
+// slot is taken whole, so that messages never wait for each other while
+// holding part of the budget. The rest is read into pooled pieces of
+// framePiece bytes, not a buffer that doubles as it fills: a message
+// costs its own bytes while read, and a refused one leaves no garbage
+// behind for the next to add to before the collector runs; the message
+// is then copied out at its size. release gives the slot back once the
+// message was handled.
 func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
 	r, err := c.NextReader()
 	if err != nil {
@@ -96,14 +107,40 @@ func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Durat
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { b.frames.Release(slot) }) }
-	// The rest goes into a buffer that doubles as it fills: reading a
-	// frame of n bytes takes up to about 3n at its peak, decoding it more;
-	// the slot bounds how many such frames are read at once.
-	buf := bytes.NewBuffer(make([]byte, 0, 2*frameChunk))
-	buf.Write(first)
-	if _, err := buf.ReadFrom(r); err != nil {
+	data, err = readPieces(r, first)
+	if err != nil {
 		release()
 		return nil, nil, err
 	}
-	return buf.Bytes(), release, nil
+	return data, release, nil
+}
+
+// readPieces reads r to its end into pooled pieces and returns what it
+// read after head, copied out at its size.
+func readPieces(r io.Reader, head []byte) ([]byte, error) {
+	var pieces []*[]byte
+	defer func() {
+		for _, p := range pieces {
+			piecePool.Put(p)
+		}
+	}()
+	total := len(head)
+	for {
+		p := piecePool.Get().(*[]byte)
+		pieces = append(pieces, p)
+		n, err := io.ReadFull(r, *p)
+		total += n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	data := make([]byte, total)
+	off := copy(data, head)
+	for _, p := range pieces {
+		off += copy(data[off:], *p)
+	}
+	return data, nil
 }

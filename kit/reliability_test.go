@@ -3,7 +3,9 @@ package kit
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -251,6 +253,24 @@ func TestFrameBudgetWaits(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestLargeFrameReadWhole sends a prompt whose frame spans several of
+// the pieces a large frame is read into, in the client library's small
+// fragments, and checks that its inline input arrives byte for byte.
+func TestLargeFrameReadWhole(t *testing.T) {
+	b := newBox(t, exec.New(), func(m *protocol.Manifest, _ *Options) { m.Limits.MaxMessage = "8MB" })
+	data := make([]byte, 3*framePiece+frameChunk+17)
+	for i := range data {
+		data[i] = byte('a' + i%23 + i/framePiece)
+	}
+	sum := sha256.Sum256(data)
+	c := b.dial("/", nil)
+	promptWith(c, "p", "cd \"$GLOVEBOX_INPUT\" && sha256sum in.txt", map[string]any{"in.txt": inline(string(data))})
+	want := hex.EncodeToString(sum[:]) + "  in.txt\n"
+	if m := last(c.finish("p")); m["type"] != "complete" || m["message"] != want {
+		t.Errorf("prompt with a %d-byte input = %v, want message %q", len(data), m, want)
+	}
 }
 
 // TestInlineOutputsFallThrough checks that inline outputs past the
