@@ -66,22 +66,33 @@ var errBudget = errors.New("kit: the box is short of memory for incoming frames 
 // readFrame reads the next message from c; ctx ends a wait for the
 // budget. A message over limits.max_message is refused (CloseTooBig) as
 // soon as a frame's header brings its size past it, whether from one
-// frame or from the fragments so far. The first frameChunk bytes are read
-// into a piece of their own, which is all most messages need; a larger
-// message first takes a slot of max_message bytes from the kit-wide
-// frame budget (limits.frame_budget), waiting for one, its sender
-// meanwhile held back by TCP, for up to wait instead of allocating. A
-// slot is taken whole, so that messages never wait for each other while
-// holding part of the budget. The rest is read into pooled pieces of
-// framePiece bytes, not a buffer that doubles as it fills: a message
-// costs its own bytes while read, and a refused one leaves no garbage
-// behind for the next to add to before the collector runs; the message
-// is then copied out at its size. release gives the slot back once the
-// message was handled.
+// frame or from the fragments so far. A message larger than frameChunk
+// first takes a slot of max_message bytes from the kit-wide frame budget
+// (limits.frame_budget), waiting for one, its sender meanwhile held back
+// by TCP, for up to wait instead of allocating. A slot is taken whole, so
+// that messages never wait for each other while holding part of the
+// budget. A message of one frame whose header is at hand is read into a
+// buffer of its size. Any other is read first into a pooled chunk of
+// frameChunk bytes, which is all most messages need, then into pooled
+// pieces of framePiece bytes, not a buffer that doubles as it fills: a
+// message costs its own bytes while read, a refused one leaves no
+// garbage behind for the next to add to before the collector runs, and
+// the message is then copied out at its size. release gives the slot
+// back once the message was handled.
 func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
-	r, err := c.NextReader()
+	r, size, err := c.NextReaderSize()
 	if err != nil {
 		return nil, nil, err
+	}
+	if size > frameChunk && size <= b.maxMessage {
+		if release, err = b.acquire(ctx, c, wait); err != nil {
+			return nil, nil, err
+		}
+		if data, err = readSized(r, size); err != nil {
+			release()
+			return nil, nil, err
+		}
+		return data, release, nil
 	}
 	// The first piece is read into a pooled chunk and copied out at its
 	// size: a small frame costs its own bytes, not 64 KiB.
@@ -95,28 +106,55 @@ func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Durat
 	if err != nil {
 		return nil, nil, err
 	}
-	slot := b.maxMessage
-	if !b.frames.TryAcquire(slot) {
-		ctx, cancel := context.WithTimeoutCause(ctx, wait, errBudget)
-		err := b.frames.Acquire(ctx, slot)
-		cancel()
-		if err != nil {
-			return nil, nil, context.Cause(ctx)
-		}
-		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
+	if release, err = b.acquire(ctx, c, wait); err != nil {
+		return nil, nil, err
 	}
-	var once sync.Once
-	release = func() { once.Do(func() { b.frames.Release(slot) }) }
-	data, err = readPieces(r, first)
-	if err != nil {
+	if data, err = readPieces(r, first); err != nil {
 		release()
 		return nil, nil, err
 	}
 	return data, release, nil
 }
 
-// readPieces reads r to its end into pooled pieces and returns what it
-// read after head, copied out at its size.
+// acquire takes a slot of max_message bytes from the frame budget for a
+// message of c, waiting for up to wait, and returns its release.
+func (b *budgets) acquire(ctx context.Context, c *wsconn.Conn, wait time.Duration) (release func(), err error) {
+	slot := b.maxMessage
+	if !b.frames.TryAcquire(slot) {
+		ctx, cancel := context.WithTimeoutCause(ctx, wait, errBudget)
+		err := b.frames.Acquire(ctx, slot)
+		cancel()
+		if err != nil {
+			return nil, context.Cause(ctx)
+		}
+		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
+	}
+	var once sync.Once
+	return func() { once.Do(func() { b.frames.Release(slot) }) }, nil
+}
+
+// readSized reads a message whose header gave its size into a buffer of
+// that size. Should it go on past it, the rest is read in pieces.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, size)
+	n, err := io.ReadFull(r, data)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return data[:n], nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var more [1]byte
+	if _, err := io.ReadFull(r, more[:]); err == io.EOF {
+		return data, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return readPieces(io.MultiReader(bytes.NewReader(more[:]), r), data)
+}
+
+// readPieces reads r to its end into pooled pieces and returns head and
+// what followed it, copied out at their size.
 func readPieces(r io.Reader, head []byte) ([]byte, error) {
 	var pieces []*[]byte
 	defer func() {
