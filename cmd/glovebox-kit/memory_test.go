@@ -290,3 +290,88 @@ func TestMemoryOverLimitFragments(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryMaxMessage sends one prompt of exactly limits.max_message
+// (100 MiB), its inline input filling it, to a real kit process, as one
+// frame and then in fragments of 1 MiB, and waits for its answer. One
+// frame is read into a buffer of its size; fragments into pooled pieces,
+// then copied out at its size. Decoding copies the input's data once,
+// into its string, which is written to disk a block at a time. The peak
+// RSS above idle must stay within 32 MiB of that: two times the message
+// for one frame, three for fragments.
+func TestMemoryMaxMessage(t *testing.T) {
+	const size = 100 << 20
+	head := `{"type":"prompt","id":"p","text":"wc -c \"$GLOVEBOX_INPUT/in\"","inputs":{"in":{"kind":"inline","name":"in","mime":"text/plain","data":"`
+	tail := `"}}}`
+	frame := []byte(head + strings.Repeat("QUJD", (size-len(head)-len(tail))/4))
+	frame = append(frame, strings.Repeat("=", size-len(frame)-len(tail))+tail...)
+	decoded := strconv.Itoa((size - len(head) - len(tail)) / 4 * 3)
+	for _, tc := range []struct{ frag, copies int }{{size, 2}, {1 << 20, 3}} {
+		frag := tc.frag
+		t.Run(strconv.Itoa(frag), func(t *testing.T) {
+			key := protocol.NewKey()
+			pid, port := runKit(t, key)
+			resp, err := http.Get("http://127.0.0.1:" + port + "/health")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			idle := status(t, pid, "VmRSS")
+			nc, br, err := rawSocket(port, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(5 * testkit.Timeout))
+			for sent, op := 0, byte(0x1); sent < len(frame); sent, op = sent+frag, 0x0 {
+				n := min(frag, len(frame)-sent)
+				if sent+n == len(frame) {
+					op |= 0x80
+				}
+				h := binary.BigEndian.AppendUint64([]byte{op, 0x80 | 127}, uint64(n))
+				if _, err := nc.Write(append(append(h, 0, 0, 0, 0), frame[sent:sent+n]...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			answer := awaitAnswer(t, br, `"id":"p"`)
+			peak := status(t, pid, "VmHWM")
+			t.Logf("one prompt of 100 MiB (max_message), its inline input filling it, in fragments of %d bytes: answered %.120s; idle RSS %d MiB, peak %d MiB (+%d MiB)", frag, answer, idle>>20, peak>>20, (peak-idle)>>20)
+			if !strings.Contains(answer, `"type":"complete"`) || !strings.Contains(answer, `"message":"`+decoded+" ") {
+				t.Errorf("answer = %.300s, want complete, the input's %s bytes counted", answer, decoded)
+			}
+			if bound := int64(tc.copies*size + 32<<20); peak-idle > bound {
+				t.Errorf("peak RSS %d MiB is %d MiB above idle (%d MiB), want at most %d MiB", peak>>20, (peak-idle)>>20, idle>>20, bound>>20)
+			}
+		})
+	}
+}
+
+// awaitAnswer reads the kit's frames from br until a complete or error
+// frame containing match, and returns it.
+func awaitAnswer(t *testing.T, br *bufio.Reader, match string) string {
+	t.Helper()
+	for {
+		var fh [2]byte
+		if _, err := io.ReadFull(br, fh[:]); err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		l := uint64(fh[1] & 0x7f)
+		switch l {
+		case 126:
+			var x [2]byte
+			io.ReadFull(br, x[:])
+			l = uint64(binary.BigEndian.Uint16(x[:]))
+		case 127:
+			var x [8]byte
+			io.ReadFull(br, x[:])
+			l = binary.BigEndian.Uint64(x[:])
+		}
+		p := make([]byte, l)
+		if _, err := io.ReadFull(br, p); err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		if s := string(p); strings.Contains(s, match) && (strings.Contains(s, `"type":"complete"`) || strings.Contains(s, `"type":"error"`)) {
+			return s
+		}
+	}
+}
