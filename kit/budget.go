@@ -54,23 +54,45 @@ const frameChunk = 64 << 10
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, frameChunk); return &b }}
 
+// framePiece is the size of the pieces the rest of a larger frame is read
+// into. They are pooled: frames read one after the other reuse them.
+const framePiece = 1 << 20
+
+var piecePool = sync.Pool{New: func() any { b := make([]byte, framePiece); return &b }}
+
 // errBudget ends a connection whose frame waited too long for memory.
 var errBudget = errors.New("kit: the box is short of memory for incoming frames (limits.frame_budget)")
 
 // readFrame reads the next message from c; ctx ends a wait for the
-// budget. A frame over
-// limits.max_message was refused from its header already. The first
-// frameChunk bytes are read into a piece of their own, which is all most
-// frames need; a larger frame first takes a slot of max_message bytes
-// from the kit-wide frame budget (limits.frame_budget), waiting for one,
-// its sender meanwhile held back by TCP, for up to wait instead of
-// allocating. A slot is taken whole, so that frames never wait for each
-// other while holding part of the budget. release gives it back once
-// the frame was handled.
+// budget. A message over limits.max_message is refused (CloseTooBig) as
+// soon as a frame's header brings its size past it, whether from one
+// frame or from the fragments so far. A message larger than frameChunk
+// first takes a slot of max_message bytes from the kit-wide frame budget
+// (limits.frame_budget), waiting for one, its sender meanwhile held back
+// by TCP, for up to wait instead of allocating. A slot is taken whole, so
+// that messages never wait for each other while holding part of the
+// budget. A message of one frame whose header is at hand is read into a
+// buffer of its size. Any other is read first into a pooled chunk of
+// frameChunk bytes, which is all most messages need, then into pooled
+// pieces of framePiece bytes, not a buffer that doubles as it fills: a
+// message costs its own bytes while read, a refused one leaves no
+// garbage behind for the next to add to before the collector runs, and
+// the message is then copied out at its size. release gives the slot
+// back once the message was handled.
 func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Duration) (data []byte, release func(), err error) {
-	r, err := c.NextReader()
+	r, size, err := c.NextReaderSize()
 	if err != nil {
 		return nil, nil, err
+	}
+	if size > frameChunk && size <= b.maxMessage {
+		if release, err = b.acquire(ctx, c, wait); err != nil {
+			return nil, nil, err
+		}
+		if data, err = readSized(r, size); err != nil {
+			release()
+			return nil, nil, err
+		}
+		return data, release, nil
 	}
 	// The first piece is read into a pooled chunk and copied out at its
 	// size: a small frame costs its own bytes, not 64 KiB.
@@ -84,26 +106,79 @@ func (b *budgets) readFrame(ctx context.Context, c *wsconn.Conn, wait time.Durat
 	if err != nil {
 		return nil, nil, err
 	}
+	if release, err = b.acquire(ctx, c, wait); err != nil {
+		return nil, nil, err
+	}
+	if data, err = readPieces(r, first); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return data, release, nil
+}
+
+// acquire takes a slot of max_message bytes from the frame budget for a
+// message of c, waiting for up to wait, and returns its release.
+func (b *budgets) acquire(ctx context.Context, c *wsconn.Conn, wait time.Duration) (release func(), err error) {
 	slot := b.maxMessage
 	if !b.frames.TryAcquire(slot) {
 		ctx, cancel := context.WithTimeoutCause(ctx, wait, errBudget)
 		err := b.frames.Acquire(ctx, slot)
 		cancel()
 		if err != nil {
-			return nil, nil, context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		}
 		c.SetReadDeadline(time.Now().Add(wait)) // the wait was not the peer's
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { b.frames.Release(slot) }) }
-	// The rest goes into a buffer that doubles as it fills: reading a
-	// frame of n bytes takes up to about 3n at its peak, decoding it more;
-	// the slot bounds how many such frames are read at once.
-	buf := bytes.NewBuffer(make([]byte, 0, 2*frameChunk))
-	buf.Write(first)
-	if _, err := buf.ReadFrom(r); err != nil {
-		release()
-		return nil, nil, err
+	return func() { once.Do(func() { b.frames.Release(slot) }) }, nil
+}
+
+// readSized reads a message whose header gave its size into a buffer of
+// that size. Should it go on past it, the rest is read in pieces.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, size)
+	n, err := io.ReadFull(r, data)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return data[:n], nil
 	}
-	return buf.Bytes(), release, nil
+	if err != nil {
+		return nil, err
+	}
+	var more [1]byte
+	if _, err := io.ReadFull(r, more[:]); err == io.EOF {
+		return data, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return readPieces(io.MultiReader(bytes.NewReader(more[:]), r), data)
+}
+
+// readPieces reads r to its end into pooled pieces and returns head and
+// what followed it, copied out at their size.
+func readPieces(r io.Reader, head []byte) ([]byte, error) {
+	var pieces []*[]byte
+	defer func() {
+		for _, p := range pieces {
+			piecePool.Put(p)
+		}
+	}()
+	total := len(head)
+	for {
+		p := piecePool.Get().(*[]byte)
+		pieces = append(pieces, p)
+		n, err := io.ReadFull(r, *p)
+		total += n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	data := make([]byte, total)
+	off := copy(data, head)
+	for _, p := range pieces {
+		off += copy(data[off:], *p)
+	}
+	return data, nil
 }

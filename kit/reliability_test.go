@@ -3,7 +3,10 @@ package kit
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -177,32 +180,40 @@ func upgradeRaw(t *testing.T, b *box) (net.Conn, *bufio.Reader) {
 func readCloseCode(t *testing.T, br *bufio.Reader) int {
 	t.Helper()
 	for {
-		var h [2]byte
-		if _, err := io.ReadFull(br, h[:]); err != nil {
-			t.Fatalf("no close frame: %v", err)
-		}
-		n := int(h[1] & 0x7f)
-		switch n {
-		case 126:
-			var l [2]byte
-			io.ReadFull(br, l[:])
-			n = int(binary.BigEndian.Uint16(l[:]))
-		case 127:
-			var l [8]byte
-			io.ReadFull(br, l[:])
-			n = int(binary.BigEndian.Uint64(l[:]))
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(br, payload); err != nil {
-			t.Fatalf("frame payload: %v", err)
-		}
-		if h[0]&0x0f == 0x8 {
+		op, payload := readRawFrame(t, br)
+		if op == 0x8 {
 			if len(payload) < 2 {
 				return 1005
 			}
 			return int(binary.BigEndian.Uint16(payload))
 		}
 	}
+}
+
+// readRawFrame reads one server frame (unmasked, unfragmented) and
+// returns its opcode and payload.
+func readRawFrame(t *testing.T, br *bufio.Reader) (op byte, payload []byte) {
+	t.Helper()
+	var h [2]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		t.Fatalf("no frame: %v", err)
+	}
+	n := int(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var l [2]byte
+		io.ReadFull(br, l[:])
+		n = int(binary.BigEndian.Uint16(l[:]))
+	case 127:
+		var l [8]byte
+		io.ReadFull(br, l[:])
+		n = int(binary.BigEndian.Uint64(l[:]))
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(br, payload); err != nil {
+		t.Fatalf("frame payload: %v", err)
+	}
+	return h[0] & 0x0f, payload
 }
 
 // TestOverLimitFrameRefusedFromHeader sends only the header of a frame
@@ -251,6 +262,42 @@ func TestFrameBudgetWaits(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestLargeFrameReadWhole sends a prompt whose frame spans several of
+// the pieces a large message is read into, in the client library's small
+// fragments, then as one frame, whose header gives its size: its inline
+// input must arrive byte for byte either way.
+func TestLargeFrameReadWhole(t *testing.T) {
+	b := newBox(t, exec.New(), func(m *protocol.Manifest, _ *Options) { m.Limits.MaxMessage = "8MB" })
+	data := make([]byte, 3*framePiece+frameChunk+17)
+	for i := range data {
+		data[i] = byte('a' + i%23 + i/framePiece)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:]) + "  in.txt\n"
+	text := `cd "$GLOVEBOX_INPUT" && sha256sum in.txt`
+	c := b.dial("/", nil)
+	promptWith(c, "p", text, map[string]any{"in.txt": inline(string(data))})
+	if m := last(c.finish("p")); m["type"] != "complete" || m["message"] != want {
+		t.Errorf("prompt with a %d-byte input in fragments = %v, want message %q", len(data), m, want)
+	}
+
+	frame, _ := json.Marshal(map[string]any{"type": "prompt", "id": "q", "text": text, "inputs": map[string]any{"in.txt": inline(string(data))}})
+	nc, br := upgradeRaw(t, b)
+	if _, err := nc.Write(append(maskedHeader(uint64(len(frame))), frame...)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var m map[string]any
+		if _, payload := readRawFrame(t, br); json.Unmarshal(payload, &m) != nil || m["id"] != "q" || m["type"] == "event" {
+			continue
+		}
+		if m["type"] != "complete" || m["message"] != want {
+			t.Errorf("prompt with a %d-byte input in one frame = %v, want message %q", len(data), m, want)
+		}
+		break
+	}
 }
 
 // TestInlineOutputsFallThrough checks that inline outputs past the

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -17,6 +18,28 @@ func BenchmarkDecodeClient(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			frame := []byte(bc.frame)
 			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.DecodeClient(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeLargePrompt measures what decoding a prompt of 20 MiB
+// allocates beyond its frame (B/op over the frame's size is the number of
+// copies made): in its text, and in one inline input.
+func BenchmarkDecodeLargePrompt(b *testing.B) {
+	big := strings.Repeat("a", 20<<20)
+	for _, bc := range []struct{ name, frame string }{
+		{"text", `{"type":"prompt","id":"p","text":"echo ` + big + `"}`},
+		{"inline-input", `{"type":"prompt","id":"p","text":"wc -c in","inputs":{"in":{"kind":"inline","name":"in","mime":"text/plain","data":"` + big + `"}}}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			frame := []byte(bc.frame)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(frame)))
 			for b.Loop() {
 				if _, err := protocol.DecodeClient(frame); err != nil {
 					b.Fatal(err)

@@ -35,11 +35,13 @@ func PeekID(data []byte) string {
 
 // clientWire holds every field of every client message, undecoded, so a
 // frame is parsed once; each message type then decodes only its own fields.
+// A prompt's text and inputs, which may be most of a large frame, are the
+// exception: kept raw, they would be one more copy of it.
 type clientWire struct {
 	Type          *string         `json:"type"`
 	ID            json.RawMessage `json:"id"`
-	Text          json.RawMessage `json:"text"`
-	Inputs        json.RawMessage `json:"inputs"`
+	Text          textField       `json:"text"`
+	Inputs        inputsField     `json:"inputs"`
 	OutputsPolicy json.RawMessage `json:"outputs_policy"`
 	SlotID        json.RawMessage `json:"slot_id"`
 	Value         json.RawMessage `json:"value"`
@@ -73,15 +75,16 @@ func DecodeClient(data []byte) (ClientMessage, error) {
 		if p.ID, err = rawString(w.ID, t, "id"); err != nil {
 			return nil, err
 		}
-		if p.Text, err = rawString(w.Text, t, "text"); err != nil {
+		if p.Text, err = w.Text.value(t, "text"); err != nil {
 			return nil, err
 		}
 		if p.ID == "" {
 			return nil, fmt.Errorf("%w: prompt: empty \"id\"", ErrBadMessage)
 		}
-		if err := rawDecode(w.Inputs, &p.Inputs, t); err != nil {
-			return nil, err
+		if w.Inputs.err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadMessage, t, w.Inputs.err)
 		}
+		p.Inputs = w.Inputs.refs
 		if err := rawDecode(w.OutputsPolicy, &p.OutputsPolicy, t); err != nil {
 			return nil, err
 		}
@@ -144,6 +147,56 @@ func rawString(raw json.RawMessage, t, field string) (string, error) {
 		return "", fmt.Errorf("%w: %s: %v", ErrBadMessage, t, err)
 	}
 	return s, nil
+}
+
+// textField is a string field decoded as the frame is, copied once into
+// its value. Its errors wait for value, which words them as rawString
+// does, so that a message type without the field ignores them.
+type textField struct {
+	set, isString bool
+	s             string
+	err           error
+}
+
+func (f *textField) UnmarshalJSON(b []byte) error {
+	*f = textField{set: true, isString: b[0] == '"'}
+	if !f.isString {
+		return nil
+	}
+	if s, ok := plainString(b); ok {
+		f.s = s
+		return nil
+	}
+	f.err = json.Unmarshal(b, &f.s)
+	return nil
+}
+
+// value returns the field as a required string of a message of type t.
+func (f *textField) value(t, field string) (string, error) {
+	switch {
+	case !f.set:
+		return "", fmt.Errorf("%w: %s: missing %q", ErrBadMessage, t, field)
+	case !f.isString:
+		return "", fmt.Errorf("%w: %s: %q must be a string", ErrBadMessage, t, field)
+	case f.err != nil:
+		return "", fmt.Errorf("%w: %s: %v", ErrBadMessage, t, f.err)
+	}
+	return f.s, nil
+}
+
+// inputsField is a prompt's inputs decoded as the frame is; null is none.
+// Its error waits for the prompt's decode to report it.
+type inputsField struct {
+	refs map[string]FileRef
+	err  error
+}
+
+func (f *inputsField) UnmarshalJSON(b []byte) error {
+	*f = inputsField{}
+	if string(b) != "null" {
+		f.err = json.Unmarshal(b, &f.refs)
+	}
+	return nil
 }
 
 // plainString is the common case of rawString without a second pass of

@@ -11,6 +11,7 @@ package wsconn
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -153,6 +154,49 @@ func (c *Conn) NextReader() (io.Reader, error) {
 	c.unshelve()
 	_, r, err := c.ws.NextReader()
 	return r, err
+}
+
+// NextReaderSize is NextReader that also tells the message's size when
+// it is known before reading it: a server connection whose read buffer
+// holds the header of a text or binary frame that is its message's only
+// one. It is -1 otherwise (a fragmented message, a header not yet
+// received, a client connection). The size is the header's word, checked
+// against the read limit; its reader still ends where the message does.
+// Called only after the previous message was read to its end.
+func (c *Conn) NextReaderSize() (r io.Reader, size int64, err error) {
+	c.unshelve()
+	size = c.bufferedMessageSize()
+	_, r, err = c.ws.NextReader()
+	return r, size, err
+}
+
+// bufferedMessageSize reads, without consuming or waiting for anything,
+// the payload length of the frame at the front of the read buffer when it
+// is a whole text or binary message (FIN set); -1 otherwise.
+func (c *Conn) bufferedMessageSize() int64 {
+	if c.br == nil || c.br.Buffered() < 2 {
+		return -1
+	}
+	h, _ := c.br.Peek(2) // buffered: does not read
+	if op := h[0] & 0x0F; h[0]&0x80 == 0 || (op != 0x1 && op != 0x2) {
+		return -1
+	}
+	switch n := h[1] & 0x7F; n {
+	case 126:
+		if c.br.Buffered() < 4 {
+			return -1
+		}
+		h, _ = c.br.Peek(4)
+		return int64(binary.BigEndian.Uint16(h[2:]))
+	case 127:
+		if c.br.Buffered() < 10 {
+			return -1
+		}
+		h, _ = c.br.Peek(10)
+		return int64(binary.BigEndian.Uint64(h[2:]) & (1<<63 - 1))
+	default:
+		return int64(n)
+	}
 }
 
 // WriteText writes one text message.

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +57,12 @@ func (a *Inline) Put(ctx context.Context, meta Meta, r io.Reader) (protocol.File
 	return protocol.InlineRef(meta.Name, mime, buf), nil
 }
 
-// Open decodes an inline ref's data (standard or URL-safe base64, padded or
-// not, white space ignored, as v1 accepts). Data that decodes to more than
-// max bytes (max > 0) is ErrTooLarge, detected before decoding.
+// Open returns a reader of an inline ref's data decoded (standard or
+// URL-safe base64, padded or not, white space ignored, as v1 accepts), a
+// block at a time, so that a large file is never in memory twice. Data
+// that is not base64 is an error here, before anything is read; data
+// that decodes to more than max bytes (max > 0) is ErrTooLarge, detected
+// without decoding.
 func (a *Inline) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.ReadCloser, error) {
 	if ref.Kind != protocol.KindInline {
 		return nil, fmt.Errorf("inline adapter cannot read a %s ref (file %q)", ref.Kind, ref.Name)
@@ -68,14 +70,10 @@ func (a *Inline) Open(ctx context.Context, ref protocol.FileRef, max int64) (io.
 	if max > 0 && decodedLen(ref.Data) > max {
 		return nil, fmt.Errorf("inline file %q: over %d bytes: %w", ref.Name, max, ErrTooLarge)
 	}
-	b, err := protocol.DecodeBase64(ref.Data)
-	if err != nil {
+	if _, err := io.Copy(io.Discard, protocol.NewBase64Reader(ref.Data)); err != nil {
 		return nil, fmt.Errorf("inline file %q: data is not base64: %w", ref.Name, err)
 	}
-	if max > 0 && int64(len(b)) > max {
-		return nil, fmt.Errorf("inline file %q: %d bytes is over %d: %w", ref.Name, len(b), max, ErrTooLarge)
-	}
-	return io.NopCloser(bytes.NewReader(b)), nil
+	return io.NopCloser(protocol.NewBase64Reader(ref.Data)), nil
 }
 
 // decodedLen is the length protocol.DecodeBase64 would return for valid
