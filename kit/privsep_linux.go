@@ -418,25 +418,18 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	// One signal may end ctx too (a main's signal.NotifyContext): it is
-	// passed on once, since the front cuts its drain at a second.
-	done, forwarded := ctx.Done(), false
+	// passed on once, from sigs, since the front cuts its drain at a
+	// second. os/signal sends it to each channel in turn, so ctx may end
+	// before sigs holds it: ctx's cause tells it from an end of ctx that
+	// no signal of ours caused, which is passed on as SIGTERM.
+	done := ctx.Done()
 	for {
 		select {
 		case sig := <-sigs:
 			_ = cmd.Process.Signal(sig)
-			forwarded = true
 		case <-done:
 			done = nil
-			if forwarded {
-				continue
-			}
-			forwarded = true
-			// A signal that ended ctx is in sigs already: os/signal
-			// hands it to every channel before any receiver runs.
-			select {
-			case sig := <-sigs:
-				_ = cmd.Process.Signal(sig)
-			default:
+			if !causedBy(ctx, syscall.SIGTERM, syscall.SIGINT) {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 			}
 		case werr := <-exited:
@@ -452,6 +445,18 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 			return werr
 		}
 	}
+}
+
+// causedBy reports whether ctx was cancelled by signal.NotifyContext on
+// one of sigs: its cause is then "<signal> signal received".
+func causedBy(ctx context.Context, sigs ...os.Signal) bool {
+	cause := context.Cause(ctx)
+	for _, sig := range sigs {
+		if cause != nil && cause.Error() == sig.String()+" signal received" {
+			return true
+		}
+	}
+	return false
 }
 
 // startFront starts the front: this executable with the same arguments,

@@ -1,10 +1,14 @@
 package kit
 
 import (
+	"context"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 )
 
@@ -38,5 +42,27 @@ func TestKitUser(t *testing.T) {
 		if uid, gid := kitUser(dir, cfg); [2]int{uid, gid} != c.want {
 			t.Errorf("%s (%d:%d): kitUser = %d:%d, want %d:%d", c.name, c.uid, c.gid, uid, gid, c.want[0], c.want[1])
 		}
+	}
+}
+
+// TestCausedBy: the monitor tells an end of ctx that one of its own
+// signals caused (passed on from sigs, once) from any other end of ctx.
+func TestCausedBy(t *testing.T) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGUSR2)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, ctx.Done(), "the SIGUSR2 to end the context")
+	if !causedBy(ctx, syscall.SIGTERM, syscall.SIGUSR2) {
+		t.Errorf("causedBy(ctx ended by SIGUSR2, SIGTERM, SIGUSR2) = false (cause %v)", context.Cause(ctx))
+	}
+	if causedBy(ctx, syscall.SIGTERM, syscall.SIGINT) {
+		t.Errorf("causedBy(ctx ended by SIGUSR2, SIGTERM, SIGINT) = true")
+	}
+	plain, cancel := context.WithCancel(context.Background())
+	cancel()
+	if causedBy(plain, syscall.SIGTERM, syscall.SIGINT) {
+		t.Errorf("causedBy(a cancelled context) = true")
 	}
 }
