@@ -376,11 +376,7 @@ func (sb *Sandbox) Supervisor() string {
 // for and keeps those that work. It reports whether any probe ran to the
 // end, which proves the supervisor's binary good.
 func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) (ran bool) {
-	want := []struct {
-		name string
-		flag uintptr
-		no   bool
-	}{
+	want := []nsLayer{
 		{LayerMount, syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC, sb.cfg.NoMount},
 		{LayerPID, syscall.CLONE_NEWPID, sb.cfg.NoPID},
 		{LayerNetwork, syscall.CLONE_NEWNET, sb.cfg.NoNetwork},
@@ -412,7 +408,36 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 		sb.cloneMask = mask
 		return true
 	}
-	// Something failed: find what, each alone, at the same time.
+	// Something failed: find what.
+	ok := sb.probeAlone(want, mask, off)
+	if ok == 0 {
+		return ran
+	}
+	// Some work alone: keep them if they work together.
+	if err := sb.probe(ok, sb.userns); err != nil {
+		for _, w := range want {
+			if ok&w.flag != 0 {
+				off(w.name, "works alone but not with the other namespaces: "+err.Error())
+			}
+		}
+		return true
+	}
+	sb.cloneMask = ok
+	return true
+}
+
+// nsLayer is a layer made of namespaces: the clone flags it takes, and
+// whether the manifest turned it off.
+type nsLayer struct {
+	name string
+	flag uintptr
+	no   bool
+}
+
+// probeAlone probes each layer of want that mask holds alone, all at the
+// same time, turns off those that fail, and returns the flags of those
+// that work.
+func (sb *Sandbox) probeAlone(want []nsLayer, mask uintptr, off func(layer, why string)) (ok uintptr) {
 	errs := make([]error, len(want))
 	var wg sync.WaitGroup
 	for i, w := range want {
@@ -426,7 +451,6 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 		}()
 	}
 	wg.Wait()
-	alone := 0
 	for i, w := range want {
 		if mask&w.flag == 0 {
 			continue
@@ -435,28 +459,9 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 			off(w.name, errs[i].Error())
 			continue
 		}
-		alone++
+		ok |= w.flag
 	}
-	if alone == 0 {
-		return ran
-	}
-	// Some work alone: keep them if they work together.
-	var ok uintptr
-	for i, w := range want {
-		if mask&w.flag != 0 && errs[i] == nil {
-			ok |= w.flag
-		}
-	}
-	if err := sb.probe(ok, sb.userns); err != nil {
-		for _, w := range want {
-			if ok&w.flag != 0 {
-				off(w.name, "works alone but not with the other namespaces: "+err.Error())
-			}
-		}
-		return true
-	}
-	sb.cloneMask = ok
-	return true
+	return ok
 }
 
 // probe runs a supervisor that sets up what flags need, then exits.
