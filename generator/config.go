@@ -156,32 +156,6 @@ var (
 	cpuRE     = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 )
 
-// aptToNix suggests the nixpkgs attribute for apt names authors of v1
-// boxes commonly listed.
-var aptToNix = map[string]string{
-	"poppler-utils":          "poppler-utils",
-	"imagemagick":            "imagemagick",
-	"ffmpeg":                 "ffmpeg-headless",
-	"libreoffice":            "libreoffice",
-	"pdftk":                  "pdftk",
-	"pdftk-java":             "pdftk",
-	"ghostscript":            "ghostscript",
-	"chromium":               "chromium",
-	"python3":                "python3",
-	"python3-pip":            "python3Packages.pip",
-	"nodejs":                 "nodejs_22",
-	"jq":                     "jq",
-	"curl":                   "curl",
-	"git":                    "git",
-	"sox":                    "sox",
-	"pandoc":                 "pandoc",
-	"qpdf":                   "qpdf",
-	"tesseract-ocr":          "tesseract",
-	"fonts-noto-color-emoji": "noto-fonts-color-emoji",
-	"fonts-dejavu":           "dejavu_fonts",
-	"build-essential":        "gcc",
-}
-
 // Parse decodes and checks a glovebox.toml held in data; file names it in
 // messages.
 func Parse(file string, data []byte) (*Config, error) {
@@ -189,7 +163,26 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{
+	c := defaultConfig(file, data)
+	d.applyPreset()
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs")
+	for _, k := range sortedKeys(root) {
+		d.section(k, root[k], c)
+	}
+	if len(d.probs) == 0 {
+		d.acrossTables(c)
+	}
+	d.injectReachable(c)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defaultConfig is what a glovebox.toml (named file, held in data) that
+// sets nothing configures; Parse fills in what it sets.
+func defaultConfig(file string, data []byte) *Config {
+	return &Config{
 		SHA256:  configDigest(data),
 		File:    file,
 		Name:    "glovebox-app",
@@ -201,72 +194,63 @@ func Parse(file string, data []byte) (*Config, error) {
 		Agent:   protocol.AgentSpec{Type: protocol.AgentExec},
 		Deploy:  Deploy{Railway: Railway{Builder: BuilderDockerfile}, Kubernetes: Kubernetes{PodSecurity: PodBaseline}},
 	}
-	d.applyPreset()
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs")
-	for _, k := range sortedKeys(root) {
-		v := root[k]
-		switch k {
-		case "name":
-			if s, ok := d.str(k, v); ok {
-				if !protocol.NameRE.MatchString(s) {
-					d.errorf(k, "%q is not a valid box name: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit (it becomes an image name and a host name)", s)
-				}
-				c.Name = s
+}
+
+// section decodes the top-level key k, whose value is v, into c.
+func (d *doc) section(k string, v any, c *Config) {
+	switch k {
+	case "name":
+		if s, ok := d.str(k, v); ok {
+			if !protocol.NameRE.MatchString(s) {
+				d.errorf(k, "%q is not a valid box name: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit (it becomes an image name and a host name)", s)
 			}
-		case "version":
-			if s, ok := d.str(k, v); ok {
-				if !versionRE.MatchString(s) {
-					d.errorf(k, "%q is not a valid version: use letters, digits, '.', '_' and '-' (it becomes the image tag), e.g. \"0.1.0\"", s)
-				}
-				c.Version = s
+			c.Name = s
+		}
+	case "version":
+		if s, ok := d.str(k, v); ok {
+			if !versionRE.MatchString(s) {
+				d.errorf(k, "%q is not a valid version: use letters, digits, '.', '_' and '-' (it becomes the image tag), e.g. \"0.1.0\"", s)
 			}
-		case "base":
-			d.base(k, v, c)
-		case "packages":
-			d.packages(k, v, c)
-		case "env":
-			d.env(k, v, c)
-		case "storage":
-			d.storage(k, v, c)
-		case "limits":
-			d.limits(k, v, c)
-		case "fs":
-			d.fs(k, v, c)
-		case "sessions":
-			d.sessions(k, v, c)
-		case "agent":
-			d.agent(k, v, c)
-		case "network":
-			d.network(k, v, c)
-		case "deploy":
-			d.deploy(k, v, c)
-		case "sandbox":
-			d.sandbox(k, v, c)
-		case "files":
-			d.files(k, v, c)
-		case "inspect":
-			d.inspect(k, v, c)
-		case "inputs":
-			d.inputs(k, v, c)
-		case "http":
-			d.http(k, v, c)
-		case "runs":
-			if m, ok := d.table(k, v, "record_text"); ok {
-				c.Runs = &protocol.RunsSpec{}
-				if x, ok := m["record_text"]; ok {
-					c.Runs.RecordText, _ = d.boolean(k+".record_text", x)
-				}
+			c.Version = s
+		}
+	case "base":
+		d.base(k, v, c)
+	case "packages":
+		d.packages(k, v, c)
+	case "env":
+		d.env(k, v, c)
+	case "storage":
+		d.storage(k, v, c)
+	case "limits":
+		d.limits(k, v, c)
+	case "fs":
+		d.fs(k, v, c)
+	case "sessions":
+		d.sessions(k, v, c)
+	case "agent":
+		d.agent(k, v, c)
+	case "network":
+		d.network(k, v, c)
+	case "deploy":
+		d.deploy(k, v, c)
+	case "sandbox":
+		d.sandbox(k, v, c)
+	case "files":
+		d.files(k, v, c)
+	case "inspect":
+		d.inspect(k, v, c)
+	case "inputs":
+		d.inputs(k, v, c)
+	case "http":
+		d.http(k, v, c)
+	case "runs":
+		if m, ok := d.table(k, v, "record_text"); ok {
+			c.Runs = &protocol.RunsSpec{}
+			if x, ok := m["record_text"]; ok {
+				c.Runs.RecordText, _ = d.boolean(k+".record_text", x)
 			}
 		}
 	}
-	if len(d.probs) == 0 {
-		d.acrossTables(c)
-	}
-	d.injectReachable(c)
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // base is the top-level base: one of Bases (with or without "glovebox/"),

@@ -102,3 +102,29 @@ func quoteJoin(ss []string) string {
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
+
+// aptToNix suggests the nixpkgs attribute for apt names authors of v1
+// boxes commonly listed.
+var aptToNix = map[string]string{
+	"poppler-utils":          "poppler-utils",
+	"imagemagick":            "imagemagick",
+	"ffmpeg":                 "ffmpeg-headless",
+	"libreoffice":            "libreoffice",
+	"pdftk":                  "pdftk",
+	"pdftk-java":             "pdftk",
+	"ghostscript":            "ghostscript",
+	"chromium":               "chromium",
+	"python3":                "python3",
+	"python3-pip":            "python3Packages.pip",
+	"nodejs":                 "nodejs_22",
+	"jq":                     "jq",
+	"curl":                   "curl",
+	"git":                    "git",
+	"sox":                    "sox",
+	"pandoc":                 "pandoc",
+	"qpdf":                   "qpdf",
+	"tesseract-ocr":          "tesseract",
+	"fonts-noto-color-emoji": "noto-fonts-color-emoji",
+	"fonts-dejavu":           "dejavu_fonts",
+	"build-essential":        "gcc",
+}

@@ -82,6 +82,46 @@ func (b *boot) run(opts Options) *Server {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	s := newServer(opts, m, log, getenv)
+	b.phase("")
+
+	b.checkKey(opts.Key, m)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.auth = newAuth(opts.Key, now, log)
+	b.checkEnv(m, getenv)
+	if opts.Agent == nil {
+		b.add("no agent: Options.Agent is nil")
+	}
+
+	s.readLimits(m)
+	s.budget = newBudgets(m.Limits, s.maxMessage)
+	b.dirs(&s.config, m, opts)
+	b.phase("checks")
+	b.storage(s)
+
+	// Agent environment and sandbox.
+	s.baseEnv = agentBaseEnv(opts, m, getenv)
+	s.openSandbox(b)
+	b.phase("sandbox")
+	if len(b.problems) == 0 {
+		s.reclaim() // reclaim.go: what a killed kit left
+	}
+	b.phase("reclaim")
+	b.egress(s)
+	b.phase("egress")
+	b.features(s, ring, now)
+	b.phase("bodies")
+	log.Debug("boot phases", b.phases...)
+	return s
+}
+
+// newServer is the server for m before any check: the defaults of its
+// configuration, its sessions' table and counters, and the context its
+// sessions end with.
+func newServer(opts Options, m *protocol.Manifest, log *slog.Logger, getenv func(string) string) *Server {
 	s := &Server{
 		opts: opts,
 		man:  m,
@@ -108,46 +148,44 @@ func (b *boot) run(opts Options) *Server {
 		s.pingInterval = DefaultPingInterval
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	b.phase("")
+	return s
+}
 
-	// The key.
+// checkKey says what is wrong with the box key: unset, or not the one
+// the manifest was generated with.
+func (b *boot) checkKey(key string, m *protocol.Manifest) {
 	switch {
-	case strings.TrimSpace(opts.Key) == "":
+	case strings.TrimSpace(key) == "":
 		b.add("GLOVEBOX_KEY is not set: set it to the box key generated with the manifest (glovebox.key)")
 	case m.KeyFingerprint == "":
 		b.add("manifest: key_fingerprint is empty: regenerate the manifest with its key")
-	case protocol.Fingerprint(opts.Key) != m.KeyFingerprint:
+	case protocol.Fingerprint(key) != m.KeyFingerprint:
 		b.add("GLOVEBOX_KEY does not match the manifest's key_fingerprint (%s): use the key generated with this manifest", m.KeyFingerprint)
 	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
-	s.auth = newAuth(opts.Key, now, log)
+}
 
-	// Required environment variables; defaults count.
+// checkEnv names each environment variable the manifest requires that
+// is neither set nor given a default.
+func (b *boot) checkEnv(m *protocol.Manifest, getenv func(string) string) {
 	for _, name := range sortedKeys(m.Env) {
 		spec := m.Env[name]
 		if spec.Required && getenv(name) == "" && spec.Default == "" {
 			b.add("missing required env var %s (declared in the manifest's env): set it or give it a default", name)
 		}
 	}
-	if opts.Agent == nil {
-		b.add("no agent: Options.Agent is nil")
-	}
+}
 
-	s.readLimits(m)
-	s.budget = newBudgets(m.Limits, s.maxMessage)
-	b.dirs(&s.config, m, opts)
-
-	// Storage. The built-in adapters need a writable state dir.
+// storage registers the storage adapters: the built-in URL and local ones
+// (the local one needs a writable state dir) and those opts adds, and
+// checks the manifest's output policy against them.
+func (b *boot) storage(s *Server) {
+	m, opts, log := s.man, s.opts, s.log
 	s.registry = storage.NewRegistry()
 	uo := storage.URLOptions{Timeout: s.inputTimeout, Logger: log}
 	if in := m.Inputs; in != nil {
 		uo.AllowPrivate, uo.AllowLoopback = in.AllowPrivateURLs, in.AllowLoopbackURLs
 	}
 	s.registry.Register(protocol.AdapterURL, storage.NewURL(uo))
-	b.phase("checks")
 	s.openLocal(s.ctx, s.stateDir, s.machine, dirOK(s.stateDir), storage.LocalOptions{
 		PublicURL: opts.PublicURL,
 		Now:       opts.Now,
@@ -165,21 +203,6 @@ func (b *boot) run(opts Options) *Server {
 	if err := s.registry.ValidateOutputs(m.StoragePolicy.Outputs); err != nil {
 		b.add("manifest: storage_policy.outputs: %v", err)
 	}
-
-	// Agent environment and sandbox.
-	s.baseEnv = agentBaseEnv(opts, m, getenv)
-	s.openSandbox(b)
-	b.phase("sandbox")
-	if len(b.problems) == 0 {
-		s.reclaim() // reclaim.go: what a killed kit left
-	}
-	b.phase("reclaim")
-	b.egress(s)
-	b.phase("egress")
-	b.features(s, ring, now)
-	b.phase("bodies")
-	log.Debug("boot phases", b.phases...)
-	return s
 }
 
 // features builds the operator features and the handler that mounts

@@ -228,11 +228,7 @@ func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *sl
 		problems = append(problems, err.Error())
 	}
 
-	var man *protocol.Manifest
-	data, err := manifestBytes(fl.manifest, fr)
-	if err == nil {
-		man, err = parseManifest(fl.manifest, data)
-	}
+	man, data, err := readManifest(fl, fr)
 	if err != nil {
 		problems = append(problems, err.Error())
 		if strings.TrimSpace(key) == "" {
@@ -241,31 +237,9 @@ func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *sl
 		return nil, report()
 	}
 
-	ag, err := resolve(man, log)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("agent: %v", err))
-	}
-	adapters, err := EnvAdapters(env.getenv, man, log)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	manSum := sha256.Sum256(data)
-	opts := Options{
-		Manifest:  man,
-		Key:       key,
-		Root:      fl.root,
-		StateDir:  fl.stateDir,
-		PublicURL: publicURL,
-		Agent:     orPlaceholder(ag),
-		Adapters:  adapters,
-		Logger:    log,
-		Getenv:    env.getenv,
-
-		ManifestDigest: hex.EncodeToString(manSum[:]), // run records name it (runs.go)
-	}
-	if fr != nil {
-		opts.monitor = fr.monitor
-	}
+	opts, more := kitOptions(env, fl, fr, man, data, log, resolve)
+	problems = append(problems, more...)
+	opts.Key, opts.PublicURL = key, publicURL
 	srv, err := New(opts)
 	var be *BootError
 	if errors.As(err, &be) {
@@ -290,6 +264,52 @@ func bootKit(env Env, fl *flags, fr *front, resolve func(*protocol.Manifest, *sl
 		return nil, report()
 	}
 	return &booted{srv: srv, ln: ln, man: man, log: log}, nil
+}
+
+// readManifest reads the manifest (from fl's path, or the monitor's copy
+// in a privilege-separated kit's front) and parses it; data is its bytes.
+func readManifest(fl *flags, fr *front) (man *protocol.Manifest, data []byte, err error) {
+	data, err = manifestBytes(fl.manifest, fr)
+	if err != nil {
+		return nil, nil, err
+	}
+	man, err = parseManifest(fl.manifest, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return man, data, nil
+}
+
+// kitOptions is the server's Options for man (whose bytes are data)
+// but its key and public URL: the agent resolve gives, the storage
+// adapters env configures, and fl's directories. It returns the problems
+// it met too.
+func kitOptions(env Env, fl *flags, fr *front, man *protocol.Manifest, data []byte, log *slog.Logger, resolve func(*protocol.Manifest, *slog.Logger) (agent.Agent, error)) (Options, []string) {
+	var problems []string
+	ag, err := resolve(man, log)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("agent: %v", err))
+	}
+	adapters, err := EnvAdapters(env.getenv, man, log)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	manSum := sha256.Sum256(data)
+	opts := Options{
+		Manifest: man,
+		Root:     fl.root,
+		StateDir: fl.stateDir,
+		Agent:    orPlaceholder(ag),
+		Adapters: adapters,
+		Logger:   log,
+		Getenv:   env.getenv,
+
+		ManifestDigest: hex.EncodeToString(manSum[:]), // run records name it (runs.go)
+	}
+	if fr != nil {
+		opts.monitor = fr.monitor
+	}
+	return opts, problems
 }
 
 // serveSettings reads the port (GLOVEBOX_PORT, PORT), the box key

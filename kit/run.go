@@ -205,25 +205,9 @@ func (ss *session) describeRaw(ctx context.Context, err error) (code, msg string
 
 // execute runs a prompt: policy, directives, inputs, the agent, outputs.
 func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map[string]protocol.FileRef, error) {
-	srv := ss.srv
-	policy := srv.man.StoragePolicy.Outputs
-	if m.OutputsPolicy != nil {
-		if err := m.OutputsPolicy.Check(); err != nil {
-			return "", nil, codeErr(protocol.CodeBadMessage, err)
-		}
-		o, err := srv.confine(m.OutputsPolicy, srv.man.StoragePolicy.Outputs)
-		if err != nil {
-			return "", nil, codeErr(protocol.CodeBadMessage, err)
-		}
-		policy = o.Apply(policy)
-		if err := srv.registry.ValidateOutputs(policy); err != nil {
-			return "", nil, codeErr(protocol.CodeError, err)
-		}
-	}
-	if policyKeysIDs(policy) && !storage.ValidID(m.ID) {
-		// Checked before anything runs: the id becomes an object key
-		// segment when the outputs are stored.
-		return "", nil, codeErr(protocol.CodeBadMessage, fmt.Errorf("prompt id %q cannot name stored outputs: on this box (its outputs may go to %s) prompt ids use letters, digits, '_' and '-', at most 128", m.ID, policyAdapters(policy)))
+	policy, err := ss.outputsPolicy(m)
+	if err != nil {
+		return "", nil, err
 	}
 	text, directives := parseDirectives(m.Text)
 
@@ -237,18 +221,8 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	defer ss.slots.clear(m.ID)
 	defer t.finish()
 
-	// Check every directive before anything runs.
-	for _, d := range directives {
-		if d.name == dirOutput {
-			if d.args == "" {
-				return "", nil, codeErr(protocol.CodeInput, errors.New("/output needs a path: /output <path>"))
-			}
-			p, err := ss.workspace.resolveTag(d.args)
-			if err != nil {
-				return "", nil, codeErr(protocol.CodeInput, fmt.Errorf("/output: %w", err))
-			}
-			t.tags = append(t.tags, p)
-		}
+	if err := ss.outputTags(t, directives); err != nil {
+		return "", nil, err
 	}
 	inputs, err := ss.workspace.materialise(ctx, m.Inputs)
 	if err != nil {
@@ -260,42 +234,13 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	// prompt's: files a failed prompt left come with the next one.
 	before := ss.workspace.baseline()
 
-	onlyHooks := len(directives) > 0 && text == ""
-	t.mu.RLock()
-	for _, d := range directives {
-		switch d.name {
-		case dirOutput, dirClearWorkspace:
-			name := d.name[1:]
-			if d.name == dirClearWorkspace {
-				ss.workspace.clear()
-			}
-			err = t.emitLocked("hook_invoked", hookEvent{Name: name})
-		case dirEnvironment, dirWorkspace:
-			onlyHooks = false
-			name := d.name[1:]
-			err = t.emitLocked("skill_invoked", skillEvent{Name: name, Source: "user", Args: d.args})
-			t.skills = append(t.skills, agent.SkillResult{Name: name, Content: ss.skill(name)})
-		}
-		if err != nil {
-			break
-		}
-	}
-	t.mu.RUnlock()
+	onlyHooks, err := ss.runDirectives(t, directives, text)
 	if err != nil {
 		return "", nil, err
 	}
-
 	var message string
 	if !onlyHooks {
-		pctx, stop := context.WithCancelCause(ctx)
-		w := ss.watchDisk(stop) // disk.go
-		message, err = guard("the agent's Prompt", func() (string, error) { return ss.conv.Prompt(pctx, t) })
-		over := w.end()
-		stop(nil)
-		if over != nil && ctx.Err() == nil {
-			return "", nil, over
-		}
-		if err != nil {
+		if message, err = ss.prompt(ctx, t); err != nil {
 			return "", nil, err
 		}
 	}
@@ -313,6 +258,95 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 		return "", nil, err
 	}
 	return message, outputs, nil
+}
+
+// outputsPolicy is the outputs policy a prompt runs under: the box's,
+// narrowed by the prompt's own. It is checked before anything runs,
+// with the prompt's id where the id becomes an object key segment.
+func (ss *session) outputsPolicy(m *protocol.Prompt) (protocol.Policy, error) {
+	srv := ss.srv
+	policy := srv.man.StoragePolicy.Outputs
+	if m.OutputsPolicy != nil {
+		if err := m.OutputsPolicy.Check(); err != nil {
+			return policy, codeErr(protocol.CodeBadMessage, err)
+		}
+		o, err := srv.confine(m.OutputsPolicy, srv.man.StoragePolicy.Outputs)
+		if err != nil {
+			return policy, codeErr(protocol.CodeBadMessage, err)
+		}
+		policy = o.Apply(policy)
+		if err := srv.registry.ValidateOutputs(policy); err != nil {
+			return policy, codeErr(protocol.CodeError, err)
+		}
+	}
+	if policyKeysIDs(policy) && !storage.ValidID(m.ID) {
+		// The id becomes an object key segment when the outputs are
+		// stored.
+		return policy, codeErr(protocol.CodeBadMessage, fmt.Errorf("prompt id %q cannot name stored outputs: on this box (its outputs may go to %s) prompt ids use letters, digits, '_' and '-', at most 128", m.ID, policyAdapters(policy)))
+	}
+	return policy, nil
+}
+
+// outputTags resolves the paths the /output directives tag into t.tags,
+// so that a bad one fails the prompt before anything runs.
+func (ss *session) outputTags(t *turn, directives []directive) error {
+	for _, d := range directives {
+		if d.name == dirOutput {
+			if d.args == "" {
+				return codeErr(protocol.CodeInput, errors.New("/output needs a path: /output <path>"))
+			}
+			p, err := ss.workspace.resolveTag(d.args)
+			if err != nil {
+				return codeErr(protocol.CodeInput, fmt.Errorf("/output: %w", err))
+			}
+			t.tags = append(t.tags, p)
+		}
+	}
+	return nil
+}
+
+// runDirectives carries out the directives in order and emits an event
+// for each: hooks act on the workspace, skills join t.skills for the
+// agent. onlyHooks says that the prompt is hooks and no text, so the
+// agent has nothing to answer.
+func (ss *session) runDirectives(t *turn, directives []directive, text string) (onlyHooks bool, err error) {
+	onlyHooks = len(directives) > 0 && text == ""
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, d := range directives {
+		switch d.name {
+		case dirOutput, dirClearWorkspace:
+			name := d.name[1:]
+			if d.name == dirClearWorkspace {
+				ss.workspace.clear()
+			}
+			err = t.emitLocked("hook_invoked", hookEvent{Name: name})
+		case dirEnvironment, dirWorkspace:
+			onlyHooks = false
+			name := d.name[1:]
+			err = t.emitLocked("skill_invoked", skillEvent{Name: name, Source: "user", Args: d.args})
+			t.skills = append(t.skills, agent.SkillResult{Name: name, Content: ss.skill(name)})
+		}
+		if err != nil {
+			return onlyHooks, err
+		}
+	}
+	return onlyHooks, nil
+}
+
+// prompt runs the agent's Prompt for t while the workspace's disk use is
+// watched: going over the disk limit cancels it, and that is the error
+// unless ctx ended first.
+func (ss *session) prompt(ctx context.Context, t *turn) (string, error) {
+	pctx, stop := context.WithCancelCause(ctx)
+	w := ss.watchDisk(stop) // disk.go
+	message, err := guard("the agent's Prompt", func() (string, error) { return ss.conv.Prompt(pctx, t) })
+	over := w.end()
+	stop(nil)
+	if over != nil && ctx.Err() == nil {
+		return "", over
+	}
+	return message, err
 }
 
 // policyAdapters names a policy's adapters, for messages.

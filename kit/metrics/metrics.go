@@ -118,9 +118,19 @@ func (mt *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 func (mt *Metrics) text(ctx context.Context) []byte {
 	var b strings.Builder
 	m := metricWriter{&b}
-	o := mt.c
-	src := mt.src
+	mt.writeSessions(m)
+	writePrompts(m, mt.c)
+	writeFrames(m, mt.c)
+	mt.writeStore(ctx, m)
+	writeEgress(m, mt.src.Egress(), mt.src.Audit())
+	writeProcess(m)
+	return []byte(b.String())
+}
 
+// writeSessions writes what the kit and the box are, whether the sandbox
+// is degraded, and the sessions and prompts alive now.
+func (mt *Metrics) writeSessions(m metricWriter) {
+	o, src := mt.c, mt.src
 	open, queued, running := src.Sessions()
 	m.family("glovebox_build_info", "gauge", "The kit's version and the box's name and version; always 1.")
 	m.sample("glovebox_build_info", labels("kit_version", src.Kit, "box", src.Box, "box_version", src.BoxVersion), "1")
@@ -136,7 +146,11 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.sample("glovebox_prompts_running", "", itoa(int64(running)))
 	m.family("glovebox_queue_depth", "gauge", "Prompts queued behind a running one, over all sessions.")
 	m.sample("glovebox_queue_depth", "", itoa(int64(queued)))
+}
 
+// writePrompts writes the prompts that ended by outcome and the histogram
+// of their durations, from one snapshot of o.
+func writePrompts(m metricWriter, o *Counters) {
 	o.mu.Lock()
 	outcomes := maps.Clone(o.outcomes)
 	buckets := slices.Clone(o.buckets)
@@ -159,7 +173,11 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.sample("glovebox_prompt_duration_seconds_bucket", labels("le", "+Inf"), itoa(cum))
 	m.sample("glovebox_prompt_duration_seconds_sum", "", strconv.FormatFloat(sum, 'g', -1, 64))
 	m.sample("glovebox_prompt_duration_seconds_count", "", itoa(count))
+}
 
+// writeFrames writes the counters of what was sent to clients and of the
+// prompts a sandbox limit ended.
+func writeFrames(m metricWriter, o *Counters) {
 	m.family("glovebox_frames_sent_total", "counter", "Numbered frames sent to clients (events, display, complete, error).")
 	m.sample("glovebox_frames_sent_total", "", itoa(o.FramesSent.Load()))
 	m.family("glovebox_events_sent_total", "counter", "Event frames sent to clients.")
@@ -168,7 +186,12 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.sample("glovebox_bytes_sent_total", "", itoa(o.BytesSent.Load()))
 	m.family("glovebox_sandbox_limit_errors_total", "counter", "Prompts ended by a sandbox limit (LimitError: memory, processes, disk).")
 	m.sample("glovebox_sandbox_limit_errors_total", "", itoa(o.limitErrors.Load()))
+}
 
+// writeStore writes what the box's own store holds: parked files and
+// resumable uploads under way.
+func (mt *Metrics) writeStore(ctx context.Context, m metricWriter) {
+	src := mt.src
 	files, fileBytes := src.Parked(ctx)
 	m.family("glovebox_parked_files", "gauge", "Files parked in the box's own store (localServer).")
 	m.sample("glovebox_parked_files", "", itoa(files))
@@ -179,8 +202,11 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.sample("glovebox_partial_uploads", "", itoa(ups))
 	m.family("glovebox_partial_upload_bytes", "gauge", "Bytes the resumable uploads under way hold on disk.")
 	m.sample("glovebox_partial_upload_bytes", "", itoa(upBytes))
+}
 
-	es := src.Egress()
+// writeEgress writes the egress proxy's decisions and bytes, and what
+// its audit trail asked and recorded (auditMetrics).
+func writeEgress(m metricWriter, es egress.Stats, audit egress.JournalStats) {
 	m.family("glovebox_egress_decisions_total", "counter", "Connections the egress proxy decided on, by decision.")
 	m.sample("glovebox_egress_decisions_total", labels("decision", "allow"), itoa(es.Allowed))
 	m.sample("glovebox_egress_decisions_total", labels("decision", "deny"), itoa(es.Denied))
@@ -188,8 +214,11 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.family("glovebox_egress_bytes_total", "counter", "Bytes the egress proxy carried, by direction.")
 	m.sample("glovebox_egress_bytes_total", labels("direction", "out"), itoa(es.BytesOut))
 	m.sample("glovebox_egress_bytes_total", labels("direction", "in"), itoa(es.BytesIn))
-	auditMetrics(m, src.Audit())
+	auditMetrics(m, audit)
+}
 
+// writeProcess writes the kit process's memory and goroutines.
+func writeProcess(m metricWriter) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m.family("process_resident_memory_bytes", "gauge", "Resident memory of the kit's process.")
@@ -200,7 +229,6 @@ func (mt *Metrics) text(ctx context.Context) []byte {
 	m.sample("go_memstats_sys_bytes", "", strconv.FormatUint(ms.Sys, 10))
 	m.family("go_goroutines", "gauge", "Goroutines that exist now.")
 	m.sample("go_goroutines", "", itoa(int64(runtime.NumGoroutine())))
-	return []byte(b.String())
 }
 
 // residentMemory reads the process's resident set size from

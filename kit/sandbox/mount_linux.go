@@ -45,56 +45,17 @@ func setupMounts(m *mountSpec) error {
 			return err
 		}
 	}
-	for _, t := range m.Tmp {
-		if m.Dev && t.Path == "/dev/shm" {
-			if err := os.Mkdir(t.Path, 0o755); err != nil {
-				return fmt.Errorf("make %s: %w", t.Path, err)
-			}
-		}
-		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
-			continue
-		}
-		opts := "mode=1777"
-		if t.Size > 0 {
-			opts += ",size=" + strconv.FormatInt(t.Size, 10)
-		}
-		if err := unix.Mount("tmpfs", t.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return fmt.Errorf("mount a private %s: %w", t.Path, err)
-		}
-		writable[t.Path] = true
+	if err := mountTmps(m.Tmp, m.Dev, writable); err != nil {
+		return err
 	}
-	hide := slices.Clone(m.Hide)
-	slices.Sort(hide)
-	for _, p := range hide {
-		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			continue // gone already, under a private tmpfs
-		}
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
-			return fmt.Errorf("hide %s: %w", p, err)
-		}
+	if err := hideDirs(m.Hide); err != nil {
+		return err
 	}
-	for i, dst := range m.Bind {
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("make %s: %w", dst, err)
-		}
-		src := "/proc/self/fd/" + strconv.Itoa(fds[i])
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", dst, err)
-		}
-		unix.Close(fds[i])
-		writable[dst] = true
+	if err := bindDirs(m.Bind, fds, writable); err != nil {
+		return err
 	}
-	for dst, fd := range exposed {
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("make %s: %w", dst, err)
-		}
-		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("expose %s: %w", dst, err)
-		}
-		unix.Close(fd)
-		if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("expose %s read-only: %w", dst, err)
-		}
+	if err := exposeDirs(exposed); err != nil {
+		return err
 	}
 	if m.User != nil {
 		if err := addUser(m.User); err != nil {
@@ -116,6 +77,81 @@ func setupMounts(m *mountSpec) error {
 	if m.Proc {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mount /proc: %w", err)
+		}
+	}
+	return nil
+}
+
+// mountTmps mounts a private tmpfs on each of tmps that is a directory
+// (making /dev/shm in the new /dev when dev) and marks it writable.
+func mountTmps(tmps []tmpMount, dev bool, writable map[string]bool) error {
+	for _, t := range tmps {
+		if dev && t.Path == "/dev/shm" {
+			if err := os.Mkdir(t.Path, 0o755); err != nil {
+				return fmt.Errorf("make %s: %w", t.Path, err)
+			}
+		}
+		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
+			continue
+		}
+		opts := "mode=1777"
+		if t.Size > 0 {
+			opts += ",size=" + strconv.FormatInt(t.Size, 10)
+		}
+		if err := unix.Mount("tmpfs", t.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount a private %s: %w", t.Path, err)
+		}
+		writable[t.Path] = true
+	}
+	return nil
+}
+
+// hideDirs covers each directory of paths with an empty tmpfs, parents
+// before their children.
+func hideDirs(paths []string) error {
+	hide := slices.Clone(paths)
+	slices.Sort(hide)
+	for _, p := range hide {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			continue // gone already, under a private tmpfs
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=65536"); err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// bindDirs binds each directory fds holds (opened before anything covered
+// it) on its path in dsts, and marks it writable.
+func bindDirs(dsts []string, fds []int, writable map[string]bool) error {
+	for i, dst := range dsts {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("make %s: %w", dst, err)
+		}
+		src := "/proc/self/fd/" + strconv.Itoa(fds[i])
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dst, err)
+		}
+		unix.Close(fds[i])
+		writable[dst] = true
+	}
+	return nil
+}
+
+// exposeDirs binds each directory of exposed (a path and the descriptor
+// that held it) back on its path, read-only and without exec.
+func exposeDirs(exposed map[string]int) error {
+	for dst, fd := range exposed {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("make %s: %w", dst, err)
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("expose %s: %w", dst, err)
+		}
+		unix.Close(fd)
+		if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("expose %s read-only: %w", dst, err)
 		}
 	}
 	return nil

@@ -43,34 +43,12 @@ type Process struct {
 // supervisor gets ctl, its control socket, as fdControl.
 func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, ctl *os.File) (*Process, error) {
 	is.Version = Version()
-	specR, specW, err := os.Pipe()
+	fs, err := openSupFiles(is.Net != nil && is.Net.ProxyAddr != "")
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, err
 	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		closeFiles(specR, specW)
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	extra := []*os.File{specR, statW}
-	var sockKit *os.File
-	if is.Net != nil && is.Net.ProxyAddr != "" {
-		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			closeFiles(specR, specW, statR, statW)
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		sockKit = os.NewFile(uintptr(pair[0]), "listen-kit")
-		sockChild := os.NewFile(uintptr(pair[1]), "listen-child")
-		defer sockChild.Close()
-		extra = append(extra, sockChild)
-	}
-	if ctl != nil {
-		if len(extra) < fdListen-2 {
-			extra = append(extra, nil)
-		}
-		extra = append(extra, ctl)
-	}
+	defer closeFiles(fs.sockChild)
+	specW, statR, sockKit := fs.specW, fs.statR, fs.sockKit
 	cmd := &exec.Cmd{
 		Path: sup.cmdPath(),
 		Args: []string{InitName},
@@ -78,7 +56,7 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 		// build exit at once instead of a second later.
 		Env:        []string{"GORACE=atexit_sleep_ms=0"},
 		Dir:        "/",
-		ExtraFiles: extra,
+		ExtraFiles: fs.childFiles(ctl),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: flags,
 			Setpgid:    true,
@@ -91,7 +69,7 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 	}
 	err = startOnOwnThread(cmd)
 	runtime.KeepAlive(sup) // its descriptor is the path just executed
-	closeFiles(specR, statW)
+	closeFiles(fs.specR, fs.statW)
 	if err != nil {
 		closeFiles(specW, statR, sockKit)
 		return nil, fmt.Errorf("sandbox: start the supervisor: %w", err)
@@ -112,20 +90,8 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 	if cg != nil {
 		oom0, pids0 = cg.events()
 	}
-	if userns {
-		if err := mapUserNS(cmd.Process.Pid); err != nil {
-			return fail(fmt.Errorf("sandbox: %w", err))
-		}
-		// The byte the supervisor waits for before it executes itself
-		// again, mapped: white space to the spec's decoder.
-		if _, err := specW.Write([]byte{'\n'}); err != nil {
-			return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
-		}
-	}
-	// The spec pipe stays open while the process runs: a supervisor that
-	// sees it close knows the kit is gone and ends everything it runs.
-	if err := json.NewEncoder(specW).Encode(is); err != nil {
-		return fail(fmt.Errorf("sandbox: hand over the spec: %w", err))
+	if err := handOver(cmd.Process.Pid, specW, is, userns); err != nil {
+		return fail(err)
 	}
 	br := bufio.NewReader(statR)
 	line, _ := br.ReadString('\n')
@@ -149,24 +115,103 @@ func startSupervisor(sup *supervisor, is *initSpec, flags uintptr, cg *cgroup, c
 		}
 		p.listener = ln
 	}
-	go func() {
-		defer close(p.done)
-		awaitExit(cmd.Process.Pid)
-		werr := cmd.Wait()
-		statR.Close()
-		specW.Close()
-		if p.listener != nil {
-			p.listener.Close()
-		}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			p.status = StatusOf(ws)
-		} else {
-			p.err = werr
-		}
-		p.cg, p.oom0, p.pids0 = cg, oom0, pids0
-		p.noteLimit()
-	}()
+	go p.reap(statR, cg, oom0, pids0)
 	return p, nil
+}
+
+// supFiles are both ends of what the kit and a supervisor talk over: the
+// pipe the kit writes the spec to, the pipe the supervisor answers its
+// status on, and, for a session with an egress proxy, the socket pair
+// the supervisor sends its listener back on.
+type supFiles struct {
+	specR, specW, statR, statW *os.File
+	sockKit, sockChild         *os.File // nil without an egress proxy
+}
+
+// openSupFiles opens the pipes, and the socket pair when withSock; on an
+// error it closes what it opened.
+func openSupFiles(withSock bool) (*supFiles, error) {
+	fs := &supFiles{}
+	var err error
+	fs.specR, fs.specW, err = os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	fs.statR, fs.statW, err = os.Pipe()
+	if err != nil {
+		closeFiles(fs.specR, fs.specW)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if withSock {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeFiles(fs.specR, fs.specW, fs.statR, fs.statW)
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		fs.sockKit = os.NewFile(uintptr(pair[0]), "listen-kit")
+		fs.sockChild = os.NewFile(uintptr(pair[1]), "listen-child")
+	}
+	return fs, nil
+}
+
+// childFiles are the supervisor's descriptors from 3 on: the spec and
+// status pipes, the listener's socket, and ctl, which always lands on
+// fdControl (a nil entry fills the listener's place when it has none).
+func (fs *supFiles) childFiles(ctl *os.File) []*os.File {
+	extra := []*os.File{fs.specR, fs.statW}
+	if fs.sockChild != nil {
+		extra = append(extra, fs.sockChild)
+	}
+	if ctl != nil {
+		if len(extra) < fdListen-2 {
+			extra = append(extra, nil)
+		}
+		extra = append(extra, ctl)
+	}
+	return extra
+}
+
+// handOver writes is to the supervisor pid on specW, after mapping its
+// user namespace when userns.
+func handOver(pid int, specW *os.File, is *initSpec, userns bool) error {
+	if userns {
+		if err := mapUserNS(pid); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		// The byte the supervisor waits for before it executes itself
+		// again, mapped: white space to the spec's decoder.
+		if _, err := specW.Write([]byte{'\n'}); err != nil {
+			return fmt.Errorf("sandbox: hand over the spec: %w", err)
+		}
+	}
+	// The spec pipe stays open while the process runs: a supervisor that
+	// sees it close knows the kit is gone and ends everything it runs.
+	if err := json.NewEncoder(specW).Encode(is); err != nil {
+		return fmt.Errorf("sandbox: hand over the spec: %w", err)
+	}
+	return nil
+}
+
+// reap waits for the supervisor to end, closes the kit's ends of its
+// pipes and its listener, records its exit status and notes whether it
+// met a limit of cg (whose events at the start were oom0 and pids0), then
+// closes p.done.
+func (p *Process) reap(statR *os.File, cg *cgroup, oom0, pids0 int64) {
+	defer close(p.done)
+	awaitExit(p.cmd.Process.Pid)
+	werr := p.cmd.Wait()
+	statR.Close()
+	p.specW.Close()
+	if p.listener != nil {
+		p.listener.Close()
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		p.status = StatusOf(ws)
+	} else {
+		p.err = werr
+	}
+	p.cg, p.oom0, p.pids0 = cg, oom0, pids0
+	p.noteLimit()
 }
 
 // argUserNS, as a supervisor's first argument, says it was cloned into a

@@ -65,21 +65,7 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.UIDBase <= 0 {
-		cfg.UIDBase = DefaultUIDBase
-	}
-	if cfg.UIDCount <= 0 {
-		cfg.UIDCount = DefaultUIDCount
-	}
-	if cfg.Limits.Pids <= 0 {
-		cfg.Limits.Pids = DefaultPids
-	}
-	if cfg.Limits.Files <= 0 {
-		cfg.Limits.Files = DefaultFiles
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
+	cfg = withDefaults(cfg)
 	caps := effectiveCaps()
 	// Root in a container that dropped what a uid per session needs is
 	// treated as any other user.
@@ -119,44 +105,13 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 				sb.probeNamespaces(off, notRoot)
 			}
 		}
-		switch {
-		case cfg.NoUsers:
-			off(LayerUsers, "turned off in the manifest")
-		case os.Geteuid() == 0 && !rootCaps:
-			off(LayerUsers, "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER (the container dropped them): every session runs as the kit's uid")
-		case sb.root:
-			sb.users = true
-		case sb.userns:
-			off(LayerUsers, "the kit does not run as root: every session runs as the kit's uid, mapped to root without capabilities in a user namespace")
-		default:
-			off(LayerUsers, notRoot+" and user namespaces are not allowed: agents run as the kit's uid")
-		}
-		switch {
-		case cfg.NoCgroup:
-			off(LayerCgroup, "turned off in the manifest")
-		case !sb.root:
-			off(LayerCgroup, "the kit does not run as root")
-		default:
-			cg, err := findCgroups()
-			if err != nil {
-				off(LayerCgroup, err.Error())
-			} else {
-				sb.cg = cg
-			}
-		}
+		sb.chooseUsers(off, notRoot, rootCaps)
+		sb.chooseCgroup(off)
 	}
 	sb.probeEnforce(off)
-	// Without a mount namespace, hidden directories are hidden by their
-	// modes (root owns them); agents under the kit's own uid would still
-	// reach them, which the report says.
-	if sb.root {
-		for _, p := range cfg.Hide {
-			if err := os.Chmod(p, 0o711); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("sandbox: protect %s: %w", p, err)
-			}
-		}
+	if err := sb.protectHidden(); err != nil {
+		return nil, err
 	}
-
 	if err := sb.openRoots(); err != nil {
 		return nil, err
 	}
@@ -164,7 +119,91 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 		sb.closeRoots()
 		return nil, err
 	}
+	sb.report = sb.makeReport(caps, off, inactive)
+	if warn {
+		log.Warn("sandbox: supervisor: " + why)
+	} else {
+		log.Info("sandbox: supervisor: " + why)
+	}
+	return sb, nil
+}
 
+// withDefaults fills what cfg leaves at zero with the package's defaults,
+// so that a manifest names only what it changes.
+func withDefaults(cfg Config) Config {
+	if cfg.UIDBase <= 0 {
+		cfg.UIDBase = DefaultUIDBase
+	}
+	if cfg.UIDCount <= 0 {
+		cfg.UIDCount = DefaultUIDCount
+	}
+	if cfg.Limits.Pids <= 0 {
+		cfg.Limits.Pids = DefaultPids
+	}
+	if cfg.Limits.Files <= 0 {
+		cfg.Limits.Files = DefaultFiles
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	return cfg
+}
+
+// chooseUsers turns on the users layer (a uid per session) where the kit
+// is root with the capabilities it takes, and otherwise says which uid
+// sessions run as instead.
+func (sb *Sandbox) chooseUsers(off func(layer, why string), notRoot string, rootCaps bool) {
+	switch {
+	case sb.cfg.NoUsers:
+		off(LayerUsers, "turned off in the manifest")
+	case os.Geteuid() == 0 && !rootCaps:
+		off(LayerUsers, "the kit runs as root without CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_FOWNER (the container dropped them): every session runs as the kit's uid")
+	case sb.root:
+		sb.users = true
+	case sb.userns:
+		off(LayerUsers, "the kit does not run as root: every session runs as the kit's uid, mapped to root without capabilities in a user namespace")
+	default:
+		off(LayerUsers, notRoot+" and user namespaces are not allowed: agents run as the kit's uid")
+	}
+}
+
+// chooseCgroup finds the cgroup tree the sessions' limits go in; only
+// root can make one.
+func (sb *Sandbox) chooseCgroup(off func(layer, why string)) {
+	switch {
+	case sb.cfg.NoCgroup:
+		off(LayerCgroup, "turned off in the manifest")
+	case !sb.root:
+		off(LayerCgroup, "the kit does not run as root")
+	default:
+		cg, err := findCgroups()
+		if err != nil {
+			off(LayerCgroup, err.Error())
+		} else {
+			sb.cg = cg
+		}
+	}
+}
+
+// protectHidden gives the hidden directories mode 0711 as root. Without a
+// mount namespace they are hidden by their modes (root owns them); agents
+// under the kit's own uid would still reach them, which the report says.
+func (sb *Sandbox) protectHidden() error {
+	if !sb.root {
+		return nil
+	}
+	for _, p := range sb.cfg.Hide {
+		if err := os.Chmod(p, 0o711); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sandbox: protect %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// makeReport says which layers are in force, which are not and why
+// (inactive, to which it adds the privileges layer when it is off), and
+// the limits something enforces.
+func (sb *Sandbox) makeReport(caps uint64, off func(layer, why string), inactive map[string]string) Report {
 	var active []string
 	if sb.users {
 		active = append(active, LayerUsers)
@@ -195,30 +234,26 @@ func newSandbox(cfg Config, log *slog.Logger, dir string) (*Sandbox, error) {
 	if sb.seccomp {
 		active = append(active, LayerSeccomp)
 	}
+	cfg := sb.cfg
 	// A limit is reported only where something enforces it: the pids cap
 	// by the cgroup or by RLIMIT_NPROC on a uid of the session's own (the
 	// kit's own uid would count the kit's processes with the sessions').
-	sb.report = Report{Active: active, Landlock: sb.landlock, Privileges: privileges.holds, Limits: ReportLimits{Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
+	r := Report{Active: active, Landlock: sb.landlock, Privileges: privileges.holds, Limits: ReportLimits{Files: cfg.Limits.Files, Disk: cfg.Limits.Disk}}
 	if sb.cg != nil || sb.users {
-		sb.report.Limits.Pids = cfg.Limits.Pids
+		r.Limits.Pids = cfg.Limits.Pids
 	}
 	if len(inactive) > 0 {
-		sb.report.Inactive = inactive
-	}
-	if warn {
-		log.Warn("sandbox: supervisor: " + why)
-	} else {
-		log.Info("sandbox: supervisor: " + why)
+		r.Inactive = inactive
 	}
 	if sb.users {
-		sb.report.UIDs = fmt.Sprintf("%d-%d", cfg.UIDBase, cfg.UIDBase+cfg.UIDCount-1)
+		r.UIDs = fmt.Sprintf("%d-%d", cfg.UIDBase, cfg.UIDBase+cfg.UIDCount-1)
 	}
 	if sb.cg != nil {
-		sb.report.Cgroup = sb.cg.version
-		sb.report.Limits.Memory = cfg.Limits.Memory
-		sb.report.Limits.CPU = cfg.Limits.CPU
+		r.Cgroup = sb.cg.version
+		r.Limits.Memory = cfg.Limits.Memory
+		r.Limits.CPU = cfg.Limits.CPU
 	}
-	return sb, nil
+	return r
 }
 
 // privilegesHold is what the privileges layer holds: holds says what,
@@ -341,11 +376,7 @@ func (sb *Sandbox) Supervisor() string {
 // for and keeps those that work. It reports whether any probe ran to the
 // end, which proves the supervisor's binary good.
 func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) (ran bool) {
-	want := []struct {
-		name string
-		flag uintptr
-		no   bool
-	}{
+	want := []nsLayer{
 		{LayerMount, syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC, sb.cfg.NoMount},
 		{LayerPID, syscall.CLONE_NEWPID, sb.cfg.NoPID},
 		{LayerNetwork, syscall.CLONE_NEWNET, sb.cfg.NoNetwork},
@@ -377,7 +408,36 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 		sb.cloneMask = mask
 		return true
 	}
-	// Something failed: find what, each alone, at the same time.
+	// Something failed: find what.
+	ok := sb.probeAlone(want, mask, off)
+	if ok == 0 {
+		return ran
+	}
+	// Some work alone: keep them if they work together.
+	if err := sb.probe(ok, sb.userns); err != nil {
+		for _, w := range want {
+			if ok&w.flag != 0 {
+				off(w.name, "works alone but not with the other namespaces: "+err.Error())
+			}
+		}
+		return true
+	}
+	sb.cloneMask = ok
+	return true
+}
+
+// nsLayer is a layer made of namespaces: the clone flags it takes, and
+// whether the manifest turned it off.
+type nsLayer struct {
+	name string
+	flag uintptr
+	no   bool
+}
+
+// probeAlone probes each layer of want that mask holds alone, all at the
+// same time, turns off those that fail, and returns the flags of those
+// that work.
+func (sb *Sandbox) probeAlone(want []nsLayer, mask uintptr, off func(layer, why string)) (ok uintptr) {
 	errs := make([]error, len(want))
 	var wg sync.WaitGroup
 	for i, w := range want {
@@ -391,7 +451,6 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 		}()
 	}
 	wg.Wait()
-	alone := 0
 	for i, w := range want {
 		if mask&w.flag == 0 {
 			continue
@@ -400,28 +459,9 @@ func (sb *Sandbox) probeNamespaces(off func(layer, why string), notRoot string) 
 			off(w.name, errs[i].Error())
 			continue
 		}
-		alone++
+		ok |= w.flag
 	}
-	if alone == 0 {
-		return ran
-	}
-	// Some work alone: keep them if they work together.
-	var ok uintptr
-	for i, w := range want {
-		if mask&w.flag != 0 && errs[i] == nil {
-			ok |= w.flag
-		}
-	}
-	if err := sb.probe(ok, sb.userns); err != nil {
-		for _, w := range want {
-			if ok&w.flag != 0 {
-				off(w.name, "works alone but not with the other namespaces: "+err.Error())
-			}
-		}
-		return true
-	}
-	sb.cloneMask = ok
-	return true
+	return ok
 }
 
 // probe runs a supervisor that sets up what flags need, then exits.

@@ -260,43 +260,11 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 	}
 	ch := make(chan ctlReply, 1)
 	p := &Process{sup: s, pidns: s.pidns, done: make(chan struct{})}
-	if s.cg != nil {
-		p.cg = s.cg
-		s.mu.Lock()
-		cached := s.empty && len(s.procs) == 0
-		p.oom0, p.pids0 = s.seen[0], s.seen[1]
-		s.mu.Unlock()
-		if !cached {
-			p.oom0, p.pids0 = s.cg.events()
-		}
-	}
-	s.mu.Lock()
-	if s.gone {
-		s.mu.Unlock()
+	s.baseline(p)
+	if !s.register(&m, p, ch) {
 		return nil, errSupervisorGone
 	}
-	s.next++
-	m.ID = s.next
-	p.id = m.ID
-	s.waiting[m.ID] = ch
-	s.procs[m.ID] = p
-	s.empty = false
-	s.sent++
-	s.mu.Unlock()
-	b, err := json.Marshal(&m)
-	if err == nil && len(b) > maxCtlMsg {
-		err = fmt.Errorf("the command's arguments and environment take %d bytes, more than %d", len(b), maxCtlMsg)
-	}
-	if err == nil {
-		var oob []byte
-		if len(fds) > 0 {
-			oob = unix.UnixRights(fds...)
-		}
-		_, _, err = s.ctl.WriteMsgUnix(b, oob, nil)
-		if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || s.isGone()) {
-			err = fmt.Errorf("%w: %w", errSupervisorGone, err)
-		}
-	}
+	err := s.send(&m, fds)
 	for _, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
 		runtime.KeepAlive(f)
 	}
@@ -330,6 +298,62 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 		unix.Close(fd)
 	}
 	return p, nil
+}
+
+// baseline gives p the cgroup's events as the command starts, so that
+// its end can tell whether it met a limit: those in seen while the
+// namespace is known empty, else read now.
+func (s *sessionSup) baseline(p *Process) {
+	if s.cg == nil {
+		return
+	}
+	p.cg = s.cg
+	s.mu.Lock()
+	cached := s.empty && len(s.procs) == 0
+	p.oom0, p.pids0 = s.seen[0], s.seen[1]
+	s.mu.Unlock()
+	if !cached {
+		p.oom0, p.pids0 = s.cg.events()
+	}
+}
+
+// register gives m and p the next request id and records them, with ch
+// for the reply. It reports false when the supervisor is gone.
+func (s *sessionSup) register(m *ctlMsg, p *Process, ch chan ctlReply) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return false
+	}
+	s.next++
+	m.ID = s.next
+	p.id = m.ID
+	s.waiting[m.ID] = ch
+	s.procs[m.ID] = p
+	s.empty = false
+	s.sent++
+	return true
+}
+
+// send writes m, with fds as its descriptors, on the control socket. A
+// write the supervisor's end refused wraps errSupervisorGone.
+func (s *sessionSup) send(m *ctlMsg, fds []int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxCtlMsg {
+		return fmt.Errorf("the command's arguments and environment take %d bytes, more than %d", len(b), maxCtlMsg)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = s.ctl.WriteMsgUnix(b, oob, nil)
+	if err != nil && (errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || s.isGone()) {
+		err = fmt.Errorf("%w: %w", errSupervisorGone, err)
+	}
+	return err
 }
 
 // killAll asks a supervisor in a pid namespace to kill every process of

@@ -122,35 +122,9 @@ func SupervisorMain() int {
 	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
 	if len(os.Args) > 1 && os.Args[1] == argUserNS {
-		// Cloned into a user namespace the kit maps once this process
-		// runs (see mapUserNS): executed again once mapped, it is root in
-		// the namespace, with the capabilities its setup needs.
-		specFile := os.NewFile(fdSpec, "spec")
-		if _, err := specFile.Read(make([]byte, 1)); err != nil {
-			fmt.Fprintf(status, "error 0 wait for the user namespace's mapping: %s\n", err)
-			return 125
-		}
-		err := syscall.Exec("/proc/self/exe", []string{InitName}, os.Environ())
-		// Reached only on failure: until then, the files' finalizers must
-		// not close the descriptors the next program gets.
-		runtime.KeepAlive(specFile)
-		fmt.Fprintf(status, "error 0 execute the supervisor again in its user namespace: %s\n", err)
-		return 125
+		return execMapped(status)
 	}
-	// An error line carries the errno of the last argument that is one,
-	// so that the kit can tell "not found" from "permission denied".
-	fail := func(format string, args ...any) int {
-		errno := 0
-		for _, a := range args {
-			var e syscall.Errno
-			if err, ok := a.(error); ok && errors.As(err, &e) {
-				errno = int(e)
-			}
-		}
-		msg := fmt.Sprintf(format, args...)
-		fmt.Fprintf(status, "error %d %s\n", errno, strings.ReplaceAll(msg, "\n", " "))
-		return 125
-	}
+	fail := func(format string, args ...any) int { return failStatus(status, format, args...) }
 	specFile := os.NewFile(fdSpec, "spec")
 	var spec initSpec
 	err := json.NewDecoder(specFile).Decode(&spec)
@@ -174,57 +148,8 @@ func SupervisorMain() int {
 	} else {
 		specFile.Close()
 	}
-	if spec.Mount != nil {
-		if err := setupMounts(spec.Mount); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if spec.Net != nil {
-		if err := setupNet(spec.Net); err != nil {
-			return fail("%v", err)
-		}
-	}
-	for _, rl := range spec.Rlimits {
-		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
-		// Lowering needs no privilege; raising past the hard limit needs
-		// CAP_SYS_RESOURCE, which containers often lack: never raise.
-		var cur syscall.Rlimit
-		if syscall.Getrlimit(rl.Resource, &cur) == nil {
-			lim.Max = min(lim.Max, cur.Max)
-			lim.Cur = min(lim.Cur, lim.Max)
-		}
-		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
-			return fail("setrlimit %d: %v", rl.Resource, err)
-		}
-	}
-	if !spec.KeepPrivs {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fail("no_new_privs: %v", err)
-		}
-	}
-	if spec.DropCaps {
-		if err := dropCapabilities(spec.UID, !spec.KeepPrivs); err != nil {
-			return fail("%v", err)
-		}
-	}
-	// Out of the commands' reach through /proc (mem, environ) even where
-	// they run under its uid: only this thread is in the session's
-	// Landlock domain, the runtime's others are not. Its commands are
-	// dumpable again once they execute.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fail("make the supervisor non-dumpable: %v", err)
-	}
-	// Landlock and seccomp come last: the setup above needs what they
-	// refuse. Both apply to what this thread forks from now on.
-	if spec.Landlock != nil {
-		if err := landlockRestrict(spec.Landlock); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if spec.Seccomp != nil {
-		if err := seccompInstall(*spec.Seccomp); err != nil {
-			return fail("%v", err)
-		}
+	if err := confine(&spec); err != nil {
+		return fail("%v", err)
 	}
 	if spec.Probe {
 		fmt.Fprintln(status, "ready", Version())
@@ -237,6 +162,108 @@ func SupervisorMain() int {
 		})
 	}
 	return fail("the sandbox spec asks for neither a probe nor a session")
+}
+
+// execMapped is the first run of a supervisor cloned into a user
+// namespace the kit maps once this process runs (see mapUserNS): it waits
+// for the kit's byte that says the mapping is written, then executes the
+// supervisor again, which is then root in the namespace, with the
+// capabilities its setup needs. It returns only on failure.
+func execMapped(status *os.File) int {
+	specFile := os.NewFile(fdSpec, "spec")
+	if _, err := specFile.Read(make([]byte, 1)); err != nil {
+		fmt.Fprintf(status, "error 0 wait for the user namespace's mapping: %s\n", err)
+		return 125
+	}
+	err := syscall.Exec("/proc/self/exe", []string{InitName}, os.Environ())
+	// Reached only on failure: until then, the files' finalizers must
+	// not close the descriptors the next program gets.
+	runtime.KeepAlive(specFile)
+	fmt.Fprintf(status, "error 0 execute the supervisor again in its user namespace: %s\n", err)
+	return 125
+}
+
+// failStatus writes the error line the kit reads on status and returns
+// the supervisor's exit code. The line carries the errno of the last
+// argument that is one, so that the kit can tell "not found" from
+// "permission denied".
+func failStatus(status *os.File, format string, args ...any) int {
+	errno := 0
+	for _, a := range args {
+		var e syscall.Errno
+		if err, ok := a.(error); ok && errors.As(err, &e) {
+			errno = int(e)
+		}
+	}
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(status, "error %d %s\n", errno, strings.ReplaceAll(msg, "\n", " "))
+	return 125
+}
+
+// confine sets up what spec asks for around this thread and what it will
+// fork: mounts, network, resource limits, privileges, Landlock, seccomp.
+func confine(spec *initSpec) error {
+	if spec.Mount != nil {
+		if err := setupMounts(spec.Mount); err != nil {
+			return err
+		}
+	}
+	if spec.Net != nil {
+		if err := setupNet(spec.Net); err != nil {
+			return err
+		}
+	}
+	if err := setRlimits(spec.Rlimits); err != nil {
+		return err
+	}
+	if !spec.KeepPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("no_new_privs: %w", err)
+		}
+	}
+	if spec.DropCaps {
+		if err := dropCapabilities(spec.UID, !spec.KeepPrivs); err != nil {
+			return err
+		}
+	}
+	// Out of the commands' reach through /proc (mem, environ) even where
+	// they run under its uid: only this thread is in the session's
+	// Landlock domain, the runtime's others are not. Its commands are
+	// dumpable again once they execute.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the supervisor non-dumpable: %w", err)
+	}
+	// Landlock and seccomp come last: the setup above needs what they
+	// refuse. Both apply to what this thread forks from now on.
+	if spec.Landlock != nil {
+		if err := landlockRestrict(spec.Landlock); err != nil {
+			return err
+		}
+	}
+	if spec.Seccomp != nil {
+		if err := seccompInstall(*spec.Seccomp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setRlimits lowers the process's resource limits to rls.
+func setRlimits(rls []initRlimit) error {
+	for _, rl := range rls {
+		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		// Lowering needs no privilege; raising past the hard limit needs
+		// CAP_SYS_RESOURCE, which containers often lack: never raise.
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(rl.Resource, &cur) == nil {
+			lim.Max = min(lim.Max, cur.Max)
+			lim.Cur = min(lim.Cur, lim.Max)
+		}
+		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", rl.Resource, err)
+		}
+	}
+	return nil
 }
 
 // closeOnExecAll marks every open file descriptor above 2 close-on-exec.
