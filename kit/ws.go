@@ -63,56 +63,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.memory.note()
 
-	if who == identityKey {
-		// The key reads every file; sharing one func keeps the request's
-		// header (which tok points into) out of an idle session.
-		fresh.mayReadFile = anyFile
-	} else {
-		tok := strings.Clone(tok)
-		fresh.mayReadFile = func(id string) bool { return s.auth.authorized(tok, true, protocol.ScopeFiles, id) }
-	}
-	ss := fresh
-	resumeFailed := ""
+	s.grantFiles(fresh, who, tok)
+	ss, resumeFailed := fresh, ""
 	if rid := r.URL.Query().Get("resume"); rid != "" {
-		last, perr := strconv.ParseUint(r.URL.Query().Get("last_seq"), 10, 64)
-		old := s.lookup(rid)
-		// Nothing a foreign or impossible resume asks may disturb the
-		// session: it is checked before the session's socket is touched.
-		switch {
-		case perr != nil:
-			resumeFailed = fmt.Sprintf("cannot resume session %s: last_seq must be a whole number", rid)
-		case old == nil || old == fresh || old.owner != who:
-			// A session opened with another credential looks unknown: its
-			// id must not be confirmed to whoever guessed or stole it.
-			resumeFailed = fmt.Sprintf("cannot resume session %s: it is unknown or expired", rid)
-			if old != nil && old != fresh {
-				s.log.Warn("resume refused: the session was opened with another credential", "session", rid)
-			}
-		case last > old.stream.lastSeq.Load():
-			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.stream.lastSeq.Load())
-		case !old.stream.resumable():
-			resumeFailed = fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
-		case !old.stream.resume(c, last):
-			resumeFailed = fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
-			old.end(errClosed)
-		default:
-			ss = old
-			fresh.end(errClosed)
-		}
+		ss, resumeFailed = s.resumeTarget(r, rid, fresh, who, c)
 	}
-	if ss == fresh {
-		ss.opened.Store(true)
-		s.obs.SessionsTotal.Add(1)
-		ss.stream.attach(c)
-		if resumeFailed != "" {
-			ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
-		}
-		s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
-	} else {
-		s.obs.ResumesTotal.Add(1)
-		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.stream.lastSeq.Load())
-	}
-
+	s.opened(ss, fresh, c, who, resumeFailed)
 	if ss.ctx.Err() != nil {
 		c.close() // the box closed during the upgrade
 	}
@@ -127,6 +83,67 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.ws.SetPongHandler(func() { c.setReadDeadline(time.Now().Add(wait)) })
 	s.wg.Add(1) // the reader's, carried on while it is parked
 	go s.reader(c)
+}
+
+// grantFiles says which parked files a new session may read as inputs:
+// every one for the key, else those its token's files scope allows.
+func (s *Server) grantFiles(fresh *session, who, tok string) {
+	if who == identityKey {
+		// The key reads every file; sharing one func keeps the request's
+		// header (which tok points into) out of an idle session.
+		fresh.mayReadFile = anyFile
+		return
+	}
+	tok = strings.Clone(tok)
+	fresh.mayReadFile = func(id string) bool { return s.auth.authorized(tok, true, protocol.ScopeFiles, id) }
+}
+
+// resumeTarget is the session a connection asking to resume session rid
+// (?resume=, ?last_seq=) continues: that session, now attached to c, or
+// fresh with the reason the resume failed. Nothing a foreign or
+// impossible resume asks may disturb the session: it is checked before
+// the session's socket is touched.
+func (s *Server) resumeTarget(r *http.Request, rid string, fresh *session, who string, c *conn) (*session, string) {
+	last, perr := strconv.ParseUint(r.URL.Query().Get("last_seq"), 10, 64)
+	old := s.lookup(rid)
+	switch {
+	case perr != nil:
+		return fresh, fmt.Sprintf("cannot resume session %s: last_seq must be a whole number", rid)
+	case old == nil || old == fresh || old.owner != who:
+		// A session opened with another credential looks unknown: its
+		// id must not be confirmed to whoever guessed or stole it.
+		if old != nil && old != fresh {
+			s.log.Warn("resume refused: the session was opened with another credential", "session", rid)
+		}
+		return fresh, fmt.Sprintf("cannot resume session %s: it is unknown or expired", rid)
+	case last > old.stream.lastSeq.Load():
+		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.stream.lastSeq.Load())
+	case !old.stream.resumable():
+		return fresh, fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
+	case !old.stream.resume(c, last):
+		old.end(errClosed)
+		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
+	}
+	fresh.end(errClosed)
+	return old, ""
+}
+
+// opened attaches c to ss when it is the fresh session (telling its
+// client why a resume failed, if one did), and counts and logs the
+// session's opening or resumption.
+func (s *Server) opened(ss, fresh *session, c *conn, who, resumeFailed string) {
+	if ss != fresh {
+		s.obs.ResumesTotal.Add(1)
+		s.log.Info("session resumed", "session", ss.id, "owner", ownerKind(who), "last_seq", ss.stream.lastSeq.Load())
+		return
+	}
+	ss.opened.Store(true)
+	s.obs.SessionsTotal.Add(1)
+	ss.stream.attach(c)
+	if resumeFailed != "" {
+		ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)
+	}
+	s.log.Info("session opened", "session", ss.id, "owner", ownerKind(who), "resume_failed", resumeFailed != "")
 }
 
 // reader reads c until it parks or ends; when it ends, it tears the
