@@ -41,11 +41,14 @@ import (
 //   - ends every session it opened when the front goes away.
 //
 // The front reads and writes a session's directories through its group:
-// they are the session's uid's, group Config.FrontGID, mode 02770, so the
-// session's processes keep their own umask, the front reads what they
-// write (group and other read) and writes inputs at the top of the input
-// directory. Other sessions are not in that group (their supplementary
-// groups are cleared) and reach none of it.
+// they are the session's uid's, group Config.FrontGID, mode 02770 (the
+// setgid bit passes the group on), and the session's commands run with
+// umask 0002, so the front reads and rewrites what they make (ACP's
+// fs methods), writes inputs at the top of the input directory and hands
+// what it creates to the session (chown). An agent that changes its
+// umask or modes only keeps the kit out of its own files. Other sessions
+// are not in that group (their supplementary groups are cleared) and
+// reach none of it.
 
 // maxRequests bounds the requests a monitor serves at once.
 const maxRequests = 64

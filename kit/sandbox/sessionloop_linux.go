@@ -27,6 +27,13 @@ func sessionLoop(spec *initSpec, kitGone <-chan struct{}, ready func()) int {
 		pidns: os.Getpid() == 1,
 		wake:  make(chan struct{}, 1),
 	}
+	// Commands make their files group-writable: a session's directories
+	// are group-owned by the kit user where the kit's privileges are
+	// separated (their setgid bit passes the group on), so that the kit
+	// can write what the agent asks it to through ACP's fs methods; in one
+	// process the group is the session's own. No other session is in
+	// either group.
+	syscall.Umask(0o002)
 	if !s.pidns {
 		// Without a pid namespace, orphans must still be reaped here.
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -274,3 +274,16 @@ func TestCgroupMadeWithTheFirstSupervisor(t *testing.T) {
 		t.Errorf("a closed session left %d cgroup directories", n)
 	}
 }
+
+// TestCommandsMakeGroupWritableFiles: a session's commands run with umask
+// 0002, so that what they make the kit can change through the session
+// directory's group (ACP's fs/write_text_file on a file the agent made),
+// with privileges separated or not.
+func TestCommandsMakeGroupWritableFiles(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "umask")
+	out, st := run(t, ss, dir, "umask; touch made && stat -c %a made")
+	if st.Code != 0 || out != "0002\n664\n" {
+		t.Errorf("umask and a new file's mode = %q (exit %d), want 0002 and 664", out, st.Code)
+	}
+}

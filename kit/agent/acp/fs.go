@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -239,6 +240,7 @@ func (c *conversation) writeTextFile(params json.RawMessage) (any, error) {
 		return nil, err
 	}
 	defer f.Close()
+	c.giveToSession(f)
 	if _, err := io.WriteString(f, *p.Content); err != nil {
 		return nil, fsError(p.Path, err)
 	}
@@ -247,6 +249,29 @@ func (c *conversation) writeTextFile(params json.RawMessage) (any, error) {
 	}
 	c.log.Debug("acp: fs/write_text_file", "path", p.Path, "bytes", len(*p.Content))
 	return map[string]any{}, nil
+}
+
+// giveToSession hands a file the kit has just created for the agent to
+// the session's uid (sandbox.Session.Chown: through the monitor where the
+// kit's privileges are separated), so that the agent's own programs can
+// change it in place as they can the files they make themselves. A file
+// that is not the kit's (one the agent made) is left as it is; a file that
+// cannot be handed over stays the kit's, readable by the agent.
+func (c *conversation) giveToSession(f *os.File) {
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != os.Geteuid() {
+		return
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return
+	}
+	if err := c.s.Sandbox.Chown(real); err != nil {
+		c.log.Debug("acp: fs/write_text_file: the file stays the kit's", "path", real, "err", err)
+	}
 }
 
 // openRegular opens path inside the session's directories for the fs

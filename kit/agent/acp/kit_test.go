@@ -219,6 +219,16 @@ func TestThroughKit(t *testing.T) {
 	if data, _ := base64.StdEncoding.DecodeString(fmt.Sprint(res["data"])); end["message"] != "written" || string(data) != "done" {
 		t.Errorf("p8 ended with %v", end)
 	}
+	// The file the kit wrote for the agent is the agent's to change, and
+	// so is the kit's to rewrite one the agent's own programs made.
+	c.prompt("p9", "shell echo more >> "+env.Output+"/result.txt && echo mine > "+env.Output+"/own.txt && cat "+env.Output+"/result.txt", nil)
+	if end := last(c.finish("p9")); end["message"] != "donemore\n" {
+		t.Errorf("p9: appending to the file fs/write_text_file made gave %v", end)
+	}
+	c.prompt("p10", "write "+env.Output+"/own.txt rewritten", nil)
+	if end := last(c.finish("p10")); end["message"] != "written" {
+		t.Errorf("p10: rewriting a file the agent made gave %v", end)
+	}
 
 	// Shutting the kit down stops the agent process. Its own pid is its
 	// pid namespace's: it is found by the session's environment instead.
