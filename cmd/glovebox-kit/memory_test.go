@@ -166,25 +166,25 @@ func closeCode(br *bufio.Reader) <-chan int {
 	return codes
 }
 
-// TestMemoryOverLimitFrames sends 16 frames over limits.max_message at
-// once to a real kit process and checks that its peak RSS stays within
-// 64 MiB of idle: the frames are refused from their headers.
-func TestMemoryOverLimitFrames(t *testing.T) {
-	key := protocol.NewKey()
-	pid, port := runKit(t, key)
+// refusedPeak makes sure the kit pid serving on port is up, reads its
+// idle RSS, sends n messages at once with send, each of which the kit must
+// refuse as too big (close code 1009), and returns the idle RSS and the
+// peak (VmHWM).
+func refusedPeak(t *testing.T, pid int, port string, n int, send func() (int, error)) (idle, peak int64) {
+	t.Helper()
 	resp, err := http.Get("http://127.0.0.1:" + port + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	idle := status(t, pid, "VmRSS")
+	idle = status(t, pid, "VmRSS")
 	var wg sync.WaitGroup
-	codes := make([]int, 16)
+	codes := make([]int, n)
 	for i := range codes {
 		wg.Go(func() {
-			code, err := sendOverLimit(port, key, 200<<20, 200<<20)
+			code, err := send()
 			if err != nil {
-				t.Errorf("frame %d: %v", i, err)
+				t.Errorf("message %d: %v", i, err)
 			}
 			codes[i] = code
 		})
@@ -192,10 +192,19 @@ func TestMemoryOverLimitFrames(t *testing.T) {
 	wg.Wait()
 	for i, c := range codes {
 		if c != 1009 {
-			t.Errorf("frame %d: close code %d, want 1009 (too big)", i, c)
+			t.Errorf("message %d: close code %d, want 1009 (too big)", i, c)
 		}
 	}
-	peak := status(t, pid, "VmHWM")
+	return idle, status(t, pid, "VmHWM")
+}
+
+// TestMemoryOverLimitFrames sends 16 frames over limits.max_message at
+// once to a real kit process and checks that its peak RSS stays within
+// 64 MiB of idle: the frames are refused from their headers.
+func TestMemoryOverLimitFrames(t *testing.T) {
+	key := protocol.NewKey()
+	pid, port := runKit(t, key)
+	idle, peak := refusedPeak(t, pid, port, 16, func() (int, error) { return sendOverLimit(port, key, 200<<20, 200<<20) })
 	t.Logf("16 concurrent 200 MiB frames over a 100 MB max_message: idle RSS %d MiB, peak %d MiB (+%d MiB)", idle>>20, peak>>20, (peak-idle)>>20)
 	if peak-idle > 64<<20 {
 		t.Errorf("peak RSS %d MiB is %d MiB above idle (%d MiB), want under 64 MiB", peak>>20, (peak-idle)>>20, idle>>20)
@@ -259,30 +268,7 @@ func TestMemoryOverLimitFragments(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			key := protocol.NewKey()
 			pid, port := runKit(t, key)
-			resp, err := http.Get("http://127.0.0.1:" + port + "/health")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			idle := status(t, pid, "VmRSS")
-			var wg sync.WaitGroup
-			codes := make([]int, n)
-			for i := range codes {
-				wg.Go(func() {
-					code, err := sendFragmented(port, key, 100<<20+1, 1<<20)
-					if err != nil {
-						t.Errorf("message %d: %v", i, err)
-					}
-					codes[i] = code
-				})
-			}
-			wg.Wait()
-			for i, c := range codes {
-				if c != 1009 {
-					t.Errorf("message %d: close code %d, want 1009 (too big)", i, c)
-				}
-			}
-			peak := status(t, pid, "VmHWM")
+			idle, peak := refusedPeak(t, pid, port, n, func() (int, error) { return sendFragmented(port, key, 100<<20+1, 1<<20) })
 			t.Logf("%d concurrent messages of 100 MiB + 1 byte in 1 MiB fragments, frame budget 200 MiB: idle RSS %d MiB, peak %d MiB (+%d MiB)", n, idle>>20, peak>>20, (peak-idle)>>20)
 			if peak-idle > budget*5/4 {
 				t.Errorf("peak RSS %d MiB is %d MiB above idle (%d MiB), want at most 1.25 x the frame budget (%d MiB)", peak>>20, (peak-idle)>>20, idle>>20, budget*5/4>>20)
