@@ -109,22 +109,7 @@ func (h *hostile) isolation() protocol.Isolation {
 // promptResult runs one prompt and returns its last frame.
 func promptResult(t *testing.T, c *wsconn.Conn, id, text string) map[string]any {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"type": "prompt", "id": id, "text": text, "inputs": map[string]any{}})
-	if err := c.WriteText(b); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for {
-		b, err := c.ReadMessage()
-		if err != nil {
-			t.Fatalf("prompt %s: read: %v", id, err)
-		}
-		var m map[string]any
-		json.Unmarshal(b, &m)
-		if (m["type"] == "complete" || m["type"] == "error") && m["id"] == id {
-			return m
-		}
-	}
+	return promptInputs(t, c, id, text, map[string]protocol.FileRef{})
 }
 
 // The attack a prompt makes on the kit's secrets: every process's
