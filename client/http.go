@@ -92,35 +92,48 @@ func (b *Box) route(name string) *url.URL {
 }
 
 func (b *Box) getJSON(ctx context.Context, route string, auth bool, v any) error {
+	body, err := b.getBody(ctx, b.route(route), route, auth, 16<<20)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("box %q: %s is not the JSON expected: %w", b.name, route, err)
+	}
+	return nil
+}
+
+// getBody GETs u (what names it in errors), with the box's key when auth
+// is set, and returns its body of at most limit bytes; any answer but 200
+// is an error carrying the box's status and reason.
+func (b *Box) getBody(ctx context.Context, u *url.URL, what string, auth bool, limit int64) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok && b.opts.requestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.opts.requestTimeout)
 		defer cancel()
 	}
-	u := b.route(route)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("%s: %w", route, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if auth {
 		req.Header.Set("Authorization", "Bearer "+b.ep.Key)
 	}
 	resp, err := b.opts.httpClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("box %q: get %s: %w", b.name, route, err)
+		return nil, fmt.Errorf("box %q: get %s: %w", b.name, what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return statusError(fmt.Sprintf("box %q: get %s", b.name, u.Redacted()), resp)
+		return nil, statusError(fmt.Sprintf("box %q: get %s", b.name, u.Redacted()), resp)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return fmt.Errorf("box %q: read %s: %w", b.name, route, err)
+		return nil, fmt.Errorf("box %q: read %s: %w", b.name, what, err)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("box %q: %s is not the JSON expected: %w", b.name, route, err)
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("box %q: %s is larger than %d bytes", b.name, what, limit)
 	}
-	return nil
+	return body, nil
 }
 
 func statusError(what string, resp *http.Response) error {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -34,6 +32,9 @@ func (b *Box) SessionID() string {
 	return b.session
 }
 
+// maxRunsBody bounds a /runs answer: a session's chain of records.
+const maxRunsBody = 64 << 20
+
 // Run fetches the signed record of a prompt (GET /runs/{prompt}; the key,
 // a runs or admin token, or the credential that opened its session) and
 // verifies it. A record that fails verification is returned with the
@@ -47,7 +48,7 @@ func (b *Box) Run(ctx context.Context, prompt string, o RunOptions) (*protocol.R
 	if s := cmp.Or(o.Session, b.SessionID()); s != "" {
 		u.RawQuery = url.Values{"session": {s}}.Encode()
 	}
-	body, err := b.getRuns(ctx, u)
+	body, err := b.getBody(ctx, u, u.Path, true, maxRunsBody)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +78,7 @@ func (b *Box) RunChain(ctx context.Context, o RunOptions) ([]protocol.SignedRun,
 	}
 	u := b.route("runs")
 	u.RawQuery = url.Values{"session": {session}}.Encode()
-	body, err := b.getRuns(ctx, u)
+	body, err := b.getBody(ctx, u, u.Path, true, maxRunsBody)
 	if err != nil {
 		return nil, err
 	}
@@ -102,31 +103,4 @@ func (b *Box) runKey(ctx context.Context, o RunOptions) ([]byte, error) {
 		key = env.Runs.PublicKey
 	}
 	return protocol.ParseRunPublicKey(key)
-}
-
-// getRuns reads a /runs answer.
-func (b *Box) getRuns(ctx context.Context, u *url.URL) ([]byte, error) {
-	if _, ok := ctx.Deadline(); !ok && b.opts.requestTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.opts.requestTimeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+b.ep.Key)
-	resp, err := b.opts.httpClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("box %q: get %s: %w", b.name, u.Path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, statusError(fmt.Sprintf("box %q: get %s", b.name, u.Redacted()), resp)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("box %q: read %s: %w", b.name, u.Path, err)
-	}
-	return body, nil
 }
