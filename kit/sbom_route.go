@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -29,6 +30,12 @@ type sbomRoute struct {
 	auth route.Auth
 	prov *protocol.Provenance // the manifest's; nil: none
 	log  *slog.Logger
+
+	// The image's SBOM, read and checked once: the file never changes
+	// while the box serves. A failed read is tried again next time.
+	mu     sync.Mutex
+	body   []byte
+	digest string
 }
 
 func (sr *sbomRoute) routes() []route.Route {
@@ -48,9 +55,14 @@ func (sr *sbomRoute) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this box has no SBOM: only an image built with Nix (gbx build, nix build) carries one", http.StatusNotFound)
 		return
 	}
-	body, err := readSBOM(prov.SBOM)
+	body, digest, err := sr.load()
 	if errors.Is(err, fs.ErrNotExist) {
 		http.Error(w, "this box has no SBOM: the manifest names "+prov.SBOM+", which the image lacks", http.StatusNotFound)
+		return
+	}
+	if errors.Is(err, errSBOMMismatch) {
+		sr.log.Error("sbom: the file does not match the manifest", "path", prov.SBOM, "sha256", digest, "want", prov.SBOMSHA256)
+		http.Error(w, "the SBOM at "+prov.SBOM+" does not match the manifest's sbom_sha256", http.StatusInternalServerError)
 		return
 	}
 	if err != nil {
@@ -58,15 +70,32 @@ func (sr *sbomRoute) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the SBOM could not be read: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	sum := sha256.Sum256(body)
-	digest := hex.EncodeToString(sum[:])
-	if prov.SBOMSHA256 != "" && digest != prov.SBOMSHA256 {
-		sr.log.Error("sbom: the file does not match the manifest", "path", prov.SBOM, "sha256", digest, "want", prov.SBOMSHA256)
-		http.Error(w, "the SBOM at "+prov.SBOM+" does not match the manifest's sbom_sha256", http.StatusInternalServerError)
-		return
-	}
 	w.Header().Set("ETag", `"sha256:`+digest+`"`)
 	route.Body(w, r, SBOMContentType, "private, no-store", body)
+}
+
+// errSBOMMismatch: the SBOM file's sha256 is not the manifest's.
+var errSBOMMismatch = errors.New("the SBOM does not match the manifest's sbom_sha256")
+
+// load returns the SBOM and its sha256 (hex), checked against the
+// manifest's, reading the file the first time it succeeds.
+func (sr *sbomRoute) load() ([]byte, string, error) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.body != nil {
+		return sr.body, sr.digest, nil
+	}
+	body, err := readSBOM(sr.prov.SBOM)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:])
+	if sr.prov.SBOMSHA256 != "" && digest != sr.prov.SBOMSHA256 {
+		return nil, digest, errSBOMMismatch
+	}
+	sr.body, sr.digest = body, digest
+	return body, digest, nil
 }
 
 func readSBOM(path string) ([]byte, error) {
