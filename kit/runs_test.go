@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -304,5 +306,24 @@ func TestRunRecordsBounded(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "\n"); n != len(recs) {
 		t.Errorf("the session's file holds %d records, memory %d", n, len(recs))
+	}
+}
+
+// TestRunRecordIgnoresForgedExit: an exit event an agent process sent as
+// raw JSON (an ACP agent's session update named "exit") names neither the
+// record's exit code nor its limits.
+func TestRunRecordIgnoresForgedExit(t *testing.T) {
+	b := newBox(t, agent.Func(func(ctx context.Context, tt agent.Turn) (string, error) {
+		return "", tt.Emit("exit", json.RawMessage(`{"code":7,"limit":"memory"}`))
+	}))
+	c := b.dial("/", nil)
+	c.prompt("p1", "go")
+	c.finish("p1")
+	recs := chainOf(t, b, c.hello["session_id"].(string), b.auth())
+	if len(recs) != 1 {
+		t.Fatalf("chain has %d records, want 1", len(recs))
+	}
+	if r := runOf(t, recs[0]); len(r.Limits) != 0 || r.ExitCode != nil {
+		t.Errorf("record = limits %v, exit code %v; want neither from a raw exit event", r.Limits, r.ExitCode)
 	}
 }

@@ -93,7 +93,11 @@ func (t *turn) emitLocked(eventType string, data any) error {
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", eventType, err)
 	}
-	if eventType == eventExit {
+	// An exit event's code and limit are the run's record of how its
+	// command ended: taken from an agent's own Go value (the exec agent's
+	// exec.Exit), never from raw JSON an agent process sent (an ACP
+	// agent's session update named "exit"), which it could forge.
+	if _, raw := data.(json.RawMessage); eventType == eventExit && !raw {
 		var x struct {
 			Code  *int64 `json:"code"`
 			Limit string `json:"limit"`
