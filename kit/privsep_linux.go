@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -181,6 +180,72 @@ type monitorPlan struct {
 	uid, gid int // the kit user's
 }
 
+// giveTree gives the directory dir and everything below it but skip to
+// uid:gid. It runs as root over a tree an earlier front wrote, so it
+// works by descriptor: each entry is opened relative to its directory's
+// descriptor without following a symbolic link (a link is given itself,
+// never what it names), checked and changed through that descriptor, so
+// a link or rename swapped in meanwhile redirects nothing. A file with
+// more than one link is left to its owner: the front may have linked a
+// file from elsewhere.
+func giveTree(dir, skip string, uid, gid int, log *slog.Logger) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	return giveDir(fd, dir, skip, uid, gid, log)
+}
+
+// giveDir is giveTree for the directory open as fd, named path; it closes
+// fd.
+func giveDir(fd int, path, skip string, uid, gid int, log *slog.Logger) error {
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, name := range names {
+		child := filepath.Join(path, name)
+		if child == skip {
+			continue
+		}
+		cfd, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", child, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(cfd, &st); err != nil {
+			unix.Close(cfd)
+			return fmt.Errorf("%s: %w", child, err)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			unix.Close(cfd)
+			dfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("%s: %w", child, err)
+			}
+			if err := giveDir(dfd, child, skip, uid, gid, log); err != nil {
+				return err
+			}
+			continue
+		case st.Nlink > 1:
+			log.Warn("privilege separation: a file in the state directory with several links is left to its owner", "file", child)
+		case int(st.Uid) != uid || int(st.Gid) != gid:
+			err = unix.Fchownat(cfd, "", uid, gid, unix.AT_EMPTY_PATH)
+		}
+		unix.Close(cfd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", child, err)
+		}
+	}
+	return nil
+}
+
 // planMonitor reads the manifest as boot does and plans the monitor; nil
 // when this kit does its own privileged work: it does not run as root,
 // privilege separation is off, the sandbox is off, or the manifest has a
@@ -311,24 +376,8 @@ func (p *monitorPlan) prepare(log *slog.Logger) (*sandbox.Sandbox, error) {
 		return nil, nil
 	}
 	// The state directory is the front's; the sessions' TmpRoot in it,
-	// which the sandbox made and holds, stays root's. A file with more
-	// than one link is left as it is: an earlier front may have linked a
-	// file from elsewhere (Lchown follows no symbolic link).
-	err = filepath.WalkDir(p.stateDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if path == p.cfg.TmpRoot {
-			return filepath.SkipDir
-		}
-		var st unix.Stat_t
-		if unix.Lstat(path, &st) == nil && !d.IsDir() && st.Nlink > 1 {
-			log.Warn("privilege separation: a file in the state directory with several links is left to its owner", "file", path)
-			return nil
-		}
-		return os.Lchown(path, p.uid, p.gid)
-	})
-	if err != nil {
+	// which the sandbox made and holds, stays root's.
+	if err := giveTree(p.stateDir, p.cfg.TmpRoot, p.uid, p.gid, log); err != nil {
 		sb.Close()
 		return nil, fmt.Errorf("state dir: give it to the kit user: %w", err)
 	}

@@ -66,3 +66,52 @@ func TestCausedBy(t *testing.T) {
 		t.Errorf("causedBy(a cancelled context) = true")
 	}
 }
+
+// TestGiveTree: the monitor gives the state directory to the kit user
+// entry by entry through descriptors: what lies below it changes owner,
+// what a symbolic or hard link there names outside it does not, nor the
+// skipped directory.
+func TestGiveTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners needs root")
+	}
+	base := t.TempDir()
+	state, outside := filepath.Join(base, "state"), filepath.Join(base, "outside")
+	for _, d := range []string{filepath.Join(state, "a", "b"), filepath.Join(state, "tmp"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(state, "a", "b", "f"), filepath.Join(state, "tmp", "kept"), filepath.Join(outside, "secret"), filepath.Join(outside, "linked")} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(state, "a", "to-outside")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(outside, "linked"), filepath.Join(state, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	const uid, gid = 299990, 299991
+	if err := giveTree(state, filepath.Join(state, "tmp"), uid, gid, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) (int, int) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Uid), int(st.Gid)
+	}
+	for _, p := range []string{state, filepath.Join(state, "a"), filepath.Join(state, "a", "b", "f"), filepath.Join(state, "a", "to-outside")} {
+		if u, g := owner(p); u != uid || g != gid {
+			t.Errorf("%s is %d:%d, want the kit user's %d:%d", p, u, g, uid, gid)
+		}
+	}
+	for _, p := range []string{outside, filepath.Join(outside, "secret"), filepath.Join(outside, "linked"), filepath.Join(state, "tmp"), filepath.Join(state, "tmp", "kept")} {
+		if u, g := owner(p); u != 0 || g != 0 {
+			t.Errorf("%s is %d:%d, want it left root's", p, u, g)
+		}
+	}
+}
