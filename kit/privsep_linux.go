@@ -462,7 +462,9 @@ func serveFront(ctx context.Context, env Env, plan *monitorPlan, sb *sandbox.San
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = sandbox.NewMonitor(sb).Serve(monEnd)
+		if err := sandbox.NewMonitor(sb).Serve(monEnd); err != nil {
+			log.Error("privilege separation: the monitor cannot serve the front", "err", err)
+		}
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

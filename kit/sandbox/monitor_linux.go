@@ -78,6 +78,9 @@ func NewMonitor(sb *Sandbox) *Monitor {
 // pair) until the front closes it, then ends every session the front had
 // open. Requests are served concurrently, those of one session in order.
 func (m *Monitor) Serve(conn *os.File) error {
+	// Closed whatever happens: a front whose monitor cannot serve sees
+	// its socket end instead of waiting for a hello.
+	defer conn.Close()
 	fc, err := net.FileConn(conn)
 	if err != nil {
 		return fmt.Errorf("sandbox: monitor: %w", err)
@@ -258,7 +261,8 @@ func (ms *monSession) supervise(req monRequest) (monReply, []int) {
 		lf, err := p.listener.(*net.TCPListener).File()
 		p.listener.Close()
 		if err != nil {
-			ctl.Close()
+			closeFiles(files...)
+			ms.endSup()
 			return monReply{Error: fmt.Sprintf("sandbox: egress listener: %v", err)}, nil
 		}
 		files = append(files, lf)
@@ -267,10 +271,9 @@ func (ms *monSession) supervise(req monRequest) (monReply, []int) {
 	fds, err := dupFds(files...)
 	// The front's copies are the ones that count: its copy of the spec
 	// pipe keeps the supervisor alive.
-	for _, f := range files {
-		f.Close()
-	}
+	closeFiles(files...)
 	if err != nil {
+		ms.endSup()
 		return monReply{Error: err.Error()}, nil
 	}
 	return rep, fds
