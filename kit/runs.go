@@ -90,6 +90,10 @@ type runChain struct {
 	seq     int64
 	last    time.Time
 	records []runEntry
+	// live ends with the session (nil for a chain reread from disk,
+	// whose session died with an earlier kit): until then the chain's
+	// head (seq, prev) outlives its records.
+	live    <-chan struct{}
 	draft   *runDraft   // the running prompt's
 	pending []*runDraft // ended, being signed, in order
 }
@@ -200,6 +204,7 @@ func (rr *runRecorder) draftLocked(ss *session) *runDraft {
 		c = &runChain{owner: ss.owner, prev: protocol.RunChainStart(ss.id)}
 		rr.chains[ss.id] = c
 	}
+	c.live = ss.ctx.Done()
 	if c.draft == nil {
 		c.draft = &runDraft{chain: c, session: ss.id, log: ss.logger(), done: make(chan struct{})}
 	}
@@ -393,8 +398,10 @@ func (rr *runRecorder) egressWindow(srv *Server, session string, start, end time
 	return out, dropped
 }
 
-// trimLocked forgets the sessions whose last record is older than the
-// TTL, and, while the records take more than runsMaxBytes, drops the
+// trimLocked drops the records whose session's last record is older than
+// the TTL, forgetting the session unless it is still live (a live one
+// keeps its seq and last digest, so that its next record does not start
+// a chain that would hide the dropped ones), and, while the records take more than runsMaxBytes, drops the
 // oldest records of any session down to three quarters of it (a session
 // keeps its seq and last digest: its next record still links to the
 // dropped one, and a verifier is told the chain's start is missing).
@@ -402,12 +409,17 @@ func (rr *runRecorder) egressWindow(srv *Server, session string, start, end time
 func (rr *runRecorder) trimLocked(now time.Time) {
 	for id, c := range rr.chains {
 		if c.draft == nil && len(c.pending) == 0 && now.Sub(c.last) > rr.ttl {
-			for _, e := range c.records {
-				rr.bytes -= len(e.body)
+			if len(c.records) > 0 {
+				for _, e := range c.records {
+					rr.bytes -= len(e.body)
+				}
+				c.records = nil
+				if rr.dir != "" {
+					rr.removeFile(id)
+				}
 			}
-			delete(rr.chains, id)
-			if rr.dir != "" {
-				rr.removeFile(id)
+			if !isLive(c.live) {
+				delete(rr.chains, id)
 			}
 		}
 	}
@@ -456,4 +468,17 @@ func (h *hashReader) Read(p []byte) (int, error) {
 	h.h.Write(p[:n])
 	h.n += int64(n)
 	return n, err
+}
+
+// isLive reports whether done (a session's Done channel) is still open.
+func isLive(done <-chan struct{}) bool {
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
 }

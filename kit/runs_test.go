@@ -327,3 +327,32 @@ func TestRunRecordIgnoresForgedExit(t *testing.T) {
 		t.Errorf("record = limits %v, exit code %v; want neither from a raw exit event", r.Limits, r.ExitCode)
 	}
 }
+
+// TestRunRecordsExpiredKeepALiveSessionsHead: when a live session's
+// records pass their TTL they go, but its chain goes on from the last
+// one: its next record is not a new chain's first, which would hide the
+// dropped prompts from a verifier.
+func TestRunRecordsExpiredKeepALiveSessionsHead(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	b.srv.runs.init(b.srv)
+	b.srv.runs.ttl = time.Millisecond
+	a, other := b.dial("/", nil), b.dial("/", nil)
+	a.prompt("p1", "echo one")
+	a.finish("p1")
+	time.Sleep(5 * time.Millisecond) // past the TTL of p1's record
+	other.prompt("q1", "echo other")
+	other.finish("q1") // its record's sealing drops p1's
+	a.prompt("p2", "echo two")
+	a.finish("p2")
+	recs := chainOf(t, b, a.hello["session_id"].(string), b.auth())
+	if len(recs) != 1 {
+		t.Fatalf("chain has %d records, want p2's only", len(recs))
+	}
+	if r := runOf(t, recs[0]); r.Prompt != "p2" || r.Seq != 2 {
+		t.Errorf("record = %s seq %d, want p2 seq 2", r.Prompt, r.Seq)
+	}
+	var ce *protocol.RunChainError
+	if err := protocol.VerifyRunChain(runKey(t, b), recs); !errors.As(err, &ce) || ce.At != 1 {
+		t.Errorf("VerifyRunChain = %v, want the missing start reported", err)
+	}
+}
