@@ -337,11 +337,15 @@ func TestRunRecordsExpiredKeepALiveSessionsHead(t *testing.T) {
 	b.srv.runs.init(b.srv)
 	b.srv.runs.ttl = time.Millisecond
 	a, other := b.dial("/", nil), b.dial("/", nil)
+	// Records are signed after their prompt ends; GET /runs waits for
+	// them: each step below starts once the last record is sealed.
 	a.prompt("p1", "echo one")
 	a.finish("p1")
+	chainOf(t, b, a.hello["session_id"].(string), b.auth())
 	time.Sleep(5 * time.Millisecond) // past the TTL of p1's record
 	other.prompt("q1", "echo other")
-	other.finish("q1") // its record's sealing drops p1's
+	other.finish("q1")
+	chainOf(t, b, other.hello["session_id"].(string), b.auth()) // q1's sealing dropped p1's record
 	a.prompt("p2", "echo two")
 	a.finish("p2")
 	recs := chainOf(t, b, a.hello["session_id"].(string), b.auth())
