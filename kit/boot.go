@@ -385,6 +385,8 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sessions := &sessionsRoute{auth: s.auth, live: &s.live}
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
+	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),
@@ -392,6 +394,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 		mt.Routes(),
 		sessions.routes(),
 		runs.routes(),
+		perSession.routes(),
 		ring.Routes(s.auth, s.ctx.Done()),
 		files.New(s.auth, s.local, s.log).Routes(),
 		s.uploads.Routes(),

@@ -43,6 +43,19 @@ const (
 	// within the box's session_may_allow) with ClientHello.Egress or an
 	// egress frame, and POST /sessions/{id}/egress.
 	CapEgressRules = "egress_rules"
+	// CapTerminals: PTYs in a session (/sessions/{id}/terminals).
+	CapTerminals = "terminals"
+	// CapProcesses: long-running processes outside the prompt flow
+	// (/sessions/{id}/processes).
+	CapProcesses = "processes"
+	// CapWorkspaceFiles: a session's files, read, written and watched
+	// (/sessions/{id}/fs).
+	CapWorkspaceFiles = "fs"
+	// CapPreview: a session's listening ports reached through the box
+	// (/sessions/{id}/previews).
+	CapPreview = "preview"
+	// CapSnapshots: sessions snapshotted, restored and forked.
+	CapSnapshots = "snapshots"
 )
 
 // Error codes. v1 used the name of the JavaScript error that was thrown, so

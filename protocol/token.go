@@ -60,10 +60,25 @@ const (
 	ScopeLogs        = "logs"        // GET /logs
 	ScopeAudit       = "audit"       // GET /egress/log: the egress audit trail
 	ScopeRuns        = "runs"        // GET /runs: every signed run record of the box
+	// ScopeExec: terminals and processes in any session
+	// (/sessions/{id}/terminals, /sessions/{id}/processes). A connect
+	// token reaches those of the sessions it opened.
+	ScopeExec = "exec"
+	// ScopeWorkspace: a session's files (/sessions/{id}/fs), in any
+	// session; a connect token reaches the sessions it opened.
+	ScopeWorkspace = "workspace"
+	// ScopePreview: a session's preview ports (/sessions/{id}/previews and
+	// the links they mint), in any session; a connect token reaches the
+	// sessions it opened.
+	ScopePreview = "preview"
+	// ScopeSnapshots: snapshots (GET, POST /snapshots), restores and
+	// forks of any session; a connect token reaches the sessions it
+	// opened.
+	ScopeSnapshots = "snapshots"
 )
 
 // Scopes lists every scope a token may carry.
-var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs, ScopeAudit, ScopeRuns}
+var Scopes = []string{ScopeConnect, ScopeFiles, ScopeEnvironment, ScopeAdmin, ScopeInspect, ScopeUpload, ScopeMetrics, ScopeLogs, ScopeAudit, ScopeRuns, ScopeExec, ScopeWorkspace, ScopePreview, ScopeSnapshots}
 
 // Errors VerifyToken returns, wrapped.
 var (

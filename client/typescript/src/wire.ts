@@ -7,7 +7,7 @@ export interface AbortFrame {
 }
 
 /** Capabilities a box announces in its hello and in /environment. A peer uses a feature only when the other side announced it; unknown ones are ignored. */
-export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens","drain","egress_rules"] as const;
+export const CAPABILITIES = ["seq","resume","egress","ordered","cancel_queued","sessions","bearer_subprotocol","tokens","drain","egress_rules","terminals","processes","fs","preview","snapshots"] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
 /** Additive first frame of a capable client. With "resume" the box keeps the session through a dropped socket. */
@@ -428,7 +428,7 @@ export interface Slot {
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */
-export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs","audit","runs"] as const;
+export const TOKEN_SCOPES = ["connect","files","environment","admin","inspect","upload","metrics","logs","audit","runs","exec","workspace","preview","snapshots"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** A URL the receiver fetches, with optional request headers (inputs only, in this box). */

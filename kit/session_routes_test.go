@@ -1,0 +1,71 @@
+package kit
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+func TestSessionRoutesAuth(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	mint := func(sub string, scopes ...string) string {
+		tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Subject: sub, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	alice := mint("alice", protocol.ScopeConnect)
+	c := b.dial("/", bearer(alice))
+	id := c.hello["session_id"].(string)
+	var got []string
+	sr := &sessionRoutes{auth: b.srv.auth, live: &b.srv.live, features: []sessionFeature{{
+		name: "probe", scope: protocol.ScopeExec,
+		serve: func(w http.ResponseWriter, r *http.Request, ss *session, rest string) {
+			got = append(got, ss.id+" "+rest)
+			io.WriteString(w, "ok")
+		},
+	}}}
+	rt := sr.routes()[0]
+	for _, tc := range []struct {
+		name, path string
+		h          http.Header
+		want       int
+	}{
+		{"no bearer", "/sessions/" + id + "/probe", nil, http.StatusUnauthorized},
+		{"a wrong key", "/sessions/" + id + "/probe", bearer("nope"), http.StatusUnauthorized},
+		{"the key", "/sessions/" + id + "/probe/a/b", b.auth(), http.StatusOK},
+		{"the session's credential", "/sessions/" + id + "/probe", bearer(alice), http.StatusOK},
+		{"the same subject", "/sessions/" + id + "/probe", bearer(mint("alice", protocol.ScopeConnect)), http.StatusOK},
+		{"another subject", "/sessions/" + id + "/probe", bearer(mint("bob", protocol.ScopeConnect)), http.StatusNotFound},
+		{"the feature's scope", "/sessions/" + id + "/probe", bearer(mint("", protocol.ScopeExec)), http.StatusOK},
+		{"admin", "/sessions/" + id + "/probe", bearer(mint("", protocol.ScopeAdmin)), http.StatusOK},
+		{"another scope", "/sessions/" + id + "/probe", bearer(mint("", protocol.ScopeWorkspace)), http.StatusUnauthorized},
+		{"no such session", "/sessions/nope/probe", b.auth(), http.StatusNotFound},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		for k, v := range tc.h {
+			req.Header[k] = v
+		}
+		if !rt.Match(req) {
+			t.Fatalf("%s: %s does not match", tc.name, tc.path)
+		}
+		w := httptest.NewRecorder()
+		rt.Serve(w, req)
+		if w.Code != tc.want {
+			t.Errorf("%s: GET %s = %d %s, want %d", tc.name, tc.path, w.Code, w.Body, tc.want)
+		}
+	}
+	if got[0] != id+" /a/b" {
+		t.Errorf("the feature got %q, want the session and the rest of the path", got[0])
+	}
+	for _, p := range []string{"/sessions/" + id + "/egress", "/sessions/" + id + "/other", "/sessions/" + id, "/sessions//probe"} {
+		if rt.Match(httptest.NewRequest(http.MethodGet, p, nil)) {
+			t.Errorf("%s matches, want it left to other routes", p)
+		}
+	}
+}
