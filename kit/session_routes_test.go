@@ -1,9 +1,11 @@
 package kit
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -67,5 +69,31 @@ func TestSessionRoutesAuth(t *testing.T) {
 		if rt.Match(httptest.NewRequest(http.MethodGet, p, nil)) {
 			t.Errorf("%s matches, want it left to other routes", p)
 		}
+	}
+}
+
+func TestSandboxedBeforeAnyPromptAndAfterTheEnd(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	c := b.dial("/", nil)
+	ss := b.srv.live.lookup(c.hello["session_id"].(string))
+	info, err := ss.sandboxed()
+	if err != nil {
+		t.Fatalf("sandboxed before any prompt: %v", err)
+	}
+	if st, err := os.Stat(info.Dirs.Work); err != nil || !st.IsDir() {
+		t.Fatalf("the work directory %s: %v", info.Dirs.Work, err)
+	}
+	again, err := ss.sandboxed()
+	if err != nil || again != info {
+		t.Fatalf("sandboxed again = %p, %v; want the same %p", again, err, info)
+	}
+	c.prompt("p1", "echo hi")
+	c.finish("p1")
+	ss.end(errClosed)
+	if _, err := ss.sandboxed(); !errors.Is(err, errSessionEnded) {
+		t.Fatalf("sandboxed after the end = %v, want errSessionEnded", err)
+	}
+	if _, err := os.Stat(info.Dirs.Work); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the work directory outlived the session: %v", err)
 	}
 }

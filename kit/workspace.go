@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/glovebox-dev/glovebox/kit/agent"
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
@@ -13,21 +14,47 @@ import (
 )
 
 // workspace is a session's directories (work, input, output) and its
-// sandbox, made the first time a prompt runs, or ahead of any for a warm
-// session: a prompt's inputs are written into it (inputs.go) and its
-// outputs collected from it (outputs.go). Only the runner goroutine uses
-// it (and end, once the runner is gone), so it has no lock.
+// sandbox, made the first time a prompt runs, ahead of any for a warm
+// session, or when a session's own feature (a terminal, its files) needs
+// them first (session.sandboxed): a prompt's inputs are written into it
+// (inputs.go) and its outputs collected from it (outputs.go). The runner
+// goroutine uses it (and end, once the runner is gone); mu only orders
+// its making and removal with sandboxed's callers, and info, once set,
+// does not change until the session ends.
 type workspace struct {
 	ss      *session
+	mu      sync.Mutex
 	info    *agent.Session // the agent's view of the session; nil until made
 	made    bool           // on the ledger (reclaim.go), directories maybe made
+	removed bool           // the session ended: nothing is made again
 	outSnap *snapshot      // the output directory when outputs were last collected
+}
+
+// errSessionEnded is why a session's feature finds no sandbox.
+var errSessionEnded = errors.New("the session has ended")
+
+// sandboxed returns the session's directories and sandbox, making them
+// if no prompt has yet: for a session's own features, from any
+// goroutine. It fails once the session has ended.
+func (ss *session) sandboxed() (*agent.Session, error) {
+	if ss.ctx.Err() != nil {
+		return nil, errSessionEnded
+	}
+	if err := ss.workspace.prepare(); err != nil {
+		return nil, err
+	}
+	return ss.workspace.info, nil
 }
 
 // prepare creates the session's directories and sandbox, the first time.
 // A failed attempt leaves only the session on the ledger, and the next
 // prompt tries again.
 func (w *workspace) prepare() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.removed {
+		return errSessionEnded
+	}
 	if w.info != nil {
 		return nil
 	}
@@ -77,6 +104,9 @@ func (w *workspace) clear() {
 // ledger. The session has ended.
 func (w *workspace) remove() {
 	ss := w.ss
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.removed = true
 	// Killing and removing block in system calls: on a thread that goes
 	// with them (sandbox.OwnThread).
 	sandbox.OwnThread(func() {
