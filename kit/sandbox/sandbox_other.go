@@ -238,6 +238,12 @@ func (p *Process) Stop(grace time.Duration) {
 // Reclaim has nothing to reclaim where there are no cgroups.
 func (sb *Sandbox) Reclaim(string) bool { return false }
 
+// ReclaimProcesses does nothing: there are no cgroups.
+func (sb *Sandbox) ReclaimProcesses(string) bool { return false }
+
+// Release is Close.
+func (ss *Session) Release() error { return ss.Close() }
+
 // Warm does nothing: there is no supervisor to start.
 func (ss *Session) Warm() error { return nil }
 
