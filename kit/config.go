@@ -31,6 +31,10 @@ type config struct {
 	maxQueue     int
 	resumeGrace  time.Duration
 	pauseAfter   time.Duration // sessions.pause; 0: never
+	persist      bool          // sessions.persist (persist.go)
+	// restore: the persistent sessions the boot's reclaim kept, to be
+	// restored (restoreSessions).
+	restore      map[string]sessionRecord
 	lifetime     time.Duration // sessions.lifetime; 0: none
 	sharedDirs   bool
 	pingInterval time.Duration
@@ -81,6 +85,7 @@ func (c *config) readLimits(m *protocol.Manifest) {
 			}
 		}
 		c.sharedDirs = ss.SharedDirs
+		c.persist = ss.Persist
 	}
 	c.maxConns = m.Limits.MaxConnections
 	if c.maxConns <= 0 {

@@ -106,12 +106,16 @@ var errLifetime = errors.New("kit: the session reached its lifetime")
 
 // limitLifetime ends ss once it has lived sessions.lifetime, telling its
 // client first; nothing when the box sets none.
-func (s *Server) limitLifetime(ss *session) {
+func (s *Server) limitLifetime(ss *session) { s.limitLifetimeFrom(ss, time.Now()) }
+
+// limitLifetimeFrom is limitLifetime for a session that started at
+// start.
+func (s *Server) limitLifetimeFrom(ss *session, start time.Time) {
 	if s.lifetime <= 0 {
 		return
 	}
 	s.wg.Go(func() {
-		t := time.NewTimer(s.lifetime)
+		t := time.NewTimer(max(s.lifetime-time.Since(start), 0))
 		defer t.Stop()
 		select {
 		case <-t.C:

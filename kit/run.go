@@ -408,5 +408,6 @@ func (ss *session) prepare() error {
 		return codeErr(protocol.CodeAgent, errors.New("start the agent: Open returned no conversation"))
 	}
 	ss.conv = conv
+	ss.noteAgent(conv) // persist.go
 	return nil
 }

@@ -124,11 +124,15 @@ func (s *Server) resumeTarget(r *http.Request, rid string, fresh *session, who s
 	// Its client is back: awake before the client hears so (wake logs
 	// what fails).
 	_ = old.wake()
+	restored := old.restored()
 	if !old.stream.resume(c, last) {
 		old.end(errClosed)
 		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
 	}
 	fresh.end(errClosed)
+	if restored {
+		old.afterRestoredResume() // persist.go
+	}
 	return old, ""
 }
 

@@ -272,6 +272,14 @@ type SessionsSpec struct {
 	Max int `json:"max,omitempty"`
 	// MaxQueue caps prompts queued on one session (default 16).
 	MaxQueue int `json:"max_queue,omitempty"`
+	// Persist keeps sessions across restarts of the kit and redeploys of
+	// the same image: a session whose client announced "resume" keeps
+	// its directories, its parked outputs and (where the agent can load
+	// it) its agent's conversation when the kit stops or dies, and is
+	// resumed by id as before, for sessions.resume_grace from its last
+	// activity. The box's state directory and mounts must be on a volume
+	// (the generated deploy files mount one). Additive.
+	Persist bool `json:"persist,omitempty"`
 	// Pause is how long a session waiting for a resume (its client gone,
 	// no prompt running or queued) keeps running before its processes are
 	// frozen (through its cgroup's freezer) until a resume or a prompt
