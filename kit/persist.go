@@ -53,6 +53,7 @@ type persistence struct {
 	on       bool       // persistent: the box persists and the client announced resume
 	reserved uint64     // frame numbers the record reserves (under stream.mu)
 	agent    string     // the agent's conversation id, once known
+	conv     agent.Resumable
 	running  string     // the prompt running, if any
 	// restored: the session came back from a record at boot; until a
 	// client resumes it, the frames before the restart are gone.
@@ -109,14 +110,15 @@ func (ss *session) notePrompt(id string) {
 	ss.saveRecord(seq)
 }
 
-// noteAgent records the agent's id of the session's conversation.
+// noteAgent records the agent's id of the session's conversation, now
+// and whenever the record is written again.
 func (ss *session) noteAgent(conv agent.Conversation) {
 	r, ok := conv.(agent.Resumable)
 	if !ok || !ss.persistent() {
 		return
 	}
 	ss.persist.mu.Lock()
-	ss.persist.agent = r.AgentSession()
+	ss.persist.conv = r // its id may come later (an agent's handshake): read at each write
 	ss.persist.mu.Unlock()
 	ss.stream.mu.Lock()
 	seq := ss.persist.reserved
@@ -132,6 +134,11 @@ func (ss *session) saveRecord(seq uint64) {
 	defer p.mu.Unlock()
 	if !p.on {
 		return
+	}
+	if p.conv != nil {
+		if id := p.conv.AgentSession(); id != "" {
+			p.agent = id
+		}
 	}
 	rec := sessionRecord{Owner: ss.owner, Created: ss.created.UTC(), Active: time.Now().UTC(), Seq: seq, Agent: p.agent, Running: p.running}
 	b, _ := json.Marshal(rec)

@@ -61,8 +61,8 @@ type Session struct {
 	pauseMu sync.Mutex // orders Pause and Wake (pause_linux.go)
 	paused  bool
 
-	keepDirs bool // Release: Close leaves the directories
-	supNet  [2]int // ConfineNet and EgressPort as its supervisor was made with
+	keepDirs bool   // Release: Close leaves the directories
+	supNet   [2]int // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
