@@ -54,7 +54,7 @@ type persistence struct {
 	reserved uint64     // frame numbers the record reserves (under stream.mu)
 	agent    string     // the agent's conversation id, once known
 	conv     agent.Resumable
-	running  string     // the prompt running, if any
+	running  string // the prompt running, if any
 	// restored: the session came back from a record at boot; until a
 	// client resumes it, the frames before the restart are gone.
 	restored    bool

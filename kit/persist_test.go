@@ -69,7 +69,7 @@ func TestPersistentSessionSurvivesARestart(t *testing.T) {
 	waitFor(t, "the second prompt to run", func() bool { _, p := ss.prompts.load(); return p != nil })
 
 	b2 := restart(t, b)
-	if _, body := b2.get("/sessions", b2.auth()); !strings.Contains(string(body), sid) {
+	if _, body := b2.get("/sessions", b2.auth()); !strings.Contains(string(body), sid) || !strings.Contains(string(body), `"persistent":true`) {
 		t.Fatalf("after the restart GET /sessions = %s, want session %s", body, sid)
 	}
 	// Another credential cannot take it.

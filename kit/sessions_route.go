@@ -66,6 +66,7 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		State:        protocol.SessionIdle,
 		Prompts:      ss.promptsRun.Load(),
 	}
+	info.Persistent = ss.persistent()
 	queued, p := ss.prompts.load()
 	info.Queued = queued
 	if p != nil {

@@ -47,6 +47,9 @@ type SessionInfo struct {
 	Queued int `json:"queued"`
 	// Prompts counts the prompts the session has run to their end.
 	Prompts int64 `json:"prompts"`
+	// Persistent: the session outlives the kit (sessions.persist and its
+	// client announced resume). Additive.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // RunningPrompt is a session's running prompt.
