@@ -29,7 +29,6 @@ func sessionFiles(box *sandbox.Session) (fsapi.Files, error) {
 // about the HTTP side alone.
 type localFiles struct{ dirs []string }
 
-
 func (l *localFiles) rootFD(root int) (int, error) {
 	if root < 0 || root >= len(l.dirs) || l.dirs[root] == "" {
 		return -1, fmt.Errorf("root %d: %w", root, os.ErrNotExist)
@@ -171,4 +170,3 @@ func (l *localFiles) Watch(ino *os.File, root int, rel string, mask uint32) (int
 	}
 	return wd, nil
 }
-
