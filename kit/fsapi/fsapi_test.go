@@ -393,3 +393,25 @@ func TestWatchLimits(t *testing.T) {
 		t.Errorf("watch of nothing = %d %s", code, body)
 	}
 }
+
+func BenchmarkList10000(b *testing.B) {
+	base := b.TempDir()
+	var dirs []string
+	for _, r := range protocol.FSRoots {
+		d := filepath.Join(base, r)
+		os.Mkdir(d, 0o755)
+		dirs = append(dirs, d)
+	}
+	for i := range 10000 {
+		os.WriteFile(filepath.Join(dirs[0], fmt.Sprintf("f%05d", i)), nil, 0o644)
+	}
+	s := &localSession{id: "s1", ctx: context.Background(), files: &localFiles{dirs: dirs}, left: -1}
+	sv := fsapi.New(fsapi.Limits{})
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		sv.Serve(w, httptest.NewRequest("GET", "/fs/work?limit=10000", nil), s, "/work")
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+	}
+}
