@@ -68,6 +68,9 @@ var (
 	ErrSpecial = errors.New("fsapi: a special file")
 	// ErrEnded: the session has ended.
 	ErrEnded = errors.New("fsapi: the session has ended")
+	// ErrBusy: the session's helper went away before it answered (its
+	// processes were ended); the next request may succeed.
+	ErrBusy = errors.New("fsapi: the session's helper ended before it answered")
 )
 
 // Session is the session a request reaches.
@@ -583,6 +586,8 @@ func (q *req) failErr(rel string, err error) {
 	switch {
 	case errors.Is(err, ErrEnded):
 		fail(q.w, http.StatusGone, "the session has ended: its files are gone")
+	case errors.Is(err, ErrBusy):
+		fail(q.w, http.StatusServiceUnavailable, fmt.Sprintf("%s: the session's helper ended before it answered (the session's processes were ended): retry", full))
 	case errors.Is(err, ErrOutside):
 		fail(q.w, http.StatusForbidden, fmt.Sprintf("%s leads outside the session's %s directory (a symbolic link out of it): refused", full, q.rname))
 	case errors.Is(err, ErrSpecial):

@@ -157,7 +157,7 @@ func (l *localFiles) Watch(ino *os.File, root int, rel string, mask uint32) (int
 		return -1, err
 	}
 	defer unix.Close(fd)
-	wd, err := unix.InotifyAddWatch(int(ino.Fd()), fmt.Sprintf("/proc/self/fd/%d", fd), mask&^unix.IN_DONT_FOLLOW) // the magic link must be followed
+	wd, err := unix.InotifyAddWatch(int(ino.Fd()), fmt.Sprintf("/proc/self/fd/%d", fd), mask)
 	if err != nil {
 		return -1, &os.PathError{Op: "watch", Path: rel, Err: err}
 	}

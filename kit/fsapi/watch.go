@@ -27,9 +27,12 @@ import (
 // that reads too slowly), a "lost" event says so. It ends when the client
 // goes, the session ends or the watched directory is removed.
 
-// watchMask is what every directory of a watch reports.
+// watchMask is what every directory of a watch reports. No
+// IN_DONT_FOLLOW: the helper resolves the path itself (never following
+// a final link) and watches the directory it opened through
+// /proc/self/fd, a link that must be followed.
 const watchMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
 // maxBatch bounds the events one read of the kernel's queue turns into
 // (a new directory's contents reported as created count too).
