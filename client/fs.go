@@ -281,8 +281,9 @@ func (f *FS) Mkdir(ctx context.Context, path string, parents bool) (*protocol.FS
 	return &e, nil
 }
 
-// Move renames a file or directory, within a root or across them (where
-// they are one file system); a file at to is replaced.
+// Move renames a file or directory within a root; across roots (other
+// mounts) a file is copied, then removed, and a directory is refused. A
+// file at to is replaced.
 func (f *FS) Move(ctx context.Context, from, to string) (*protocol.FSEntry, error) {
 	if _, _, err := protocol.ParseFSPath(to); err != nil {
 		return nil, err

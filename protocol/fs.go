@@ -99,8 +99,9 @@ const (
 // FSOp is the JSON body of POST .../fs/{root}/{path}?op=mkdir|move.
 type FSOp struct {
 	// To is where move puts the file: a full path, "work/b.txt" (any of
-	// the session's roots). An existing file there is replaced, as
-	// rename(2) does; an existing non-empty directory is not.
+	// the session's roots; across roots only a file, copied). An existing
+	// file there is replaced, as rename(2) does; an existing non-empty
+	// directory is not.
 	To string `json:"to,omitempty"`
 	// Parents: mkdir makes missing parents too, and an existing
 	// directory is no error.

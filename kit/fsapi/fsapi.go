@@ -537,12 +537,16 @@ func (q *req) op(op string) {
 			return
 		}
 		if err := q.f.Rename(q.root, q.rel, ti, trel); err != nil {
-			if errors.Is(err, syscall.EXDEV) {
-				fail(q.w, http.StatusConflict, fmt.Sprintf("move %s to %s: the two directories are different file systems: GET and PUT the file, then DELETE it", q.full(q.rel), o.To))
+			if !errors.Is(err, syscall.EXDEV) {
+				q.failErr(q.rel, err)
 				return
 			}
-			q.failErr(q.rel, fmt.Errorf("%w", err))
-			return
+			// Two mounts (the session's directories are, in its mount
+			// namespace): a file is copied, then removed.
+			if status, msg := q.copyMove(ti, trel); status != 0 {
+				fail(q.w, status, fmt.Sprintf("move %s to %s: %s", q.full(q.rel), o.To, msg))
+				return
+			}
 		}
 		to := &req{f: q.f, root: ti, rname: troot}
 		e, err := to.entryOf(trel)
@@ -553,6 +557,83 @@ func (q *req) op(op string) {
 		}
 		writeJSON(q.w, q.r, http.StatusOK, e)
 	}
+}
+
+// copyMove moves the regular file q.rel to root/rel across mounts: a
+// copy into a temporary file beside the destination (copy_file_range
+// where the kernel can), renamed over it, then the source removed. It
+// answers 0 or an HTTP status and why.
+func (q *req) copyMove(root int, rel string) (int, string) {
+	src, err := q.f.Open(q.root, q.rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errStatus(err), "the source: " + errText(err)
+	}
+	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return http.StatusInternalServerError, err.Error()
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return http.StatusConflict, "a directory cannot be moved to another of the session's directories (another mount): move what it holds file by file"
+	}
+	if left, err := q.s.DiskLeft(); err != nil {
+		return http.StatusInternalServerError, err.Error()
+	} else if left >= 0 && st.Size > left {
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("the copy (another mount) needs %s, and the session's files may grow by %s more (limits.disk)", protocol.FormatSize(st.Size), protocol.FormatSize(left))
+	}
+	dir, _ := path.Split(rel)
+	tmp := path.Join(dir, ".gbx-move-"+randHex()+".tmp")
+	dst, err := q.f.Open(root, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, st.Mode&0o777)
+	if err != nil {
+		return errStatus(err), "the destination: " + errText(err)
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = q.f.Rename(root, tmp, root, rel)
+	}
+	if err != nil {
+		q.f.Remove(root, tmp)
+		return errStatus(err), errText(err)
+	}
+	if err := q.f.Remove(q.root, q.rel); err != nil {
+		return errStatus(err), "copied, but the source stays: " + errText(err)
+	}
+	return 0, ""
+}
+
+// errStatus and errText are an error's status and words, as failErr
+// answers them, for messages of their own.
+func errStatus(err error) int {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, ErrOutside):
+		return http.StatusForbidden
+	case errors.Is(err, ErrSpecial):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrBusy):
+		return http.StatusServiceUnavailable
+	case errors.As(err, &errno):
+		return errnoStatus(errno)
+	}
+	return http.StatusInternalServerError
+}
+
+func errText(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, ErrOutside):
+		return "leads outside the session's directory"
+	case errors.Is(err, ErrSpecial):
+		return "a special file"
+	case errors.Is(err, syscall.ELOOP):
+		return "a symbolic link, which is never followed"
+	case errors.As(err, &errno):
+		return errno.Error()
+	}
+	return "the session's helper failed"
 }
 
 // remove answers DELETE.

@@ -187,7 +187,7 @@ export class SessionFiles {
     return this.#json<FsEntry>("POST", path, { op: "mkdir" }, `mkdir ${path}`, [200, 201], opts, JSON.stringify(opts.parents ? { parents: true } : {}));
   }
 
-  /** Renames a file or directory, within a root or across them; a file at to is replaced. */
+  /** Renames a file or directory within a root; across roots (other mounts) a file is copied, then removed. A file at to is replaced. */
   move(from: string, to: string, opts: FsCallOptions = {}): Promise<FsEntry> {
     parseFsPath(to);
     return this.#json<FsEntry>("POST", from, { op: "move" }, `move ${from}`, [200], opts, JSON.stringify({ to }));
