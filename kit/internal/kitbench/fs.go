@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
@@ -201,6 +202,9 @@ func timePuts(hc *http.Client, u string, h http.Header, size int64, runs int) ([
 		}
 		t0 := time.Now()
 		resp, err := hc.Do(req)
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			return nil, &refusedError{"the connection was closed under the body (it takes no body this large)"}
+		}
 		if err != nil {
 			return nil, err
 		}
