@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"slices"
@@ -64,6 +65,20 @@ func TestFSRoute(t *testing.T) {
 	if _, body := do("GET", "/output/made/by-agent.txt", alice, ""); body != "xxxxx" {
 		t.Errorf("the agent's file reads %q, want xxxxx", body)
 	}
+	// A watch under way ends with the session (checkLeaks at cleanup).
+	req, _ := http.NewRequest("GET", b.url+"/sessions/"+id+"/fs/output?watch=1", nil)
+	req.Header.Set("Authorization", "Bearer "+alice)
+	watch, err := http.DefaultClient.Do(req)
+	if err != nil || watch.StatusCode != 200 {
+		t.Fatalf("watch: %v %v", watch.Status, err)
+	}
+	c.prompt("p2", "write made/second.txt 1")
+	c.finish("p2")
+	line, err := bufio.NewReader(watch.Body).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"create"`) || !strings.Contains(line, "output/made/second.txt") {
+		t.Errorf("the watch's first event = %q, %v", line, err)
+	}
+	defer watch.Body.Close()
 	c.close()
 	ss := b.srv.live.lookup(id)
 	if ss != nil {

@@ -93,6 +93,15 @@ mkdir many; (cd many && seq 10000 | xargs touch); echo ok`, otherWork))
 		t.Fatalf("the agent reads what the client wrote: %v", m)
 	}
 
+	// A device node (made here: the session may make none) is listed,
+	// never opened.
+	if err := syscall.Mknod(filepath.Join(work, "null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := fs.Stat(ctx, "work/null"); err != nil || e.Type != protocol.FSOther {
+		t.Errorf("stat work/null = %+v, %v; want type other", e, err)
+	}
+
 	// What only the session may read, it reads.
 	if rc, err := fs.Open(ctx, "work/private/f", 0, -1); err != nil {
 		t.Errorf("read work/private/f (mode 0600 in a 0700 directory, the session's): %v", err)
@@ -114,6 +123,7 @@ mkdir many; (cd many && seq 10000 | xargs touch); echo ok`, otherWork))
 		{"work/pw", 409},                // a link: never followed
 		{"work/other/keep", 403},        // a link into another session's directory
 		{"work/fifo", 400},              // a special file
+		{"work/null", 400},              // a device
 		{"work/sub/../../x", -1},        // refused by the client already
 		{"work/" + otherID + "/x", 404}, // another session's id means nothing here
 	} {
