@@ -122,4 +122,3 @@ func New(lim Limits) *Server {
 	}
 	return &Server{lim: lim, watching: map[string]int{}}
 }
-
