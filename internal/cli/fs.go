@@ -67,7 +67,6 @@ type fsFlags struct {
 	offset, length            int64
 	fs                        *pflag.FlagSet
 	files                     *client.FS
-	close                     func() error
 }
 
 func runFS(ctx context.Context, stdio IO, args []string) error {
