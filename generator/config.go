@@ -454,7 +454,7 @@ func (d *doc) fs(path string, v any, c *Config) {
 }
 
 func (d *doc) sessions(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain")
+	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain", "pause", "lifetime")
 	if !ok {
 		return
 	}
@@ -476,6 +476,22 @@ func (d *doc) sessions(path string, v any, c *Config) {
 				d.errorf(path+".drain", "%v", err)
 			}
 			s.Drain = str
+		}
+	}
+	if x, ok := m["pause"]; ok {
+		if str, ok := d.str(path+".pause", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil && str != "off" {
+				d.errorf(path+".pause", "%v (a duration, or \"off\")", err)
+			}
+			s.Pause = str
+		}
+	}
+	if x, ok := m["lifetime"]; ok {
+		if str, ok := d.str(path+".lifetime", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil {
+				d.errorf(path+".lifetime", "%v", err)
+			}
+			s.Lifetime = str
 		}
 	}
 	if x, ok := m["max"]; ok {

@@ -30,6 +30,8 @@ type config struct {
 	maxSessions  int
 	maxQueue     int
 	resumeGrace  time.Duration
+	pauseAfter   time.Duration // sessions.pause; 0: never
+	lifetime     time.Duration // sessions.lifetime; 0: none
 	sharedDirs   bool
 	pingInterval time.Duration
 	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
@@ -60,6 +62,7 @@ func (c *config) readLimits(m *protocol.Manifest) {
 			c.timeout = d
 		}
 	}
+	c.pauseAfter = m.Sessions.PauseAfter()
 	if ss := m.Sessions; ss != nil {
 		if ss.Max > 0 {
 			c.maxSessions = ss.Max
@@ -70,6 +73,11 @@ func (c *config) readLimits(m *protocol.Manifest) {
 		if ss.ResumeGrace != "" {
 			if d, err := protocol.ParseDuration(ss.ResumeGrace); err == nil {
 				c.resumeGrace = d
+			}
+		}
+		if ss.Lifetime != "" {
+			if d, err := protocol.ParseDuration(ss.Lifetime); err == nil {
+				c.lifetime = d
 			}
 		}
 		c.sharedDirs = ss.SharedDirs

@@ -62,6 +62,15 @@
 // longer reaches back to n, the client gets a fresh session and an error
 // frame with an empty id and code ResumeFailed.
 //
+// Pause and lifetime. A session waiting for a resume with no prompt
+// running is paused after sessions.pause (default 30s; "off" never): its
+// processes are frozen through its cgroup's freezer, keeping their memory
+// and files, until a resume, a prompt or one of the session's own
+// features wakes it (pause.go; GET /sessions says "paused"; without a
+// cgroup freezer it keeps running). sessions.lifetime ends a session that
+// long after it opened, connected or not, with a LimitError frame that
+// says so.
+//
 // Directives. A prompt line whose first word is /output PATH,
 // /clear-workspace, /environment or /workspace is a directive: the kit
 // removes the line from the text the agent gets, emits hook_invoked or

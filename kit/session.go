@@ -57,6 +57,10 @@ type session struct {
 	bytesSent  atomic.Int64
 	exitCode   atomic.Int64 // the running prompt's exit event's code, noExit when none
 
+	// pauseMu orders pausing the session's processes and waking them
+	// (pause.go).
+	pauseMu sync.Mutex
+
 	logOnce sync.Once
 	log     *slog.Logger
 	ctx     context.Context // ends with the session

@@ -74,6 +74,9 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 	}
 	if ss.stream.conn.Load() == nil {
 		info.State = protocol.SessionDetached
+		if box := ss.obs.box.Load(); box != nil && box.Paused() {
+			info.State = protocol.SessionPaused
+		}
 	}
 	return info
 }

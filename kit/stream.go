@@ -28,6 +28,7 @@ type stream struct {
 	replay     replay
 	graceGen   int
 	graceTimer *time.Timer
+	pauseTimer *time.Timer // armed while detached (pause.go)
 }
 
 // attach makes c the session's connection and greets the client.
@@ -130,6 +131,7 @@ func (st *stream) connGone(c *conn, clean bool) {
 				ss.end(errClosed)
 			}
 		})
+		st.armPauseLocked(gen)
 		ss.logger().Debug("connection dropped; waiting for a resume", "grace", srv.resumeGrace)
 	}
 	st.mu.Unlock()
@@ -143,6 +145,7 @@ func (st *stream) stopGraceLocked() {
 		st.ss.srv.wg.Done()
 	}
 	st.graceTimer = nil
+	st.stopPauseLocked()
 }
 
 // end stops the resume grace timer and empties the replay buffer: the

@@ -43,6 +43,9 @@ func (ss *session) sandboxed() (*agent.Session, error) {
 	if err := ss.workspace.prepare(); err != nil {
 		return nil, err
 	}
+	if err := ss.wake(); err != nil {
+		return nil, err
+	}
 	return ss.workspace.info, nil
 }
 

@@ -26,6 +26,9 @@ const (
 	SessionIdle     = "idle"     // connected, no prompt running
 	SessionRunning  = "running"  // connected, a prompt running
 	SessionDetached = "detached" // its socket dropped; it waits for a resume
+	// SessionPaused: detached, and its processes frozen (sessions.pause)
+	// until a resume or a prompt wakes it.
+	SessionPaused = "paused"
 )
 
 // SessionInfo describes one live session.

@@ -106,6 +106,9 @@ func (ss *Session) Helper() (*Helper, error) {
 
 // proc returns the running helper process, starting one if none runs.
 func (h *Helper) proc() (*helperProc, error) {
+	if err := h.ss.woken(); err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.p != nil && !h.p.isGone() {

@@ -173,6 +173,15 @@ func (m *Monitor) handle(req monRequest) (monReply, []int) {
 	case opKillAll:
 		ms.ss.KillAll()
 		return monReply{}, nil
+	case opPause, opWake:
+		f := ms.ss.Pause
+		if req.Op == opWake {
+			f = ms.ss.Wake
+		}
+		if err := f(); err != nil {
+			return monReply{Error: err.Error()}, nil
+		}
+		return monReply{}, nil
 	case opClose:
 		ms.close()
 		m.mu.Lock()

@@ -58,6 +58,10 @@ const (
 	// reclaim: at boot, what a dead kit's session of this id left. A
 	// session open in this monitor is refused: it is not dead.
 	opReclaim = "reclaim"
+	// pause and wake: freeze and thaw the session's processes through
+	// its cgroup's freezer.
+	opPause = "pause"
+	opWake  = "wake"
 )
 
 // monRequest is a request from the front.
@@ -144,7 +148,7 @@ func (r *monRequest) check() error {
 			return errors.New("hello takes no argument")
 		}
 		return nil
-	case opOpen, opClear, opUsage, opKillAll, opClose, opReclaim:
+	case opOpen, opClear, opUsage, opKillAll, opClose, opReclaim, opPause, opWake:
 		if chown || super {
 			return errors.New("it takes a session id only")
 		}

@@ -300,3 +300,15 @@ func (h *Helper) Watch(*os.File, Root, string, uint32) (int, error) { return 0, 
 
 // Dial fails off Linux.
 func (h *Helper) Dial(int) (*os.File, error) { return nil, errNoHelper }
+
+// ErrCannotPause: pausing needs a cgroup freezer, which is Linux only.
+var ErrCannotPause = errors.New("sandbox: pausing a session needs a cgroup freezer (Linux only)")
+
+// Pause fails off Linux.
+func (ss *Session) Pause() error { return ErrCannotPause }
+
+// Wake does nothing off Linux: nothing is ever paused.
+func (ss *Session) Wake() error { return nil }
+
+// Paused is false off Linux.
+func (ss *Session) Paused() bool { return false }

@@ -57,7 +57,10 @@ type Session struct {
 
 	helperMu sync.Mutex
 	helper   *Helper // the session helper, once asked for (helper_linux.go)
-	supNet   [2]int  // ConfineNet and EgressPort as its supervisor was made with
+
+	pauseMu sync.Mutex // orders Pause and Wake (pause_linux.go)
+	paused  bool
+	supNet  [2]int // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -75,6 +78,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	}
 	if ss.sb.plain {
 		return ss.startPlain(path, spec)
+	}
+	if err := ss.woken(); err != nil {
+		return nil, err
 	}
 	return ss.startVia(path, spec)
 }
@@ -311,6 +317,10 @@ func (ss *Session) prepareSup() (*initSpec, uintptr, error) {
 func (ss *Session) KillAll() {
 	if ss == nil {
 		return
+	}
+	// Frozen, its processes would not die, nor its supervisor answer.
+	if err := ss.Wake(); err != nil {
+		ss.sb.log.Warn("sandbox: wake the session to end its processes", "err", err)
 	}
 	ss.mu.Lock()
 	procs := make([]*Process, 0, len(ss.procs))
