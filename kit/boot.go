@@ -387,7 +387,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
-	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{fsFeature()}}
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{fsFeature(s.log)}}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),

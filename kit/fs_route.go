@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"runtime"
 
@@ -17,8 +18,8 @@ import (
 // "fs" says a box has it.
 
 // fsFeature is the files feature of /sessions/{id}/.
-func fsFeature() sessionFeature {
-	srv := fsapi.New(fsapi.Limits{})
+func fsFeature(log *slog.Logger) sessionFeature {
+	srv := fsapi.New(fsapi.Limits{}, log)
 	return sessionFeature{
 		name:  "fs",
 		scope: protocol.ScopeWorkspace,

@@ -28,6 +28,7 @@ package fsapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"sync"
 )
@@ -100,14 +101,16 @@ const (
 // Server serves the files of the sessions it is handed.
 type Server struct {
 	lim Limits
+	log *slog.Logger // why a session's files could not be reached
 
 	mu       sync.Mutex
 	watching map[string]int // watches under way, by session id
 	total    int
 }
 
-// New returns a Server with lim (zero fields: the defaults).
-func New(lim Limits) *Server {
+// New returns a Server with lim (zero fields: the defaults) that logs to
+// log what it does not tell clients (host paths, the helper's errors).
+func New(lim Limits, log *slog.Logger) *Server {
 	if lim.ListMax <= 0 {
 		lim.ListMax = DefaultListMax
 	}
@@ -120,5 +123,8 @@ func New(lim Limits) *Server {
 	if lim.Watches <= 0 {
 		lim.Watches = DefaultWatches
 	}
-	return &Server{lim: lim, watching: map[string]int{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{lim: lim, log: log, watching: map[string]int{}}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,7 +31,7 @@ type fsServer struct {
 
 func serve(t *testing.T, s fsapi.Session, lim fsapi.Limits) *fsServer {
 	t.Helper()
-	sv := fsapi.New(lim)
+	sv := fsapi.New(lim, testkit.Logger(t, slog.LevelDebug))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/fs")
 		if !ok {
@@ -406,7 +407,7 @@ func BenchmarkList10000(b *testing.B) {
 		os.WriteFile(filepath.Join(dirs[0], fmt.Sprintf("f%05d", i)), nil, 0o644)
 	}
 	s := &localSession{id: "s1", ctx: context.Background(), files: &localFiles{dirs: dirs}, left: -1}
-	sv := fsapi.New(fsapi.Limits{})
+	sv := fsapi.New(fsapi.Limits{}, nil)
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		sv.Serve(w, httptest.NewRequest("GET", "/fs/work?limit=10000", nil), s, "/work")

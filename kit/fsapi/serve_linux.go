@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
@@ -25,6 +26,7 @@ type req struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	s     Session
+	log   *slog.Logger
 	f     Files
 	root  int
 	rname string // "work"
@@ -55,14 +57,15 @@ func (sv *Server) Serve(w http.ResponseWriter, r *http.Request, s Session, rest 
 		fail(w, http.StatusNotFound, fmt.Sprintf("this box has no %s directory (GET .../fs lists the ones it has)", rname))
 		return
 	}
-	q := &req{w: w, r: r, s: s, root: root, rname: rname, rel: rel}
+	q := &req{w: w, r: r, s: s, log: sv.log, root: root, rname: rname, rel: rel}
 	q.f, err = s.Files()
 	if err != nil {
 		if errors.Is(err, ErrEnded) {
 			fail(w, http.StatusGone, "the session has ended: its files are gone")
 			return
 		}
-		fail(w, http.StatusServiceUnavailable, fmt.Sprintf("the session's files cannot be reached: %v", err))
+		sv.log.Warn("a session's files cannot be reached", "session", s.ID(), "err", err)
+		fail(w, http.StatusServiceUnavailable, "the session's files cannot be reached now (the box's log says why): try again")
 		return
 	}
 	query := r.URL.Query()
@@ -105,7 +108,8 @@ func (sv *Server) roots(w http.ResponseWriter, r *http.Request, s Session) {
 			fail(w, http.StatusGone, "the session has ended: its files are gone")
 			return
 		}
-		fail(w, http.StatusServiceUnavailable, fmt.Sprintf("the session's files cannot be reached: %v", err))
+		sv.log.Warn("a session's files cannot be reached", "session", s.ID(), "err", err)
+		fail(w, http.StatusServiceUnavailable, "the session's files cannot be reached now (the box's log says why): try again")
 		return
 	}
 	for i, name := range protocol.FSRoots {
@@ -244,7 +248,8 @@ func (q *req) put(appendTo, parents bool) {
 	}
 	left, err := q.s.DiskLeft()
 	if err != nil {
-		fail(q.w, http.StatusInternalServerError, fmt.Sprintf("measuring the session's files: %v", err))
+		q.log.Warn("measuring a session's files for limits.disk", "session", q.s.ID(), "err", err)
+		fail(q.w, http.StatusServiceUnavailable, "the session's files could not be measured against limits.disk now (the box's log says why): try again")
 		return
 	}
 	if left >= 0 && q.r.ContentLength > left {
@@ -430,10 +435,9 @@ func (q *req) op(op string) {
 				return
 			}
 		}
-		to := &req{f: q.f, root: ti, rname: troot}
+		to := &req{w: q.w, r: q.r, s: q.s, log: q.log, f: q.f, root: ti, rname: troot}
 		e, err := to.entryOf(trel)
 		if err != nil {
-			to.w = q.w
 			to.failErr(trel, err)
 			return
 		}
@@ -562,7 +566,8 @@ func (q *req) failErr(rel string, err error) {
 	case errors.As(err, &errno):
 		fail(q.w, errnoStatus(errno), fmt.Sprintf("%s: %s", full, errno.Error()))
 	default:
-		fail(q.w, http.StatusInternalServerError, fmt.Sprintf("%s: the session's helper failed", full))
+		q.log.Warn("a session's helper failed", "session", q.s.ID(), "path", full, "err", err)
+		fail(q.w, http.StatusInternalServerError, fmt.Sprintf("%s: the session's helper failed (the box's log says why)", full))
 	}
 }
 
