@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/glovebox-dev/glovebox/client"
@@ -75,7 +78,48 @@ func TestFS(t *testing.T) {
 	if _, _, err := gbx("get", "work/../etc/passwd", "-"); err == nil || !strings.Contains(err.Error(), `".." name`) {
 		t.Errorf("fs get work/../etc/passwd = %v, want the path refused", err)
 	}
+	// fs watch prints the agent's changes until interrupted.
+	ctx, cancel := context.WithCancel(testkit.Context(t, "gbx fs watch"))
+	var out, errb syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }, Dir: dir},
+			[]string{"fs", "watch", "--session", s, "work"})
+	}()
+	testkit.Until(t, "fs watch to start", func() bool { return strings.Contains(errb.String(), "watching work") })
+	if r, err := b.Prompt(ctx, "echo x > w.txt; mv w.txt v.txt; rm v.txt", client.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	} else if _, err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Until(t, "fs watch to print the remove", func() bool { return strings.Contains(out.String(), "remove work/v.txt") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("fs watch ended with %v", err)
+	}
+	if want := "create work/w.txt\nwrite work/w.txt\nrename work/w.txt -> work/v.txt\nremove work/v.txt\n"; out.String() != want {
+		t.Errorf("fs watch printed %q, want %q", out.String(), want)
+	}
+
 	if _, _, err := runGbx(t, env, dir, "fs", "ls", "work"); err == nil || !strings.Contains(err.Error(), "--session") {
 		t.Errorf("fs ls without --session = %v", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
