@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/glovebox-dev/glovebox/client"
@@ -159,4 +160,45 @@ func ExampleResult_Display() {
 	// Output:
 	// slot confirm: {"question":"delete old.mp4?"}
 	// answer was true
+}
+
+func ExampleBox_FS() {
+	url, key, stop := exampleBox(exec.New())
+	defer stop()
+	c, _ := client.New(map[string]client.Endpoint{"media": {URL: url, Key: key}})
+	defer c.Close()
+	box, _ := c.Box("media")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // every wait has a deadline
+	defer cancel()
+	r, err := box.Prompt(ctx, "mkdir notes", client.PromptOptions{DiscardEvents: true}) // the session, opened
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	fs := box.FS("") // this Box's session; another id for another session
+	if _, err := fs.Write(ctx, "work/notes/a.txt", strings.NewReader("written by the client\n"), client.WriteOptions{Size: -1}); err != nil {
+		log.Fatal(err)
+	}
+	for e, err := range fs.ListAll(ctx, "work/notes") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(e.Path, e.Type, e.Size)
+	}
+	rc, err := fs.Open(ctx, "work/notes/a.txt", 8, 6) // bytes 8 to 13
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	part, _ := io.ReadAll(rc)
+	fmt.Printf("%s\n", part)
+	_, err = fs.Open(ctx, "work/../etc/passwd", 0, -1)
+	fmt.Println(err)
+	// Output:
+	// work/notes/a.txt file 22
+	// by the
+	// file path "work/../etc/passwd": a ".." name: give the path from the work directory down, without . or ..
 }

@@ -221,6 +221,7 @@ func (b *boot) features(s *Server, ring *logs.Ring, now func() time.Time) {
 	hl := &health{auth: s.auth, drain: s.drain, environment: s.environmentBody, live: &s.live}
 	body := protocol.Health{OK: true, Name: m.Name, Version: m.Version}
 	hl.body, _ = json.Marshal(body)
+	s.caps = append(slices.Clip(s.caps), fsCaps()...)
 	env := m.Environment(s.caps)
 	if iso := s.isolation(); iso != nil {
 		body.Isolation, body.Degraded, body.Gaps = iso.Active, iso.Degraded, iso.Gaps
@@ -386,7 +387,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
-	perSession := &sessionRoutes{auth: s.auth, live: &s.live}
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{fsFeature(s.log)}}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),

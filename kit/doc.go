@@ -17,6 +17,7 @@
 //	GET /sessions          the live sessions (key or admin token; sessionsRoute, kit/sessions_route.go)
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	/sessions/{id}/{feature}  a session's own terminals, processes, files and preview ports (the key, the feature's scope or admin, or the session's own credential; sessionRoutes, kit/session_routes.go)
+//	GET|PUT|POST|DELETE /sessions/{id}/fs/{root}/{path}  a session's files, done as the session (workspace scope; kit/fsapi, kit/fs_route.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
@@ -122,6 +123,15 @@
 // "default-src 'none'; sandbox" with nosniff, so an agent's .html or .svg
 // never runs on the box's origin; the manifest's files.inline (glovebox.toml
 // [files] inline = true) restores v1's inline serving.
+//
+// A session's files. /sessions/{id}/fs/{work|input|output}/{path}
+// (capability "fs", Linux) lists, stats, reads (ranges), writes
+// (streamed, into a temporary file renamed over the old one), makes,
+// moves, removes and watches the session's files (kit/fsapi). Every
+// path is resolved and opened by the session's helper (kit/sandbox), as
+// the session, which hands back a descriptor the kit copies to or from;
+// "..", links out of the directory and special files are refused, and
+// writes count against limits.disk. docs/fs.md has the routes.
 //
 // Errors a client sees name paths as the session knows them ("input/x.pdf",
 // "work/out.txt"), never the host's directories.

@@ -94,6 +94,17 @@ func (c *gateConn) Close() error {
 	return err
 }
 
+var _ io.ReaderFrom = (*gateConn)(nil)
+
+// ReadFrom is the socket's own, so that a response copied from a file
+// goes by sendfile (http.ServeContent of a session's file, kit/fsapi).
+func (c *gateConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
 // SyscallConn reaches the socket underneath, for the idle wait of
 // wsconn.Conn.WaitReadable.
 func (c *gateConn) SyscallConn() (syscall.RawConn, error) {

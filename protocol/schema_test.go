@@ -197,6 +197,10 @@ var schemaTypes = map[string]reflect.Type{
 	"run_egress_decision": reflect.TypeFor[RunEgressDecision](),
 	"signed_run":          reflect.TypeFor[SignedRun](),
 	"run_chain":           reflect.TypeFor[RunChain](),
+	"fs_entry":            reflect.TypeFor[FSEntry](),
+	"fs_list":             reflect.TypeFor[FSList](),
+	"fs_event":            reflect.TypeFor[FSEvent](),
+	"fs_op":               reflect.TypeFor[FSOp](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

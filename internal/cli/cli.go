@@ -50,6 +50,7 @@ var commands = []command{
 	devCommand,
 	demoCommand,
 	psCommand,
+	fsCommand,
 	logsCommand,
 	egressCommand,
 	runsCommand,

@@ -2,6 +2,7 @@ import type { BoxSettings } from "./client.js";
 import { newConn, startKeepalive, stopKeepalive, type Conn } from "./conn.js";
 import { parseEndpoint, type Endpoint } from "./endpoint.js";
 import { asError, ClientCodes, closedError, GloveboxError, type Completion } from "./errors.js";
+import { SessionFiles } from "./fs.js";
 import { BoxHTTP } from "./http.js";
 import { buildInputs, utf8Length, type PromptOptions } from "./prompt.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
@@ -588,6 +589,14 @@ export class Box {
 
   #runHost(): RunHost {
     return { name: this.name, session: this.#session, environment: () => this.environment(), getJSON: (route) => this.#http.getJSON<unknown>(route, true) };
+  }
+
+  /**
+   * A session's files (/sessions/{id}/fs; capability "fs"): this Box's
+   * session unless another id is given.
+   */
+  fs(sessionId?: string): SessionFiles {
+    return new SessionFiles(this.#http, () => sessionId ?? this.#session, this.name);
   }
 
   /** Reads the file the box stores under id (GET /files/{id}). */

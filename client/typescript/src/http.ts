@@ -66,6 +66,38 @@ export class BoxHTTP {
     }
   }
 
+  /**
+   * Sends a request to the box with the credential and answers its
+   * response, whatever its status. timeout bounds small JSON requests;
+   * streams are bounded by signal only.
+   */
+  async request(method: string, u: URL, what: string, init: { body?: BodyInit | null; headers?: Record<string, string>; signal?: AbortSignal; timeout?: boolean } = {}): Promise<Response> {
+    const signals = [this.#life];
+    if (init.timeout) signals.push(AbortSignal.timeout(this.#s.requestTimeoutMs));
+    if (init.signal) signals.push(init.signal);
+    const headers = { ...(init.headers ?? {}), Authorization: "Bearer " + (await this.credential()) };
+    const req: RequestInit & { duplex?: string } = { method, headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" };
+    if (init.body !== undefined && init.body !== null) {
+      req.body = init.body;
+      if (typeof ReadableStream !== "undefined" && init.body instanceof ReadableStream) req.duplex = "half";
+    }
+    try {
+      return await this.#s.fetch(u.toString(), req);
+    } catch (e) {
+      if (this.#closed()) throw closedError(this.#name);
+      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  /** The error for an answer of another status than expected. */
+  async statusError(resp: Response, u: URL, what: string): Promise<GloveboxError> {
+    const snippet = (await resp.text().catch(() => "")).slice(0, 300).trim();
+    if (resp.status === 401) {
+      return new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
+    }
+    return new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: HTTP ${resp.status}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+  }
+
   /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */
   async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false): Promise<Response> {
     const signals = [this.#life];

@@ -167,6 +167,42 @@ export type FileKind = (typeof FILE_KINDS)[number];
 /** A file named without raw bytes outside a protocol field: a union on kind. */
 export type FileRef = InlineRef | UrlRef | ServerRef | S3Ref | GcsRef;
 
+/** One file of a session (GET /sessions/{id}/fs/{root}/{path}?stat=1, and each entry of an fs_list). Mode is the permission bits; mtime RFC 3339 UTC; target a symbolic link's target, never followed. */
+export interface FsEntry {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: number;
+  mtime: string;
+  target?: string;
+  [field: string]: unknown;
+}
+
+/** One line of the NDJSON stream of GET /sessions/{id}/fs/{root}/{dir}?watch=1: a file created, written (and closed), removed or renamed (from: the old path) beneath the directory; lost: events were dropped, list again. */
+export interface FsEvent {
+  type: "create" | "write" | "remove" | "rename" | "lost";
+  path: string;
+  from?: string;
+  dir?: boolean;
+  message?: string;
+  [field: string]: unknown;
+}
+
+/** A page of a directory's entries in the directory's own order (GET /sessions/{id}/fs/{root}/{dir}?limit=&after=); next, when set, is the after of the next page. */
+export interface FsList {
+  path: string;
+  entries: FsEntry[];
+  next?: string;
+  [field: string]: unknown;
+}
+
+/** The body of POST /sessions/{id}/fs/{root}/{path}?op=mkdir|move: to, move's destination (a full path such as work/b.txt); parents, mkdir's -p. */
+export interface FsOp {
+  to?: string;
+  parents?: boolean;
+}
+
 /** An object in Google Cloud Storage. */
 export interface GcsRef {
   kind: "gcs";

@@ -59,13 +59,14 @@ type config struct {
 	firstWarm    int
 	sandboxes    []int
 	sandboxAgent string
+	fs           int // runs of each files measure (fs.go)
 }
 
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent}
+		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, fs: 1}
 }
 
 func run() error {
@@ -80,6 +81,7 @@ func run() error {
 	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
 	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
+	fsRuns := flag.Int("fs", 5, "how many runs of each files measure: PUT and GET of 1 MB and 100 MB, a listing of 10,000 files (beside sandbox-agent's with --sandbox-agent)")
 	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
 	flag.Parse()
 	if *kitPath == "" {
@@ -93,7 +95,7 @@ func run() error {
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
 		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent}
+			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, fs: *fsRuns}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -172,6 +174,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.first > 0 {
 		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })
+	}
+	if cfg.fs > 0 {
+		step("a session's files", func() ([]row, error) { return fsBench(cfg.kit, cfg.fs, cfg.sandboxAgent) })
 	}
 	for _, n := range cfg.sandboxes {
 		step(fmt.Sprintf("%d sandboxed sessions", n), func() ([]row, error) { return sessions(cfg.kit, n) })
