@@ -46,6 +46,7 @@ func (i inspectedSession) Row() inspect.SessionRow {
 		Resources: res,
 		ID:        ss.id, Owner: ownerLabel(ss.owner), Started: ss.obs.started.UTC(),
 		Connected: ss.stream.conn.Load() != nil, LastSeq: ss.stream.lastSeq.Load(),
+		Paused: ss.paused(), Persistent: ss.persistent(),
 		Prompts: ss.obs.promptList(),
 	}
 }

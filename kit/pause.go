@@ -84,6 +84,12 @@ func (ss *session) pauseIfIdle(gen int) {
 	}
 }
 
+// paused reports whether the session's processes are frozen.
+func (ss *session) paused() bool {
+	box := ss.obs.box.Load()
+	return box != nil && box.Paused()
+}
+
 // wake thaws the session's processes if they are paused. Whatever needs
 // them calls it first.
 func (ss *session) wake() error {

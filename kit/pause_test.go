@@ -36,6 +36,9 @@ func TestDetachedSessionIsPausedAndWokenByAResume(t *testing.T) {
 	if _, body := b.get("/sessions", b.auth()); !strings.Contains(string(body), `"state":"paused"`) {
 		t.Errorf("GET /sessions = %s, want the session paused", body)
 	}
+	if row := (inspectedSession{ss}).Row(); !row.Paused || row.Connected {
+		t.Errorf("the inspector's row = paused %v connected %v, want paused", row.Paused, row.Connected)
+	}
 	if _, body := b.get("/metrics", b.auth()); !strings.Contains(string(body), "glovebox_session_pauses_total 1") {
 		t.Errorf("/metrics does not count the pause")
 	}

@@ -72,6 +72,9 @@ func TestPersistentSessionSurvivesARestart(t *testing.T) {
 	if _, body := b2.get("/sessions", b2.auth()); !strings.Contains(string(body), sid) || !strings.Contains(string(body), `"persistent":true`) {
 		t.Fatalf("after the restart GET /sessions = %s, want session %s", body, sid)
 	}
+	if row := (inspectedSession{b2.srv.live.lookup(sid)}).Row(); !row.Persistent {
+		t.Error("the inspector does not show the session persistent")
+	}
 	// Another credential cannot take it.
 	tok := b2.token(protocol.ScopeConnect)
 	other := b2.dial("/?resume="+sid+"&last_seq=0", bearer(tok))

@@ -75,7 +75,7 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 	}
 	if ss.stream.conn.Load() == nil {
 		info.State = protocol.SessionDetached
-		if box := ss.obs.box.Load(); box != nil && box.Paused() {
+		if ss.paused() {
 			info.State = protocol.SessionPaused
 		}
 	}

@@ -117,12 +117,16 @@ type Sessions interface {
 
 // SessionRow is one row of GET /inspect/api/sessions.
 type SessionRow struct {
-	ID        string       `json:"id"`
-	Owner     string       `json:"owner"` // key, subject NAME, or token
-	Started   time.Time    `json:"started"`
-	Connected bool         `json:"connected"`
-	LastSeq   uint64       `json:"last_seq"`
-	Prompts   []PromptInfo `json:"prompts"`
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"` // key, subject NAME, or token
+	Started   time.Time `json:"started"`
+	Connected bool      `json:"connected"`
+	// Paused: detached, its processes frozen (sessions.pause).
+	Paused bool `json:"paused,omitempty"`
+	// Persistent: it outlives the kit (sessions.persist).
+	Persistent bool         `json:"persistent,omitempty"`
+	LastSeq    uint64       `json:"last_seq"`
+	Prompts    []PromptInfo `json:"prompts"`
 	// Resources are the samples of its cgroup, oldest first; none when
 	// its processes run in no cgroup.
 	Resources []ResourceSample `json:"resources,omitempty"`

@@ -137,7 +137,7 @@ function render() {
     const running = s.prompts.filter((p) => p.state === "running").length;
     list.append(el("li", { "data-session": s.id, class: s.id === state.selected ? "selected" : null, onclick: () => select(s.id) },
       el("div", { class: "id" }, s.id),
-      el("div", { class: "meta" }, `${s.owner} · since ${fmtTime(s.started)} · ${s.connected ? "connected" : "detached"} · ${s.prompts.length} prompt(s)${running ? " · running" : ""}`)));
+      el("div", { class: "meta" }, `${s.owner} · since ${fmtTime(s.started)} · ${linkState(s)} · ${s.prompts.length} prompt(s)${running ? " · running" : ""}`)));
   }
   const hist = $("history");
   hist.replaceChildren();

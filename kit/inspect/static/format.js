@@ -21,3 +21,11 @@ function fmtBytes(n) {
 }
 
 const dur = (a, b) => (a && b ? new Date(b) - new Date(a) : a ? Date.now() - new Date(a) : NaN);
+
+// linkState says how a live session stands with its client: connected,
+// detached (waiting for a resume) or paused (detached, its processes
+// frozen), and whether it outlives the kit.
+function linkState(s) {
+  const link = s.connected ? "connected" : s.paused ? "paused" : "detached";
+  return s.persistent ? link + " · persistent" : link;
+}

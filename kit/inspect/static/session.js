@@ -7,7 +7,7 @@ function renderSession() {
   if (!s) return;
   $("session-title").textContent = `Session ${s.id}${s.live ? "" : " (ended)"}`;
   $("session-meta").textContent = s.live
-    ? `${s.owner} · since ${fmtTime(s.started)} · ${s.connected ? "connected" : "detached"} · last frame #${s.last_seq}`
+    ? `${s.owner} · since ${fmtTime(s.started)} · ${linkState(s)} · last frame #${s.last_seq}`
     : s.missing ? "the box no longer keeps this session"
     : `${s.owner} · ${fmtTime(s.started)} – ${fmtTime(s.ended)} (${fmtDur(dur(s.started, s.ended))}) · ${s.cause} · ${s.frames} frames, ${fmtBytes(s.bytes)}`;
   renderPrompts(s);
