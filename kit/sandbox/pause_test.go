@@ -111,3 +111,45 @@ func TestPauseWithoutFreezer(t *testing.T) {
 		t.Fatalf("%q %v", out, st)
 	}
 }
+
+// BenchmarkPauseWake is one pause and one wake of a session that runs a
+// busy process (and its supervisor), through its cgroup's freezer.
+func BenchmarkPauseWake(b *testing.B) {
+	bx := newBox(b, Config{})
+	if !bx.sb.Report().Has(LayerCgroup) {
+		b.Skip("no cgroups here")
+	}
+	ss, dir := bx.session(b, "pausebench")
+	p, err := ss.Start(Spec{Path: "/bin/sh", Args: []string{"sh", "-c", "while :; do :; done"}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Kill()
+	for b.Loop() {
+		if err := ss.Pause(); err != nil {
+			b.Fatal(err)
+		}
+		if err := ss.Wake(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHelperOp is one session helper operation (a Mkdir and a
+// Remove) once the helper runs: the round trip to the helper process.
+func BenchmarkHelperOp(b *testing.B) {
+	bx := newBox(b, Config{})
+	ss, _ := bx.session(b, "helperbench")
+	h, err := ss.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := h.Mkdir(RootWork, "d", 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Remove(RootWork, "d"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
