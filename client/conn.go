@@ -145,6 +145,11 @@ func (b *Box) dial(ctx context.Context, resume bool) (*conn, error) {
 	}
 	c.resumed = h2.Resumed && h2.SessionID == session
 	c.replayUntil = h2.LastSeq
+	if h2.Restarted {
+		// A persistent session after the box restarted: the frames the
+		// client missed are gone, none is replayed; resend at once.
+		c.replayUntil = 0
+	}
 	b.mu.Lock()
 	b.applyHello(h2)
 	b.egressHello = egress != nil && b.caps[protocol.CapEgressRules]

@@ -303,7 +303,9 @@ export class Box {
         throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: the box answered a resume without a hello`);
       }
       c.resumed = !!h.resumed && h.session_id === session;
-      c.replayUntil = h.last_seq ?? 0;
+      // After the box restarted (a persistent session) nothing is
+      // replayed: resend at once.
+      c.replayUntil = h.restarted ? 0 : (h.last_seq ?? 0);
     }
     return c;
   }
