@@ -210,10 +210,10 @@ type ServerHello struct {
 	// saw the session (a persistent session, sessions.persist): frames
 	// after the client's last_seq that it had not received are lost;
 	// GET /runs?session=ID has the prompts that ended. Additive.
-	Restarted bool `json:"restarted,omitempty"`
-	LastSeq         uint64   `json:"last_seq,omitempty"`
-	Name            string   `json:"name,omitempty"`
-	Version         string   `json:"version,omitempty"`
+	Restarted bool   `json:"restarted,omitempty"`
+	LastSeq   uint64 `json:"last_seq,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Version   string `json:"version,omitempty"`
 	// Egress is the session's effective egress policy, when the box has
 	// an egress proxy. Additive.
 	Egress *EgressEnvironment `json:"egress,omitempty"`
