@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -133,6 +134,16 @@ func run(ctx context.Context, env Env, resolve func(*protocol.Manifest, *slog.Lo
 		return err // help, version, or a bad command line
 	}
 	if fr == nil {
+		// The process that serves holds the state directory (the
+		// monitor's lock covers its front).
+		lock, err := lockState(fl.statePath())
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "glovebox-kit: %v\n", err)
+			return &BootError{Problems: []string{err.Error()}}
+		}
+		if lock != nil {
+			defer lock.Close()
+		}
 		if handled, err := runMonitor(ctx, env, fl); handled {
 			return err
 		}
@@ -457,4 +468,9 @@ func listenPort(getenv func(string) string) (int, error) {
 		return p, nil
 	}
 	return DefaultPort, nil
+}
+
+// statePath is the state directory the flags name, as boot resolves it.
+func (fl *flags) statePath() string {
+	return hostPath(fl.root, cmp.Or(fl.stateDir, DefaultStateDir))
 }

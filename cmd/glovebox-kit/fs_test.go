@@ -89,7 +89,7 @@ func TestFSAsTheSession(t *testing.T) {
 ln -s /etc/passwd pw; ln -s %s other; mkfifo fifo
 mkdir -m 700 private; echo secret > private/f; chmod 600 private/f
 mkdir many; (cd many && seq 10000 | xargs touch); echo ok`, otherWork))
-	if msg, _ := m["message"].(string); m["type"] != "complete" || !strings.Contains(msg, "from the client") {
+	if msg, _ := m["message"].(string); m["type"] != "complete" || !strings.Contains(msg, "from the client") || !strings.HasSuffix(msg, "ok\n") {
 		t.Fatalf("the agent reads what the client wrote: %v", m)
 	}
 

@@ -95,3 +95,26 @@ func TestPersistentSessionKilledDuringPrompt(t *testing.T) {
 		t.Errorf("seq %v after the restart, not past %v", s, seq)
 	}
 }
+
+// TestSecondKitOnTheSameStateRefused: a second kit on a state directory
+// another kit serves does not start (it would reclaim the first one's
+// sessions), and says which process holds it.
+func TestSecondKitOnTheSameStateRefused(t *testing.T) {
+	key := protocol.NewKey()
+	root := t.TempDir()
+	manifest := persistManifest(t, key)
+	k := startRealKit(t, key, manifest, root)
+	cmd := kitCmd(t, "GLOVEBOX_KEY="+key, "GLOVEBOX_PORT=0", "GLOVEBOX_INIT=off")
+	cmd.Args = append(cmd.Args, "--manifest", manifest, "--root", root)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("a second kit on the same state started:\n%s", out)
+	}
+	if !strings.Contains(string(out), "in use by another kit (process "+strconv.Itoa(k.cmd.Process.Pid)+")") {
+		t.Errorf("the second kit said:\n%s\nwant the state directory in use by process %d", out, k.cmd.Process.Pid)
+	}
+	// Once the first is gone, the state is free.
+	k.cmd.Process.Signal(syscall.SIGKILL)
+	k.cmd.Wait()
+	startRealKit(t, key, manifest, root)
+}
