@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -197,6 +198,9 @@ var schemaTypes = map[string]reflect.Type{
 	"run_egress_decision": reflect.TypeFor[RunEgressDecision](),
 	"signed_run":          reflect.TypeFor[SignedRun](),
 	"run_chain":           reflect.TypeFor[RunChain](),
+	"preview_request":     reflect.TypeFor[PreviewRequest](),
+	"preview":             reflect.TypeFor[Preview](),
+	"preview_list":        reflect.TypeFor[PreviewList](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode
@@ -284,6 +288,12 @@ func fieldMatches(root jschema, ft reflect.Type, p map[string]any) error {
 	}
 	for ft.Kind() == reflect.Pointer {
 		ft = ft.Elem()
+	}
+	if ft == reflect.TypeFor[time.Time]() {
+		if p["type"] != "string" {
+			return fmt.Errorf("a time (RFC 3339 in JSON), want type string, got %v", p["type"])
+		}
+		return nil
 	}
 	if ref, ok := p["$ref"].(string); ok {
 		name := strings.TrimPrefix(ref, "#/$defs/")
