@@ -1,0 +1,377 @@
+package kit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
+	"github.com/glovebox-dev/glovebox/kit/agent/exec"
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// previewServer is a small HTTP server a session runs with node: GET
+// answers its name, the request's URL and headers as JSON; a WebSocket
+// upgrade echoes each text message back as "name:message".
+const previewServer = `
+const http = require('http'), crypto = require('crypto');
+const [port, name] = process.argv.slice(2);
+const s = http.createServer((req, res) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({name, url: req.url, headers: req.headers}));
+});
+s.on('upgrade', (req, sock) => {
+  const acc = crypto.createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+  sock.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ' + acc + '\r\n\r\n');
+  let buf = Buffer.alloc(0);
+  sock.on('error', () => {});
+  sock.on('data', d => {
+    buf = Buffer.concat([buf, d]);
+    for (;;) {
+      if (buf.length < 2) return;
+      const op = buf[0] & 15, masked = buf[1] & 128;
+      let len = buf[1] & 127, off = 2;
+      if (len == 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); off = 4; }
+      else if (len == 127) { sock.destroy(); return; }
+      const mk = masked ? buf.subarray(off, off + 4) : null;
+      if (masked) off += 4;
+      if (buf.length < off + len) return;
+      const p = Buffer.from(buf.subarray(off, off + len));
+      if (mk) for (let i = 0; i < len; i++) p[i] ^= mk[i % 4];
+      buf = buf.subarray(off + len);
+      if (op == 8) { sock.end(Buffer.from([0x88, 0])); return; }
+      const out = Buffer.from(name + ':' + p.toString());
+      const h = out.length < 126 ? Buffer.from([0x81, out.length]) : Buffer.from([0x81, 126, out.length >> 8, out.length & 255]);
+      sock.write(Buffer.concat([h, out]));
+    }
+  });
+});
+s.listen(+port, '127.0.0.1', () => console.log('listening on ' + port));
+`
+
+const previewDomain = "preview.test"
+
+// withPreview serves previews under previewDomain, over http.
+func withPreview(m *protocol.Manifest, _ *Options) {
+	m.Preview = &protocol.PreviewSpec{Domain: previewDomain, HTTP: true}
+}
+
+// serveInSession starts the node server in c's session on port, named
+// name, and waits until it listens. The prompt runs until the session
+// ends.
+func serveInSession(t *testing.T, c *v1client, port int, name string) {
+	t.Helper()
+	promptWith(c, "srv", fmt.Sprintf(`exec node "$GLOVEBOX_INPUT/srv.js" %d %s`, port, name), map[string]any{"srv.js": inline(previewServer)})
+	c.until(func(m map[string]any) bool {
+		if m["id"] == "srv" && (m["type"] == "complete" || m["type"] == "error") {
+			t.Fatalf("the server in the session ended: %v", m)
+		}
+		return m["type"] == "event" && strings.Contains(fmt.Sprint(m), "listening on")
+	})
+}
+
+// mintPreview asks for a link to port in session id with header's
+// credential and returns it.
+func (b *box) mintPreview(id string, header http.Header, body string) (protocol.Preview, int, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/sessions/"+id+"/previews", strings.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var p protocol.Preview
+	if resp.StatusCode == http.StatusCreated {
+		if err := json.Unmarshal(data, &p); err != nil {
+			b.t.Fatalf("POST previews: %v in %s", err, data)
+		}
+	}
+	return p, resp.StatusCode, string(data)
+}
+
+// previewRequest sends a request to a preview URL (whose host is under
+// previewDomain) to the box, with the URL's host in the Host header.
+func (b *box) previewRequest(method, rawURL string, header http.Header) (*http.Response, string) {
+	b.t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	host := u.Host
+	u.Host = strings.TrimPrefix(b.url, "http://")
+	req, _ := http.NewRequestWithContext(testkit.Context(b.t, "a preview request"), method, u.String(), nil)
+	req.Host = host
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, string(data)
+}
+
+// previewWS opens a WebSocket to a preview URL with header.
+func (b *box) previewWS(rawURL string, header http.Header) (*wsconn.Conn, int, error) {
+	b.t.Helper()
+	u, _ := url.Parse(rawURL)
+	h := http.Header{"Host": {u.Host}}
+	for k, v := range header {
+		h[k] = v
+	}
+	c, resp, err := wsconn.Dial(testkit.Context(b.t, "a preview's WebSocket handshake"), "ws"+strings.TrimPrefix(b.url, "http")+u.Path, wsconn.DialOptions{Header: h})
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	return c, status, err
+}
+
+type echoed struct {
+	Name    string            `json:"name"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+}
+
+// TestPreviewHTTPAndWebSocket: a server in a real session is reached
+// through its link, over HTTP and WebSocket; the link becomes a cookie;
+// the box's credentials never reach the app.
+func TestPreviewHTTPAndWebSocket(t *testing.T) {
+	b := newPreviewBox(t)
+	a := b.dial("/", nil)
+	sid := a.hello["session_id"].(string)
+	if !hasCap(a.hello, protocol.CapPreview) {
+		t.Fatalf("hello capabilities %v lack %q", a.hello["capabilities"], protocol.CapPreview)
+	}
+	serveInSession(t, a, 8000, "A")
+
+	p, code, body := b.mintPreview(sid, b.auth(), `{"port":8000,"ttl":"10m"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("POST previews = %d %s, want 201", code, body)
+	}
+	origin := "http://" + p.ID + "." + previewDomain + strings.TrimPrefix(b.url, "http://127.0.0.1")
+	if p.Session != sid || p.Port != 8000 || !strings.HasPrefix(p.URL, origin+"/?"+protocol.PreviewQuery+"=") || p.Link == "" {
+		t.Fatalf("POST previews = %+v, want a link to %s:8000 at %s", p, sid, origin)
+	}
+
+	// The first visit trades the link for a cookie and drops it from the URL.
+	resp, body := b.previewRequest("GET", strings.Replace(p.URL, "/?", "/page?x=1&", 1), nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/page?x=1" {
+		t.Fatalf("first visit = %d Location %q %s, want 303 to /page?x=1", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == protocol.PreviewCookie {
+			cookie = ck
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Domain != "" || cookie.Path != "/" {
+		t.Fatalf("first visit's cookie = %+v, want a host-only HttpOnly SameSite=Lax cookie", cookie)
+	}
+
+	// With the cookie (and the app's own), the app answers; it sees
+	// neither the link nor the box's credentials.
+	resp, body = b.previewRequest("GET", origin+"/page?x=1", http.Header{
+		"Cookie":        {"app=1; " + protocol.PreviewCookie + "=" + cookie.Value},
+		"Authorization": {"Bearer " + b.key},
+	})
+	var e echoed
+	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET with the cookie = %d %s (%v), want the app's answer", resp.StatusCode, body, err)
+	}
+	if e.Name != "A" || e.URL != "/page?x=1" || e.Headers["cookie"] != "app=1" || e.Headers["authorization"] != "" ||
+		e.Headers["x-forwarded-host"] != p.ID+"."+previewDomain+strings.TrimPrefix(b.url, "http://127.0.0.1") {
+		t.Errorf("the app saw %+v, want name A, url /page?x=1, only its own cookie, no Authorization, X-Forwarded-Host the preview's", e)
+	}
+
+	// An API client sends the link as a bearer.
+	resp, body = b.previewRequest("GET", origin+"/api", bearer(p.Link))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"name":"A"`) || strings.Contains(body, "authorization") {
+		t.Errorf("GET with the link as bearer = %d %s, want A's answer without the header", resp.StatusCode, body)
+	}
+
+	// WebSocket, with the cookie.
+	ws, status, err := b.previewWS(origin+"/ws", http.Header{"Cookie": {protocol.PreviewCookie + "=" + cookie.Value}})
+	if err != nil {
+		t.Fatalf("WebSocket through the preview: %v (status %d)", err, status)
+	}
+	if err := ws.WriteText([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := ws.ReadMessage()
+	if err != nil || string(msg) != "A:ping" {
+		t.Errorf("WebSocket echo = %q, %v, want A:ping", msg, err)
+	}
+	ws.Close()
+	if _, status, err := b.previewWS(origin+"/ws", nil); err == nil || status != http.StatusUnauthorized {
+		t.Errorf("WebSocket without the link: status %d, err %v, want 401", status, err)
+	}
+
+	// GET lists the link without its credential.
+	resp2, data := b.get("/sessions/"+sid+"/previews", b.auth())
+	var list protocol.PreviewList
+	if err := json.Unmarshal(data, &list); err != nil || resp2.StatusCode != 200 || len(list.Previews) != 1 || list.Previews[0].Link != "" || list.Previews[0].URL != origin+"/" {
+		t.Errorf("GET previews = %d %s, want the one link without its credential", resp2.StatusCode, data)
+	}
+}
+
+// TestPreviewRefusals: forged, foreign, revoked, expired and dead-session
+// links; hosts under the preview domain never reach the box's routes.
+func TestPreviewRefusals(t *testing.T) {
+	b := newPreviewBox(t)
+	a, c := b.dial("/", nil), b.dial("/", nil)
+	aid, cid := a.hello["session_id"].(string), c.hello["session_id"].(string)
+	serveInSession(t, a, 8000, "A")
+	serveInSession(t, c, 8001, "C")
+	pa, code, body := b.mintPreview(aid, b.auth(), `{"port":8000}`)
+	if code != http.StatusCreated {
+		t.Fatalf("POST = %d %s", code, body)
+	}
+	pc, _, _ := b.mintPreview(cid, b.auth(), `{"port":8001}`)
+	originA, originC := strings.Split(pa.URL, "?")[0], strings.Split(pc.URL, "?")[0]
+	ok := func(origin, link, want string) {
+		t.Helper()
+		resp, body := b.previewRequest("GET", origin, bearer(link))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"name":"`+want+`"`) {
+			t.Errorf("GET %s = %d %s, want %s's answer", origin, resp.StatusCode, body, want)
+		}
+	}
+	refused := func(what, origin string, h http.Header, want int) {
+		t.Helper()
+		resp, body := b.previewRequest("GET", origin, h)
+		if resp.StatusCode != want || strings.Contains(body, `"name"`) {
+			t.Errorf("%s: GET %s = %d %s, want %d", what, origin, resp.StatusCode, body, want)
+		}
+	}
+	ok(originA, pa.Link, "A")
+	ok(originC, pc.Link, "C")
+	refused("C's link on A's host", originA, bearer(pc.Link), http.StatusUnauthorized)
+	refused("A's link on C's host", originC, bearer(pa.Link), http.StatusUnauthorized)
+	refused("A's link as C's cookie", originC, http.Header{"Cookie": {protocol.PreviewCookie + "=" + pa.Link}}, http.StatusUnauthorized)
+	refused("no link", originA, nil, http.StatusUnauthorized)
+	forged := pa.Link[:len(pa.Link)-4] + "AAAA"
+	refused("a forged link", originA, bearer(forged), http.StatusUnauthorized)
+	other, _ := protocol.MintPreviewLink(protocol.NewKey(), protocol.PreviewClaims{ID: pa.ID, Session: aid, Port: 8000, Expires: time.Now().Add(time.Hour)})
+	refused("a link of another key", originA, bearer(other), http.StatusUnauthorized)
+	refused("the box key", originA, b.auth(), http.StatusUnauthorized)
+	for _, host := range []string{previewDomain, "nope." + previewDomain, "a.b." + previewDomain} {
+		req := "http://" + host + "/health"
+		refused("the box's routes under the preview domain ("+host+")", req, b.auth(), http.StatusNotFound)
+	}
+
+	// A link to another session's port number reaches this session's
+	// loopback, where nothing listens: never the other session's server.
+	cross, code, _ := b.mintPreview(aid, b.auth(), `{"port":8001}`)
+	if code != http.StatusCreated {
+		t.Fatalf("POST = %d", code)
+	}
+	refused("A's link to C's port number", strings.Split(cross.URL, "?")[0], bearer(cross.Link), http.StatusBadGateway)
+
+	// Credentials for the routes: a connect token of another subject does
+	// not reach A's previews; a preview-scoped token does.
+	if _, code, _ := b.mintPreview(aid, bearer(b.token(protocol.ScopeConnect)), `{"port":8000}`); code != http.StatusNotFound {
+		t.Errorf("POST with another identity's connect token = %d, want 404", code)
+	}
+	if _, code, body := b.mintPreview(aid, bearer(b.token(protocol.ScopePreview)), `{"port":8000}`); code != http.StatusCreated {
+		t.Errorf("POST with a preview token = %d %s, want 201", code, body)
+	}
+	for _, bad := range []string{`{"port":0}`, `{"port":70000}`, `{"port":80,"ttl":"30d"}`, `{"port":80,"ttl":"x"}`, `{"port":80,"extra":1}`, `[`} {
+		if _, code, _ := b.mintPreview(aid, b.auth(), bad); code != http.StatusBadRequest {
+			t.Errorf("POST %s = %d, want 400", bad, code)
+		}
+	}
+
+	// Revoked: 410, and gone from the list.
+	req, _ := http.NewRequest(http.MethodDelete, b.url+"/sessions/"+aid+"/previews/"+pa.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE = %v %v, want 204", resp, err)
+	}
+	resp.Body.Close()
+	refused("a revoked link", originA, bearer(pa.Link), http.StatusGone)
+	if resp, _ := b.previewRequest("DELETE", b.url+"/sessions/"+cid+"/previews/"+pa.ID, b.auth()); resp.StatusCode != http.StatusNotFound {
+		// (sent to the box's own host: previewRequest keeps it)
+		t.Errorf("DELETE of A's link under C = %d, want 404", resp.StatusCode)
+	}
+
+	// Expired: 410, also once the box has forgotten it.
+	b.srv.preview.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	refused("an expired link", originC, bearer(pc.Link), http.StatusGone)
+	b.srv.preview.now = time.Now
+
+	// The session ended: 410.
+	pc2, _, _ := b.mintPreview(cid, b.auth(), `{"port":8001}`)
+	c.close()
+	waitFor(t, "C's end", func() bool { return b.srv.live.lookup(cid) == nil })
+	refused("a link to an ended session", strings.Split(pc2.URL, "?")[0], bearer(pc2.Link), http.StatusGone)
+	fresh := mustMint(t, b, aid)
+	ok(strings.Split(fresh.URL, "?")[0], fresh.Link, "A")
+}
+
+func mustMint(t *testing.T, b *box, sid string) protocol.Preview {
+	t.Helper()
+	p, code, body := b.mintPreview(sid, b.auth(), `{"port":8000}`)
+	if code != http.StatusCreated {
+		t.Fatalf("POST = %d %s", code, body)
+	}
+	return p
+}
+
+// TestPreviewOff: a box without a preview domain announces no capability
+// and answers the routes with why.
+func TestPreviewOff(t *testing.T) {
+	b := newBox(t, exec.New())
+	c := b.dial("/", nil)
+	if hasCap(c.hello, protocol.CapPreview) {
+		t.Errorf("capabilities %v announce previews without a domain", c.hello["capabilities"])
+	}
+	_, code, body := b.mintPreview(c.hello["session_id"].(string), b.auth(), `{"port":80}`)
+	if code != http.StatusNotImplemented || !strings.Contains(body, "[preview] domain") {
+		t.Errorf("POST previews = %d %s, want 501 saying to set the domain", code, body)
+	}
+}
+
+func hasCap(hello map[string]any, c string) bool {
+	caps, _ := hello["capabilities"].([]any)
+	for _, x := range caps {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = bytes.NewReader
+var _ = net.Dial
+var _ = context.Background
+
+// newPreviewBox is a box with previews and the exec agent.
+func newPreviewBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), withPreview, func(m *protocol.Manifest, _ *Options) {
+		m.Sandbox = &protocol.SandboxSpec{Network: new(false), Landlock: new(false)}
+	})
+	b.srv.preview.off = ""
+	b.srv.preview.dial = func(ctx context.Context, ss *session, port int) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	return b
+}
