@@ -50,6 +50,7 @@ var commands = []command{
 	devCommand,
 	demoCommand,
 	psCommand,
+	previewCommand,
 	logsCommand,
 	egressCommand,
 	runsCommand,
