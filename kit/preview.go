@@ -68,10 +68,13 @@ type previews struct {
 	domain string // "preview.example.com"
 	scheme string // "https", or "http" with PreviewSpec.HTTP
 	port   string // ":8080" when the box's public URL names a port, else ""
-	live   *live
-	now    func() time.Time
-	log    *slog.Logger
-	dial   sessionDialer
+	// machine is this Fly machine's id (fly.go): a link to another
+	// machine's session is replayed there.
+	machine string
+	live    *live
+	now     func() time.Time
+	log     *slog.Logger
+	dial    sessionDialer
 	// off says why the box serves no previews; "" when it does.
 	off string
 
@@ -104,7 +107,7 @@ func newPreviews(s *Server, now func() time.Time) *previews {
 	p := &previews{
 		key: s.opts.Key, live: &s.live, now: now, log: s.log.With("feature", "preview"),
 		links: map[string]*previewLink{}, conns: map[*session]*previewConns{},
-		dial: helperDial,
+		dial: helperDial, machine: s.machine,
 	}
 	spec := s.man.Preview
 	if spec == nil {
@@ -419,6 +422,12 @@ func (p *previews) serveHost(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "this preview needs its link: open the URL that POST /sessions/{id}/previews answered", http.StatusUnauthorized)
+		return true
+	}
+	if owner := ownerOf(c.Session); p.machine != "" && owner != "" && owner != p.machine && r.Header.Get(FlyReplaySrcHeader) == "" {
+		w.Header().Set(FlyReplayHeader, "instance="+owner)
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusConflict)
 		return true
 	}
 	now := p.now()

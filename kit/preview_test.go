@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -374,4 +375,29 @@ func newPreviewBox(t *testing.T) *box {
 		return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	return b
+}
+
+// TestPreviewFlyReplay: on Fly, a link to another machine's session is
+// replayed there, once.
+func TestPreviewFlyReplay(t *testing.T) {
+	key := protocol.NewKey()
+	p := &previews{key: key, domain: previewDomain, machine: "a1a1", now: time.Now, live: &live{}, links: map[string]*previewLink{}}
+	link, _ := protocol.MintPreviewLink(key, protocol.PreviewClaims{ID: "abcdefgh", Session: "b2b2_x", Port: 3000, Expires: time.Now().Add(time.Hour)})
+	for _, tc := range []struct {
+		src  string
+		want int
+	}{{"", http.StatusConflict}, {"instance=b2b2", http.StatusGone}} {
+		r, _ := http.NewRequest(http.MethodGet, "http://abcdefgh."+previewDomain+"/", nil)
+		r.Header.Set("Authorization", "Bearer "+link)
+		if tc.src != "" {
+			r.Header.Set(FlyReplaySrcHeader, tc.src)
+		}
+		w := httptest.NewRecorder()
+		if !p.serveHost(w, r) {
+			t.Fatal("serveHost did not take a preview host")
+		}
+		if w.Code != tc.want || (tc.want == http.StatusConflict) != (w.Header().Get(FlyReplayHeader) == "instance=b2b2") {
+			t.Errorf("src %q: %d fly-replay %q, want %d", tc.src, w.Code, w.Header().Get(FlyReplayHeader), tc.want)
+		}
+	}
 }
