@@ -56,6 +56,8 @@ type view struct {
 	StartCmd   string
 	KitVersion string
 	AgentType  string
+	// PreviewDomain is [preview] domain, "" without previews.
+	PreviewDomain string
 	// AgentMain and AgentVendorHash build a Go agent's kit.
 	AgentMain, AgentVendorHash string
 	warnings                   []string
@@ -83,6 +85,9 @@ func newView(c *Config, opts Options) *view {
 		AgentVendorHash: c.AgentVendorHash,
 		KillTimeout:     flyKill,
 		Secrets:         platformSecrets(c),
+	}
+	if c.Preview != nil {
+		v.PreviewDomain = c.Preview.Domain
 	}
 	v.NixPackages, v.PythonPackages = pythonPackages(c.Packages)
 	for _, k := range sortedKeys(c.Env) {
