@@ -35,13 +35,22 @@ import (
 // domain ever reaches a route of the box. The link's cookie is host-only
 // (no Domain), HttpOnly, SameSite=Lax, Secure over https.
 //
-// Reaching the port: the session's helper (kit/sandbox) connects from
-// inside the session's network namespace, as the session, and hands the
-// kit the connected socket; the kit never connects to a port on its own
-// loopback, where any session (or the box) may have squatted it. Where the
-// sessions have no network namespace the box serves no previews and does
-// not announce CapPreview: every session shares the host's loopback there,
-// and their Landlock domain refuses them any listening port.
+// Reaching the port. Where sessions have a network namespace of their own
+// (mode "netns"), the session's helper (kit/sandbox) connects from inside
+// it, as the session, and hands the kit the connected socket: any port the
+// session listens on can be previewed, and no other session's can be
+// reached. Where they share the host's loopback (mode "port": the
+// Docker-like and non-root platforms), each session gets one port of its
+// own from GLOVEBOX_PREVIEW_PORTS (default 20000-29999), in $PORT and
+// $GLOVEBOX_PREVIEW_PORT, the only port it may listen on (its Landlock
+// domain, ABI 4 and later, refuses every other bind, and every other
+// session's domain refuses that one), and only that port can be
+// previewed; the kit connects to 127.0.0.1:PORT itself and, where sessions
+// have uids of their own, checks in /proc/net/tcp that the socket that
+// accepted the connection is the session uid's, so a squatter's listener
+// is never reached. Where neither holds (no network namespace, no Landlock
+// network rules, no uid per session) the box serves no previews and does
+// not announce CapPreview.
 //
 // Bounds: at most maxPreviewLinks live links per session and
 // maxPreviewConns connections to its ports at a time; a response's
@@ -77,6 +86,9 @@ type previews struct {
 	dial    sessionDialer
 	// off says why the box serves no previews; "" when it does.
 	off string
+	// ports, in mode "port", are the sessions' own ports; nil in mode
+	// "netns", where a session listens on any port of its own loopback.
+	ports *previewPorts
 
 	mu    sync.Mutex
 	links map[string]*previewLink // by id: live and revoked links
@@ -123,12 +135,25 @@ func newPreviews(s *Server, now func() time.Time) *previews {
 	if u, err := url.Parse(s.opts.PublicURL); err == nil && u.Port() != "" {
 		p.port = ":" + u.Port()
 	}
-	switch {
-	case s.sb == nil:
+	if s.sb == nil {
 		p.off = "this box has no sandbox to reach a session's ports through"
-	case !s.sb.Report().Has(sandbox.LayerNetwork):
-		p.off = "this box's sessions have no network namespace of their own (" + s.sb.Report().Inactive[sandbox.LayerNetwork] + "): they share the host's loopback, where a preview could not tell one session's port from another's, so the box serves no previews"
+		return p
 	}
+	r := s.sb.Report()
+	switch {
+	case r.Has(sandbox.LayerNetwork):
+		return p
+	case !(r.Has(sandbox.LayerLandlock) && r.Landlock >= 4) && !r.Has(sandbox.LayerUsers):
+		p.off = "this box's sessions share the host's loopback (no network namespace: " + r.Inactive[sandbox.LayerNetwork] + ") with neither Landlock's network rules (ABI 4) nor a uid each: a preview could not tell one session's listening port from another's, so the box serves no previews"
+		return p
+	}
+	ports, err := parsePreviewPorts(s.getenv("GLOVEBOX_PREVIEW_PORTS"))
+	if err != nil {
+		p.off = "GLOVEBOX_PREVIEW_PORTS: " + err.Error()
+		return p
+	}
+	p.ports = ports
+	p.dial = p.portDial
 	return p
 }
 
@@ -195,6 +220,17 @@ func (p *previews) mint(w http.ResponseWriter, r *http.Request, ss *session) {
 	if ss.ctx.Err() != nil {
 		http.Error(w, "the session has ended", http.StatusGone)
 		return
+	}
+	if p.ports != nil {
+		info, err := ss.sandboxed()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusGone)
+			return
+		}
+		if own := info.Sandbox.ListenPort; req.Port != own {
+			http.Error(w, fmt.Sprintf("port %d: this box's sessions share the host's loopback, and each listens on its own port only: this one's is %d ($PORT in the session)", req.Port, own), http.StatusBadRequest)
+			return
+		}
 	}
 	now := p.now()
 	c := protocol.PreviewClaims{ID: newPreviewID(), Session: ss.id, Port: req.Port, Expires: now.Add(ttl).Truncate(time.Second).UTC()}
@@ -552,7 +588,7 @@ func (p *previews) proxy(w http.ResponseWriter, r *http.Request, ss *session, po
 				return
 			}
 			w.Header().Set("Cache-Control", "no-store")
-			http.Error(w, fmt.Sprintf("nothing answers on port %d in the session: %v", port, err), http.StatusBadGateway)
+			http.Error(w, fmt.Sprintf("port %d of the session does not answer: %v", port, err), http.StatusBadGateway)
 		},
 	}
 	rp.ServeHTTP(w, r)

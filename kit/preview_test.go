@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,18 +67,40 @@ func withPreview(m *protocol.Manifest, _ *Options) {
 	m.Preview = &protocol.PreviewSpec{Domain: previewDomain, HTTP: true}
 }
 
-// serveInSession starts the node server in c's session on port, named
-// name, and waits until it listens. The prompt runs until the session
-// ends.
-func serveInSession(t *testing.T, c *v1client, port int, name string) {
+// serveInSession starts the node server in c's session, named name, and
+// waits until it listens: on port, or with port 0 on the session's own
+// port ($PORT, where sessions share the host's loopback). It returns the
+// port. The prompt runs until the session ends.
+func serveInSession(t *testing.T, b *box, c *v1client, port int, name string) int {
 	t.Helper()
-	promptWith(c, "srv", fmt.Sprintf(`exec node "$GLOVEBOX_INPUT/srv.js" %d %s`, port, name), map[string]any{"srv.js": inline(previewServer)})
+	arg := strconv.Itoa(port)
+	if port == 0 {
+		arg = `"$PORT"`
+	}
+	promptWith(c, "srv", fmt.Sprintf(`exec node "$GLOVEBOX_INPUT/srv.js" %s %s`, arg, name), map[string]any{"srv.js": inline(previewServer)})
 	c.until(func(m map[string]any) bool {
 		if m["id"] == "srv" && (m["type"] == "complete" || m["type"] == "error") {
 			t.Fatalf("the server in the session ended: %v", m)
 		}
 		return m["type"] == "event" && strings.Contains(fmt.Sprint(m), "listening on")
 	})
+	if port == 0 {
+		return sessionPort(t, b, c)
+	}
+	return port
+}
+
+// sessionPort is the session's own preview port (mode "port").
+func sessionPort(t *testing.T, b *box, c *v1client) int {
+	t.Helper()
+	info, err := b.srv.live.lookup(c.hello["session_id"].(string)).sandboxed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Sandbox.ListenPort == 0 {
+		t.Fatal("the session has no preview port")
+	}
+	return info.Sandbox.ListenPort
 }
 
 // mintPreview asks for a link to port in session id with header's
@@ -154,21 +177,31 @@ type echoed struct {
 // through its link, over HTTP and WebSocket; the link becomes a cookie;
 // the box's credentials never reach the app.
 func TestPreviewHTTPAndWebSocket(t *testing.T) {
-	b := newPreviewBox(t)
+	for _, mode := range previewModes {
+		t.Run(mode, func(t *testing.T) { testPreviewHTTPAndWebSocket(t, mode) })
+	}
+}
+
+func testPreviewHTTPAndWebSocket(t *testing.T, mode string) {
+	b := newPreviewBox(t, mode)
 	a := b.dial("/", nil)
 	sid := a.hello["session_id"].(string)
 	if !hasCap(a.hello, protocol.CapPreview) {
 		t.Fatalf("hello capabilities %v lack %q", a.hello["capabilities"], protocol.CapPreview)
 	}
-	serveInSession(t, a, 8000, "A")
+	port := 8000
+	if mode == "port" {
+		port = 0
+	}
+	port = serveInSession(t, b, a, port, "A")
 
-	p, code, body := b.mintPreview(sid, b.auth(), `{"port":8000,"ttl":"10m"}`)
+	p, code, body := b.mintPreview(sid, b.auth(), fmt.Sprintf(`{"port":%d,"ttl":"10m"}`, port))
 	if code != http.StatusCreated {
 		t.Fatalf("POST previews = %d %s, want 201", code, body)
 	}
 	origin := "http://" + p.ID + "." + previewDomain + strings.TrimPrefix(b.url, "http://127.0.0.1")
-	if p.Session != sid || p.Port != 8000 || !strings.HasPrefix(p.URL, origin+"/?"+protocol.PreviewQuery+"=") || p.Link == "" {
-		t.Fatalf("POST previews = %+v, want a link to %s:8000 at %s", p, sid, origin)
+	if p.Session != sid || p.Port != port || !strings.HasPrefix(p.URL, origin+"/?"+protocol.PreviewQuery+"=") || p.Link == "" {
+		t.Fatalf("POST previews = %+v, want a link to %s:%d at %s", p, sid, port, origin)
 	}
 
 	// The first visit trades the link for a cookie and drops it from the URL.
@@ -235,16 +268,26 @@ func TestPreviewHTTPAndWebSocket(t *testing.T) {
 // TestPreviewRefusals: forged, foreign, revoked, expired and dead-session
 // links; hosts under the preview domain never reach the box's routes.
 func TestPreviewRefusals(t *testing.T) {
-	b := newPreviewBox(t)
+	for _, mode := range previewModes {
+		t.Run(mode, func(t *testing.T) { testPreviewRefusals(t, mode) })
+	}
+}
+
+func testPreviewRefusals(t *testing.T, mode string) {
+	b := newPreviewBox(t, mode)
 	a, c := b.dial("/", nil), b.dial("/", nil)
 	aid, cid := a.hello["session_id"].(string), c.hello["session_id"].(string)
-	serveInSession(t, a, 8000, "A")
-	serveInSession(t, c, 8001, "C")
-	pa, code, body := b.mintPreview(aid, b.auth(), `{"port":8000}`)
+	portA, portC := 8000, 8001
+	if mode == "port" {
+		portA, portC = 0, 0
+	}
+	portA = serveInSession(t, b, a, portA, "A")
+	portC = serveInSession(t, b, c, portC, "C")
+	pa, code, body := b.mintPreview(aid, b.auth(), fmt.Sprintf(`{"port":%d}`, portA))
 	if code != http.StatusCreated {
 		t.Fatalf("POST = %d %s", code, body)
 	}
-	pc, _, _ := b.mintPreview(cid, b.auth(), `{"port":8001}`)
+	pc, _, _ := b.mintPreview(cid, b.auth(), fmt.Sprintf(`{"port":%d}`, portC))
 	originA, originC := strings.Split(pa.URL, "?")[0], strings.Split(pc.URL, "?")[0]
 	ok := func(origin, link, want string) {
 		t.Helper()
@@ -268,7 +311,7 @@ func TestPreviewRefusals(t *testing.T) {
 	refused("no link", originA, nil, http.StatusUnauthorized)
 	forged := pa.Link[:len(pa.Link)-4] + "AAAA"
 	refused("a forged link", originA, bearer(forged), http.StatusUnauthorized)
-	other, _ := protocol.MintPreviewLink(protocol.NewKey(), protocol.PreviewClaims{ID: pa.ID, Session: aid, Port: 8000, Expires: time.Now().Add(time.Hour)})
+	other, _ := protocol.MintPreviewLink(protocol.NewKey(), protocol.PreviewClaims{ID: pa.ID, Session: aid, Port: portA, Expires: time.Now().Add(time.Hour)})
 	refused("a link of another key", originA, bearer(other), http.StatusUnauthorized)
 	refused("the box key", originA, b.auth(), http.StatusUnauthorized)
 	for _, host := range []string{previewDomain, "nope." + previewDomain, "a.b." + previewDomain} {
@@ -276,20 +319,56 @@ func TestPreviewRefusals(t *testing.T) {
 		refused("the box's routes under the preview domain ("+host+")", req, b.auth(), http.StatusNotFound)
 	}
 
-	// A link to another session's port number reaches this session's
-	// loopback, where nothing listens: never the other session's server.
-	cross, code, _ := b.mintPreview(aid, b.auth(), `{"port":8001}`)
-	if code != http.StatusCreated {
-		t.Fatalf("POST = %d", code)
+	// A session never reaches another's port through its own link.
+	switch mode {
+	case "netns":
+		// The port number names a port of A's own loopback, where nothing
+		// listens: never C's server.
+		cross, code, _ := b.mintPreview(aid, b.auth(), fmt.Sprintf(`{"port":%d}`, portC))
+		if code != http.StatusCreated {
+			t.Fatalf("POST = %d", code)
+		}
+		refused("A's link to C's port number", strings.Split(cross.URL, "?")[0], bearer(cross.Link), http.StatusBadGateway)
+	case "port":
+		// A may preview its own port only, and may not listen on C's.
+		if _, code, body := b.mintPreview(aid, b.auth(), fmt.Sprintf(`{"port":%d}`, portC)); code != http.StatusBadRequest {
+			t.Errorf("POST for C's port in A = %d %s, want 400", code, body)
+		}
+		// Another session may not listen on C's port (Landlock refuses the
+		// bind, before the address is found in use).
+		d := b.dial("/", nil)
+		d.prompt("squat", fmt.Sprintf(`node -e 'require("net").createServer().listen(%d, "127.0.0.1").on("error", e => { console.log("refused: " + e.code); process.exit(3) })'`, portC))
+		if m := last(d.finish("squat")); !strings.Contains(fmt.Sprint(m), "refused: EACCES") {
+			t.Errorf("another session listening on C's port: %v, want EACCES", m)
+		}
+		// A listener on D's port that is not D's (here the test's own, as
+		// root) is never reached through D's link.
+		portD := sessionPort(t, b, d)
+		squatter, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", portD))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer squatter.Close()
+		go func() {
+			for {
+				c, err := squatter.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{\"name\":\"evil\"}")
+				c.Close()
+			}
+		}()
+		pd := mustMint(t, b, d.hello["session_id"].(string), portD)
+		refused("a link to a port another uid holds", strings.Split(pd.URL, "?")[0], bearer(pd.Link), http.StatusBadGateway)
 	}
-	refused("A's link to C's port number", strings.Split(cross.URL, "?")[0], bearer(cross.Link), http.StatusBadGateway)
 
 	// Credentials for the routes: a connect token of another subject does
 	// not reach A's previews; a preview-scoped token does.
-	if _, code, _ := b.mintPreview(aid, bearer(b.token(protocol.ScopeConnect)), `{"port":8000}`); code != http.StatusNotFound {
+	if _, code, _ := b.mintPreview(aid, bearer(b.token(protocol.ScopeConnect)), fmt.Sprintf(`{"port":%d}`, portA)); code != http.StatusNotFound {
 		t.Errorf("POST with another identity's connect token = %d, want 404", code)
 	}
-	if _, code, body := b.mintPreview(aid, bearer(b.token(protocol.ScopePreview)), `{"port":8000}`); code != http.StatusCreated {
+	if _, code, body := b.mintPreview(aid, bearer(b.token(protocol.ScopePreview)), fmt.Sprintf(`{"port":%d}`, portA)); code != http.StatusCreated {
 		t.Errorf("POST with a preview token = %d %s, want 201", code, body)
 	}
 	for _, bad := range []string{`{"port":0}`, `{"port":70000}`, `{"port":80,"ttl":"30d"}`, `{"port":80,"ttl":"x"}`, `{"port":80,"extra":1}`, `[`} {
@@ -308,27 +387,26 @@ func TestPreviewRefusals(t *testing.T) {
 	resp.Body.Close()
 	refused("a revoked link", originA, bearer(pa.Link), http.StatusGone)
 	if resp, _ := b.previewRequest("DELETE", b.url+"/sessions/"+cid+"/previews/"+pa.ID, b.auth()); resp.StatusCode != http.StatusNotFound {
-		// (sent to the box's own host: previewRequest keeps it)
 		t.Errorf("DELETE of A's link under C = %d, want 404", resp.StatusCode)
 	}
 
-	// Expired: 410, also once the box has forgotten it.
+	// Expired: 410.
 	b.srv.preview.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	refused("an expired link", originC, bearer(pc.Link), http.StatusGone)
 	b.srv.preview.now = time.Now
 
 	// The session ended: 410.
-	pc2, _, _ := b.mintPreview(cid, b.auth(), `{"port":8001}`)
+	pc2, _, _ := b.mintPreview(cid, b.auth(), fmt.Sprintf(`{"port":%d}`, portC))
 	c.close()
 	waitFor(t, "C's end", func() bool { return b.srv.live.lookup(cid) == nil })
 	refused("a link to an ended session", strings.Split(pc2.URL, "?")[0], bearer(pc2.Link), http.StatusGone)
-	fresh := mustMint(t, b, aid)
+	fresh := mustMint(t, b, aid, portA)
 	ok(strings.Split(fresh.URL, "?")[0], fresh.Link, "A")
 }
 
-func mustMint(t *testing.T, b *box, sid string) protocol.Preview {
+func mustMint(t *testing.T, b *box, sid string, port int) protocol.Preview {
 	t.Helper()
-	p, code, body := b.mintPreview(sid, b.auth(), `{"port":8000}`)
+	p, code, body := b.mintPreview(sid, b.auth(), fmt.Sprintf(`{"port":%d}`, port))
 	if code != http.StatusCreated {
 		t.Fatalf("POST = %d %s", code, body)
 	}
@@ -347,6 +425,27 @@ func TestPreviewOff(t *testing.T) {
 	if code != http.StatusNotImplemented || !strings.Contains(body, "[preview] domain") {
 		t.Errorf("POST previews = %d %s, want 501 saying to set the domain", code, body)
 	}
+
+}
+
+// TestPreviewOffUnconfined: sessions on the host's loopback with neither
+// Landlock's network rules nor a uid each get no previews, and hosts
+// under the domain still never reach the box's routes.
+func TestPreviewOffUnconfined(t *testing.T) {
+	b := newBox(t, exec.New(), withPreview, func(m *protocol.Manifest, _ *Options) {
+		m.Sandbox = &protocol.SandboxSpec{Network: new(false), Landlock: new(false), Users: new(false), AllowDegraded: true}
+	})
+	c := b.dial("/", nil)
+	if hasCap(c.hello, protocol.CapPreview) {
+		t.Errorf("capabilities %v announce previews where sessions share a loopback unconfined", c.hello["capabilities"])
+	}
+	_, code, body := b.mintPreview(c.hello["session_id"].(string), b.auth(), `{"port":80}`)
+	if code != http.StatusNotImplemented || !strings.Contains(body, "share the host's loopback") {
+		t.Errorf("POST previews = %d %s, want 501 saying why", code, body)
+	}
+	if resp, _ := b.previewRequest("GET", "http://abcdefgh."+previewDomain+"/health", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /health under the preview domain = %d, want 404", resp.StatusCode)
+	}
 }
 
 func hasCap(hello map[string]any, c string) bool {
@@ -363,16 +462,27 @@ var _ = bytes.NewReader
 var _ = net.Dial
 var _ = context.Background
 
-// newPreviewBox is a box with previews and the exec agent.
-func newPreviewBox(t *testing.T) *box {
+// previewModes are the ways a box reaches its sessions' ports: inside
+// each session's network namespace, or on the host's loopback where each
+// session has a port of its own.
+var previewModes = []string{"netns", "port"}
+
+// newPreviewBox is a box with previews and the exec agent, reaching
+// sessions' ports in mode.
+func newPreviewBox(t *testing.T, mode string) *box {
 	t.Helper()
-	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), withPreview, func(m *protocol.Manifest, _ *Options) {
-		m.Sandbox = &protocol.SandboxSpec{Network: new(false), Landlock: new(false)}
-	})
-	b.srv.preview.off = ""
-	b.srv.preview.dial = func(ctx context.Context, ss *session, port int) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	var opts []boxOpt
+	if mode == "port" {
+		opts = append(opts, func(m *protocol.Manifest, o *Options) {
+			m.Sandbox = &protocol.SandboxSpec{Network: new(false)}
+		})
+	}
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), append([]boxOpt{withPreview}, opts...)...)
+	if !b.srv.preview.enabled() {
+		t.Skipf("no previews in mode %s here: %s", mode, b.srv.preview.off)
+	}
+	if got := b.srv.preview.ports != nil; got != (mode == "port") {
+		t.Fatalf("mode %s: the box chose mode port %v", mode, got)
 	}
 	return b
 }
