@@ -511,3 +511,45 @@ func TestPreviewFlyReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewEgressUnaffected: with an egress policy, a session whose
+// port is previewed still reaches the outside only through the proxy,
+// and only what the policy allows; a direct connect to a port of the
+// host stays refused.
+func TestPreviewEgressUnaffected(t *testing.T) {
+	for _, mode := range previewModes {
+		t.Run(mode, func(t *testing.T) {
+			opts := []boxOpt{withPreview}
+			if mode == "port" {
+				opts = append(opts, func(m *protocol.Manifest, _ *Options) {
+					m.Sandbox = &protocol.SandboxSpec{Network: new(false)}
+				})
+			}
+			b, outside, _ := egressBoxWith(t, opts...)
+			if !b.srv.preview.enabled() {
+				t.Skipf("no previews in mode %s here: %s", mode, b.srv.preview.off)
+			}
+			oport := outside.Listener.Addr().(*net.TCPAddr).Port
+			a, probe := b.dial("/", nil), b.dial("/", nil)
+			port := 8000
+			if mode == "port" {
+				port = 0
+			}
+			port = serveInSession(t, b, a, port, "A")
+			p := mustMint(t, b, a.hello["session_id"].(string), port)
+			if resp, body := b.previewRequest("GET", strings.Split(p.URL, "?")[0], bearer(p.Link)); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"name":"A"`) {
+				t.Errorf("GET through the preview = %d %s, want A's answer", resp.StatusCode, body)
+			}
+			// A session of the same box: allowed host through the proxy,
+			// blocked host refused, the host's port unreachable directly.
+			probe.prompt("p", fmt.Sprintf(`curl -sS http://outside.test:%d/; curl -sS http://blocked.test:%d/ || echo blocked;
+node -e 'require("net").connect(%d, "127.0.0.1").on("connect", () => { console.log("direct: connected"); process.exit(0) }).on("error", e => { console.log("direct: " + e.code); process.exit(0) })'`, oport, oport, oport))
+			m := last(probe.finish("p"))
+			msg := fmt.Sprint(m["message"])
+			t.Logf("the probe session: %s", msg)
+			if m["type"] != "complete" || !strings.Contains(msg, "hello from outside") || !strings.Contains(msg, "blocked") || strings.Contains(msg, "direct: connected") {
+				t.Errorf("egress from a session of a box with previews: %v, want the allowed host, the blocked one refused, no direct connect", m)
+			}
+		})
+	}
+}
