@@ -263,6 +263,69 @@ func testPreviewHTTPAndWebSocket(t *testing.T, mode string) {
 	if err := json.Unmarshal(data, &list); err != nil || resp2.StatusCode != 200 || len(list.Previews) != 1 || list.Previews[0].Link != "" || list.Previews[0].URL != origin+"/" {
 		t.Errorf("GET previews = %d %s, want the one link without its credential", resp2.StatusCode, data)
 	}
+
+	// A WebSocket through the preview ends with the session.
+	ws, _, err = b.previewWS(origin+"/ws", http.Header{"Cookie": {protocol.PreviewCookie + "=" + cookie.Value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	a.close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	testkit.Wait(t, done, "the preview's WebSocket to end with its session")
+}
+
+// TestPreviewConnLimit: a session's connections to its ports are bounded;
+// one more waits for a slot, and gets one when a connection closes.
+func TestPreviewConnLimit(t *testing.T) {
+	pc := &previewConns{sem: make(chan struct{}, maxPreviewConns), open: map[*previewConn]struct{}{}, tr: &http.Transport{}}
+	var ends []net.Conn
+	connect := func(context.Context) (net.Conn, error) {
+		a, b := net.Pipe()
+		ends = append(ends, b)
+		return a, nil
+	}
+	var conns []net.Conn
+	for range maxPreviewConns {
+		c, err := pc.dial(t.Context(), connect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if c, err := pc.dial(ctx, connect); err == nil {
+		c.Close()
+		t.Fatalf("connection %d: no error, want the limit", maxPreviewConns+1)
+	}
+	conns[0].Close()
+	c, err := pc.dial(t.Context(), connect)
+	if err != nil {
+		t.Fatalf("a connection after one closed: %v", err)
+	}
+	conns = append(conns[1:], c)
+	// The session's end closes every one.
+	pc.close()
+	for i, c := range conns {
+		if _, err := c.Write([]byte("x")); err == nil {
+			t.Errorf("connection %d still open after the session ended", i)
+		}
+	}
+	for _, e := range ends {
+		e.Close()
+	}
+	if n := len(pc.sem); n != 0 {
+		t.Errorf("%d slots taken after every connection closed", n)
+	}
 }
 
 // TestPreviewRefusals: forged, foreign, revoked, expired and dead-session
