@@ -29,6 +29,9 @@ func dialSessionHelper(ctx context.Context, box *sandbox.Session, port int) (net
 		}
 		defer f.Close()
 		c, err := net.FileConn(f)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetNoDelay(true) // as net.Dial's connections are: no Nagle delay on small writes
+		}
 		done <- result{c, err}
 	}()
 	select {

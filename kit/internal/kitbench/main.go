@@ -59,13 +59,14 @@ type config struct {
 	firstWarm    int
 	sandboxes    []int
 	sandboxAgent string
+	previews     int
 }
 
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent}
+		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, previews: 200}
 }
 
 func run() error {
@@ -80,6 +81,7 @@ func run() error {
 	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
 	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
+	previews := flag.Int("previews", 3000, "how many HTTP round trips to time straight to a node server and through a preview link of a session running it")
 	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
 	flag.Parse()
 	if *kitPath == "" {
@@ -93,7 +95,7 @@ func run() error {
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
 		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent}
+			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, previews: *previews}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -172,6 +174,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.first > 0 {
 		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })
+	}
+	if cfg.previews > 0 {
+		step("preview round trips", func() ([]row, error) { return previewRoundTrips(cfg.kit, cfg.previews) })
 	}
 	for _, n := range cfg.sandboxes {
 		step(fmt.Sprintf("%d sandboxed sessions", n), func() ([]row, error) { return sessions(cfg.kit, n) })
