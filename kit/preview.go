@@ -498,10 +498,8 @@ func (p *previews) serveHost(w http.ResponseWriter, r *http.Request) bool {
 			Name: protocol.PreviewCookie, Value: r.URL.Query().Get(protocol.PreviewQuery), Path: "/",
 			Expires: c.Expires, HttpOnly: true, Secure: p.scheme == "https", SameSite: http.SameSiteLaxMode,
 		})
-		u := *r.URL
-		u.RawQuery = withoutQuery(r.URL.RawQuery, protocol.PreviewQuery)
 		w.Header().Set("Cache-Control", "no-store")
-		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		http.Redirect(w, r, sameHostURI(r.URL), http.StatusSeeOther)
 		return true
 	}
 	p.proxy(w, r, ss, c.Port)
@@ -546,6 +544,17 @@ func (p *previews) credential(r *http.Request, id string) (protocol.PreviewClaim
 		}
 	}
 	return protocol.PreviewClaims{}, 0, false
+}
+
+// sameHostURI is u's path and query without the link, as a path on the
+// same host: "//evil.example/x" becomes "/evil.example/x", never another
+// host.
+func sameHostURI(u *url.URL) string {
+	uri := "/" + strings.TrimLeft(u.EscapedPath(), "/\\")
+	if q := withoutQuery(u.RawQuery, protocol.PreviewQuery); q != "" {
+		uri += "?" + q
+	}
+	return uri
 }
 
 // withoutQuery is raw without parameter name.

@@ -283,6 +283,24 @@ func testPreviewHTTPAndWebSocket(t *testing.T, mode string) {
 	testkit.Wait(t, done, "the preview's WebSocket to end with its session")
 }
 
+func TestSameHostURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"/page?x=1&glovebox_preview=L":      "/page?x=1",
+		"/?glovebox_preview=L":              "/",
+		"//evil.example/x?glovebox_preview": "/evil.example/x",
+		"/\\evil.example/x":                 "/%5Cevil.example/x", // a backslash, escaped: never a slash
+		"/a%2Fb?q=%20&glovebox_preview=L&z": "/a%2Fb?q=%20&z",
+	} {
+		u, err := url.ParseRequestURI(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sameHostURI(u); got != want {
+			t.Errorf("sameHostURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestPreviewConnLimit: a session's connections to its ports are bounded;
 // one more waits for a slot, and gets one when a connection closes.
 func TestPreviewConnLimit(t *testing.T) {
