@@ -52,7 +52,8 @@ import (
 // network rules, no uid per session) the box serves no previews and does
 // not announce CapPreview.
 //
-// Bounds: at most maxPreviewLinks live links per session and
+// Bounds: at most maxPreviewLinks live links per session (and
+// maxPreviewKept with the revoked ones it keeps until they expire), and
 // maxPreviewConns connections to its ports at a time; a response's
 // headers within previewHeaderTimeout; bodies stream both ways (no
 // buffering of a whole body), and WebSocket upgrades are spliced. Every
@@ -60,6 +61,7 @@ import (
 
 const (
 	maxPreviewLinks      = 32
+	maxPreviewKept       = 4 * maxPreviewLinks // live and revoked, per session
 	maxPreviewConns      = 64
 	previewDialTimeout   = 10 * time.Second
 	previewHeaderTimeout = 2 * time.Minute
@@ -242,15 +244,25 @@ func (p *previews) mint(w http.ResponseWriter, r *http.Request, ss *session) {
 	pv := protocol.Preview{ID: c.ID, Session: c.Session, Port: c.Port, URL: p.origin(c.ID) + "/", Expires: c.Expires}
 	p.mu.Lock()
 	p.prune(now)
-	n := 0
+	live, revoked := 0, 0
 	for _, l := range p.links {
-		if l.ss == ss && !l.revoked {
-			n++
+		switch {
+		case l.ss != ss:
+		case l.revoked:
+			revoked++
+		default:
+			live++
 		}
 	}
-	if n >= maxPreviewLinks {
+	switch {
+	case live >= maxPreviewLinks:
 		p.mu.Unlock()
-		http.Error(w, fmt.Sprintf("the session has %d live preview links, the most it may: revoke one (DELETE /sessions/%s/previews/{id})", n, ss.id), http.StatusTooManyRequests)
+		http.Error(w, fmt.Sprintf("the session has %d live preview links, the most it may: revoke one (DELETE /sessions/%s/previews/{id})", live, ss.id), http.StatusTooManyRequests)
+		return
+	case live+revoked >= maxPreviewKept:
+		// A revoked link is kept until it expires, to answer 410.
+		p.mu.Unlock()
+		http.Error(w, fmt.Sprintf("the session has %d preview links, revoked ones included, which the box keeps until they expire: mint shorter-lived links", live+revoked), http.StatusTooManyRequests)
 		return
 	}
 	p.links[c.ID] = &previewLink{p: pv, ss: ss}

@@ -650,3 +650,35 @@ node -e 'require("net").connect(%d, "127.0.0.1").on("connect", () => { console.l
 		})
 	}
 }
+
+// TestPreviewLinkBounds: a session holds at most maxPreviewLinks live
+// links, and maxPreviewKept with the revoked ones kept to answer 410.
+func TestPreviewLinkBounds(t *testing.T) {
+	b := newBox(t, scripted(nil), withPreview)
+	if !b.srv.preview.enabled() {
+		t.Skip(b.srv.preview.off)
+	}
+	c := b.dial("/", nil)
+	sid := c.hello["session_id"].(string)
+	var ids []string
+	for range maxPreviewLinks {
+		ids = append(ids, mustMint(t, b, sid, 3000).ID)
+	}
+	if _, code, body := b.mintPreview(sid, b.auth(), `{"port":3000}`); code != http.StatusTooManyRequests {
+		t.Fatalf("link %d = %d %s, want 429", maxPreviewLinks+1, code, body)
+	}
+	revoke := func(id string) {
+		t.Helper()
+		if resp, _ := b.previewRequest("DELETE", b.url+"/sessions/"+sid+"/previews/"+id, b.auth()); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE %s = %d", id, resp.StatusCode)
+		}
+	}
+	for n := maxPreviewLinks; n < maxPreviewKept; n++ {
+		revoke(ids[0])
+		ids = append(ids[1:], mustMint(t, b, sid, 3000).ID)
+	}
+	revoke(ids[0])
+	if _, code, body := b.mintPreview(sid, b.auth(), `{"port":3000}`); code != http.StatusTooManyRequests || !strings.Contains(body, "revoked ones included") {
+		t.Errorf("a link past %d kept = %d %s, want 429", maxPreviewKept, code, body)
+	}
+}
