@@ -514,6 +514,12 @@ func (p *previews) serveHost(w http.ResponseWriter, r *http.Request) bool {
 		http.Redirect(w, r, sameHostURI(r.URL), http.StatusSeeOther)
 		return true
 	}
+	// A paused session (pause.go) is woken: its server is frozen, and a
+	// pooled connection to it would wait for nothing.
+	if err := ss.wake(); err != nil {
+		http.Error(w, "the session could not be woken: "+err.Error(), http.StatusBadGateway)
+		return true
+	}
 	p.proxy(w, r, ss, c.Port)
 	return true
 }
