@@ -172,7 +172,8 @@
 // limits.disk is watched while a prompt runs (kit/disk.go).
 //
 // How a request reaches a feature. Server.Handler is handler
-// (kit/handler.go): it lets CORS and Fly's replay answer first, then asks
+// (kit/handler.go): it hands a preview host's requests to the previews,
+// lets CORS and Fly's replay answer first, then asks
 // the routes in order (route.Route: a match and a handler) and serves the
 // first that matches. Every operator feature is a small type that owns
 // its state and returns its routes; boot builds it with the narrow things
