@@ -24,11 +24,20 @@ import (
 // server refs (for a box reached through a proxy).
 func startKit(t testing.TB, ag agent.Agent, publicURL string) (url string, srv *kit.Server) {
 	t.Helper()
+	return startKitWith(t, ag, publicURL, nil)
+}
+
+// startKitWith is startKit with edit applied to the box's manifest.
+func startKitWith(t testing.TB, ag agent.Agent, publicURL string, edit func(*protocol.Manifest)) (url string, srv *kit.Server) {
+	t.Helper()
 	m, err := protocol.ParseManifest([]byte(`{"name":"testbox","version":"1.2.3"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.KeyFingerprint = protocol.Fingerprint(testKey)
+	if edit != nil {
+		edit(m)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,9 @@ type Config struct {
 	// HTTP tunes the box's HTTP routes for browsers ([http]); nil when the
 	// file has none.
 	HTTP *protocol.HTTPSpec
+	// Preview serves sessions' preview ports under a wildcard domain
+	// ([preview] domain, http); nil when the file has none.
+	Preview *protocol.PreviewSpec
 	// Runs holds the run records' settings ([runs] record_text); nil when
 	// the file has none. Generate adds the public key.
 	Runs *protocol.RunsSpec
@@ -142,6 +145,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		Inputs:          c.Inputs,
 		HTTP:            c.HTTP,
 		Runs:            c.Runs,
+		Preview:         c.Preview,
 	}
 }
 
@@ -165,7 +169,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	c := defaultConfig(file, data)
 	d.applyPreset()
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs", "preview")
 	for _, k := range sortedKeys(root) {
 		d.section(k, root[k], c)
 	}
@@ -243,6 +247,8 @@ func (d *doc) section(k string, v any, c *Config) {
 		d.inputs(k, v, c)
 	case "http":
 		d.http(k, v, c)
+	case "preview":
+		d.preview(k, v, c)
 	case "runs":
 		if m, ok := d.table(k, v, "record_text"); ok {
 			c.Runs = &protocol.RunsSpec{}
@@ -292,6 +298,26 @@ func (d *doc) inspect(k string, v any, c *Config) {
 			c.Inspect.Enabled, _ = d.boolean(k+".enabled", x)
 		}
 	}
+}
+
+// preview is [preview]: the wildcard domain sessions' preview ports are
+// served under, and whether their URLs are http://.
+func (d *doc) preview(k string, v any, c *Config) {
+	m, ok := d.table(k, v, "domain", "http")
+	if !ok {
+		return
+	}
+	p := &protocol.PreviewSpec{}
+	if x, ok := m["domain"]; ok {
+		p.Domain, _ = d.str(k+".domain", x)
+	}
+	if x, ok := m["http"]; ok {
+		p.HTTP, _ = d.boolean(k+".http", x)
+	}
+	if err := p.Check(); err != nil {
+		d.errorf(k+".domain", "%s", strings.TrimPrefix(err.Error(), "manifest: preview.domain "))
+	}
+	c.Preview = p
 }
 
 // acrossTables checks what no one table can: the Kubernetes requests

@@ -171,6 +171,10 @@ func TestParseErrors(t *testing.T) {
 		{"inputs", "[inputs]\nallow_private_url = true\nallow_loopback_urls = 1\n", []string{
 			`glovebox.toml:2: inputs.allow_private_url: unknown key "allow_private_url" (did you mean "allow_private_urls"?)`,
 			`glovebox.toml:3: inputs.allow_loopback_urls: want true or false`}},
+		{"preview domain", "[preview]\ndomain = \"https://p.example.com\"\n", []string{
+			`glovebox.toml:2: preview.domain: "https://p.example.com" is not a domain name: want lower-case labels separated by dots, such as "preview.example.com", with no scheme, port or wildcard`}},
+		{"preview without domain", "[preview]\nhttp = true\n", []string{
+			`glovebox.toml:1: preview.domain: is empty: set the wildcard domain previews are served under, such as "preview.example.com"`}},
 		{"http", "[http]\ncors_origin = []\n", []string{`glovebox.toml:2: http.cors_origin: unknown key "cors_origin" (did you mean "cors_origins"?)`}},
 		{"cors origins", "[http]\ncors_origins = [\"https://app.example.com/\", \"HTTPS://B.example\", \"*\"]\n", []string{
 			`glovebox.toml:2: http.cors_origins: "https://app.example.com/" is not an origin: an origin is scheme://host[:port], with no user, path, query or fragment (https://app.example.com)`,

@@ -172,3 +172,27 @@ var serviceSchema = obj(nil, map[string]any{
 		"clusterIP":             str,
 	}),
 })
+
+// ingressSchema is Ingress (networking.k8s.io/v1), from the API reference
+// (service-resources/ingress-v1, read 2026-11-26): the fields the preview
+// Ingress writes.
+var ingressSchema = obj([]string{"apiVersion", "kind", "metadata", "spec"}, map[string]any{
+	"apiVersion": enumOf("networking.k8s.io/v1"),
+	"kind":       enumOf("Ingress"),
+	"metadata":   objectMeta,
+	"spec": obj(nil, map[string]any{
+		"ingressClassName": str,
+		"tls":              arr(obj(nil, map[string]any{"hosts": arr(str), "secretName": str})),
+		"rules": arr(obj(nil, map[string]any{
+			"host": str,
+			"http": obj([]string{"paths"}, map[string]any{"paths": arr(obj([]string{"pathType", "backend"}, map[string]any{
+				"path":     str,
+				"pathType": enumOf("Exact", "Prefix", "ImplementationSpecific"),
+				"backend": obj(nil, map[string]any{"service": obj([]string{"name"}, map[string]any{
+					"name": str,
+					"port": obj(nil, map[string]any{"name": str, "number": int32Type}),
+				})}),
+			}))}),
+		})),
+	}),
+})

@@ -218,7 +218,36 @@ func kubernetes(c *Config) map[string]any {
 			},
 		})
 	}
+	if c.Preview != nil {
+		items = append(items, kubePreviewIngress(c))
+	}
 	return map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
+}
+
+// kubePreviewIngress routes every host under [preview] domain to the
+// box's Service, with TLS from the secret <name>-preview-tls (a wildcard
+// certificate for *.domain: cert-manager with a DNS-01 issuer makes one).
+// The box's own host needs an Ingress of its own, as without previews.
+// Sessions live in one pod: with more than one replica, a preview link
+// reaches its session only when the Service's client-IP affinity sends
+// the browser to that pod.
+func kubePreviewIngress(c *Config) map[string]any {
+	host := "*." + c.Preview.Domain
+	return map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "Ingress",
+		"metadata":   kubeMeta(c, c.Name+"-preview"),
+		"spec": map[string]any{
+			"tls": []any{map[string]any{"hosts": []any{host}, "secretName": c.Name + "-preview-tls"}},
+			"rules": []any{map[string]any{
+				"host": host,
+				"http": map[string]any{"paths": []any{map[string]any{
+					"path": "/", "pathType": "Prefix",
+					"backend": map[string]any{"service": map[string]any{"name": c.Name, "port": map[string]any{"name": "http"}}},
+				}}},
+			}},
+		},
+	}
 }
 
 // KubeVolumeSize is the size of the volume a persistent box claims.

@@ -56,6 +56,8 @@ type view struct {
 	StartCmd   string
 	KitVersion string
 	AgentType  string
+	// PreviewDomain is [preview] domain, "" without previews.
+	PreviewDomain string
 	// AgentMain and AgentVendorHash build a Go agent's kit.
 	AgentMain, AgentVendorHash string
 	// Persist: sessions.persist; the kit's root (GLOVEBOX_ROOT) is then
@@ -99,6 +101,9 @@ func newView(c *Config, opts Options) *view {
 		AgentVendorHash: c.AgentVendorHash,
 		KillTimeout:     flyKill,
 		Secrets:         platformSecrets(c),
+	}
+	if c.Preview != nil {
+		v.PreviewDomain = c.Preview.Domain
 	}
 	v.NixPackages, v.PythonPackages = pythonPackages(c.Packages)
 	for _, k := range sortedKeys(c.Env) {

@@ -110,6 +110,10 @@ func (b *boot) run(opts Options) *Server {
 		s.reclaim() // reclaim.go: what a killed kit left
 	}
 	b.phase("reclaim")
+	s.preview = newPreviews(s, now) // before egress, which copies the capabilities
+	if s.preview.enabled() {
+		s.caps = append(slices.Clip(s.caps), protocol.CapPreview)
+	}
 	b.egress(s)
 	b.phase("egress")
 	b.features(s, ring, now)
@@ -233,6 +237,7 @@ func (b *boot) features(s *Server, ring *logs.Ring, now func() time.Time) {
 	s.handler = &handler{
 		cors:    cors.New(m.HTTP, inspect.IsPath, log),
 		machine: s.machine,
+		preview: s.preview,
 		routes:  b.mount(s, hl, ring),
 		health:  hl.serve,
 	}
@@ -387,7 +392,10 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
-	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{fsFeature(s.log)}}
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{
+		fsFeature(s.log),
+		s.preview.feature(),
+	}}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),

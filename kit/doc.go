@@ -18,14 +18,18 @@
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	/sessions/{id}/{feature}  a session's own terminals, processes, files and preview ports (the key, the feature's scope or admin, or the session's own credential; sessionRoutes, kit/session_routes.go)
 //	GET|PUT|POST|DELETE /sessions/{id}/fs/{root}/{path}  a session's files, done as the session (workspace scope; kit/fsapi, kit/fs_route.go)
+//	GET|POST /sessions/{id}/previews, DELETE .../previews/{link}  a session's preview links: list, mint, revoke (kit/preview.go)
+//	any request to <link>.<preview domain>  a session's port, proxied for the holder of its link (HTTP and WebSocket; previews, kit/preview.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
 //	GET /runs/{prompt}     a prompt's signed run record; GET /runs?session=ID a session's chain of them (key, runs or admin token, or the session's own credential; runsRoute, kit/runs_route.go)
 //	WebSocket upgrade      protocol v1 sessions on any other path (bearer)
 //
-// CORS (kit/cors) and Fly's replay (kit/fly.go) see a request first;
-// then the routes, in the order boot.mount lists them.
+// A request to a host under the manifest's preview domain goes to the
+// previews before anything else, never to a route of the box; then CORS
+// (kit/cors) and Fly's replay (kit/fly.go) see a request; then the
+// routes, in the order boot.mount lists them.
 //
 // The bearer is "Authorization: Bearer <key>", or, for browsers, the
 // subprotocols "glovebox.v1" and "bearer.<key>" (the kit selects
@@ -152,6 +156,20 @@
 // GET /sessions and GET /files answer protocol.SessionList and
 // protocol.FileList.
 //
+// Preview ports (kit/preview.go, docs/previews.md). With [preview] domain
+// set, POST /sessions/{id}/previews {"port":N,"ttl":"1h"} mints a link
+// (protocol.MintPreviewLink: HMAC-signed, expiring, bound to the session
+// and the port) served at https://<link id>.<domain>/: a first visit with
+// ?glovebox_preview= trades it for a host-only cookie; an API client sends
+// it as a bearer. The kit proxies HTTP and WebSocket to the port, without
+// the link, its cookie or the box's credentials, reaching it through the
+// session's helper inside its network namespace, or, where sessions share
+// the host's loopback, on the session's own port ($PORT, the only one its
+// Landlock domain lets it listen on) after checking the accepting socket's
+// uid. A forged link gets 401; an expired or revoked one, or one whose
+// session has ended, 410. Where neither way keeps sessions' ports apart the
+// box serves no previews and does not announce CapPreview.
+//
 // Sandbox. Every agent process runs in its session's sandbox (kit/sandbox),
 // whose layers the boot log, /environment and an authenticated /health
 // report, with what each layer not in force means for the box's users. A
@@ -164,7 +182,8 @@
 // limits.disk is watched while a prompt runs (kit/disk.go).
 //
 // How a request reaches a feature. Server.Handler is handler
-// (kit/handler.go): it lets CORS and Fly's replay answer first, then asks
+// (kit/handler.go): it hands a preview host's requests to the previews,
+// lets CORS and Fly's replay answer first, then asks
 // the routes in order (route.Route: a match and a handler) and serves the
 // first that matches. Every operator feature is a small type that owns
 // its state and returns its routes; boot builds it with the narrow things

@@ -13,7 +13,8 @@ import (
 // two machines per app by default and balances requests between them, the
 // kit names every session and file it makes "<machine>_<id>", with the
 // machine's FLY_MACHINE_ID, and answers a request for another machine's id
-// (a WebSocket that resumes its session, a /files download) with Fly's
+// (a WebSocket that resumes its session, a /files download, a session's
+// own routes under /sessions/{id}/, a preview link's host) with Fly's
 // fly-replay response header: Fly's proxy then replays the request on the
 // machine that owns the id (fly.io/docs/networking/dynamic-request-routing).
 // Elsewhere (no FLY_MACHINE_ID) ids are as before.
@@ -67,6 +68,10 @@ func replayElsewhere(w http.ResponseWriter, r *http.Request, machine string) boo
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/files/"):
 		id = strings.TrimPrefix(r.URL.Path, "/files/")
+	case strings.HasPrefix(r.URL.Path, "/sessions/"):
+		// A session's own routes (session_routes.go): its previews,
+		// terminals, files.
+		id, _, _, _ = splitSessionPath(r.URL.Path)
 	case wsconn.IsUpgrade(r):
 		id = r.URL.Query().Get("resume")
 	}

@@ -312,6 +312,9 @@ func TestFlyReplayOnce(t *testing.T) {
 		{"/files/a1a1_x", "", ""},
 		{"/files/plain-uuid", "", ""},
 		{"/files/Bad_x", "", ""},
+		{"/sessions/b2b2_x/previews", "", "instance=b2b2"},
+		{"/sessions/b2b2_x/previews", "instance=b2b2", ""},
+		{"/sessions/a1a1_x/previews/abc", "", ""},
 		{"/health", "", ""},
 	} {
 		r := httptest.NewRequest(http.MethodGet, tc.path, nil)

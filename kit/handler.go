@@ -13,6 +13,10 @@ import (
 type handler struct {
 	cors    *cors.Policy
 	machine string // FLY_MACHINE_ID, when on Fly (fly.go)
+	// preview takes every request to a host under the preview domain,
+	// before anything else: those hosts serve sessions' ports, never the
+	// box's routes (preview.go).
+	preview *previews
 	routes  []route.Route
 	// health answers what a gate refuses while the box is over its
 	// connection cap (listen.go).
@@ -20,6 +24,9 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.preview != nil && h.preview.serveHost(w, r) {
+		return
+	}
 	if h.cors.Handle(w, r) {
 		return
 	}

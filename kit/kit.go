@@ -121,6 +121,7 @@ type Server struct {
 	egress  *kitEgress         // nil: no proxy
 	inspect *inspect.Inspector // nil: no inspector (kit/inspect)
 	uploads *upload.Uploads    // /uploads (kit/upload)
+	preview *previews          // preview ports (preview.go)
 	obs     *metrics.Counters  // counted for /metrics (kit/metrics)
 	warm    *warmPool          // nil: no warm sessions
 	memory  *memoryReturner    // returns a burst's garbage (memory.go)

@@ -82,11 +82,17 @@ func (w *workspace) prepare() error {
 		box.Close()
 		return err
 	}
+	portEnv, err := srv.preview.sessionPort(ss, box) // preview_port.go
+	if err != nil {
+		box.Close()
+		return codeErr(protocol.CodeError, fmt.Errorf("give the session its preview port: %w", err))
+	}
+
 	ss.obs.box.Store(box) // the inspector samples its cgroup
 	w.info = &agent.Session{
 		ID:       ss.id,
 		Dirs:     dirs,
-		Env:      mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv),
+		Env:      mergeEnv(mergeEnv(srv.sessionEnv(ss.id, dirSet(dirs)), proxyEnv), portEnv),
 		Preamble: preamble(srv.man, dirs, srv.egress != nil),
 		Manifest: srv.man,
 		Log:      ss.logger(),

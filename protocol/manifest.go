@@ -50,6 +50,9 @@ type Manifest struct {
 	// Runs holds the run records' public key and settings
 	// (runrecord.go). Additive.
 	Runs *RunsSpec `json:"runs,omitempty"`
+	// Preview serves sessions' preview ports under a wildcard domain
+	// (preview.go). Additive; absent means no previews.
+	Preview *PreviewSpec `json:"preview,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -430,6 +433,11 @@ func (m *Manifest) Check() error {
 		}
 		if sb.UIDBase > 0 && sb.UIDBase < 1000 {
 			add("manifest: sandbox.uid_base %d would share uids with the image's own users; use 1000 or more (default 200000)", sb.UIDBase)
+		}
+	}
+	if p := m.Preview; p != nil {
+		if err := p.Check(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if h := m.HTTP; h != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -201,6 +202,9 @@ var schemaTypes = map[string]reflect.Type{
 	"fs_list":             reflect.TypeFor[FSList](),
 	"fs_event":            reflect.TypeFor[FSEvent](),
 	"fs_op":               reflect.TypeFor[FSOp](),
+	"preview_request":     reflect.TypeFor[PreviewRequest](),
+	"preview":             reflect.TypeFor[Preview](),
+	"preview_list":        reflect.TypeFor[PreviewList](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode
@@ -288,6 +292,12 @@ func fieldMatches(root jschema, ft reflect.Type, p map[string]any) error {
 	}
 	for ft.Kind() == reflect.Pointer {
 		ft = ft.Elem()
+	}
+	if ft == reflect.TypeFor[time.Time]() {
+		if p["type"] != "string" {
+			return fmt.Errorf("a time (RFC 3339 in JSON), want type string, got %v", p["type"])
+		}
+		return nil
 	}
 	if ref, ok := p["$ref"].(string); ok {
 		name := strings.TrimPrefix(ref, "#/$defs/")

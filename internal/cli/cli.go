@@ -51,6 +51,7 @@ var commands = []command{
 	demoCommand,
 	psCommand,
 	fsCommand,
+	previewCommand,
 	logsCommand,
 	egressCommand,
 	runsCommand,

@@ -91,9 +91,13 @@ type landlockSpec struct {
 	// directory may then be listed).
 	PrivateTmp bool `json:"private_tmp,omitempty"`
 	// Net confines TCP (ABI 4 and later): connect only to EgressPort (0:
-	// none), bind to none.
+	// none) and ListenPort, bind to ListenPort only (0: none).
 	Net        bool `json:"net,omitempty"`
 	EgressPort int  `json:"egress_port,omitempty"`
+	// ListenPort, above 0, confines TCP binds (ABI 4 and later) to that
+	// port, with Net or without: the session's one listening port where
+	// it shares the host's loopback (its preview port).
+	ListenPort int `json:"listen_port,omitempty"`
 }
 
 // llRule is one rule: the access allowed beneath path. A rule the walk
@@ -215,6 +219,9 @@ func landlockRestrict(spec *landlockSpec) error {
 		if spec.Net {
 			attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 		}
+		if spec.ListenPort > 0 {
+			attr.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP
+		}
 	}
 	if abi >= 6 {
 		size += unsafe.Sizeof(attr.scoped)
@@ -230,10 +237,17 @@ func landlockRestrict(spec *landlockSpec) error {
 			return err
 		}
 	}
-	if attr.handledNet != 0 && spec.EgressPort > 0 {
+	if attr.handledNet&unix.LANDLOCK_ACCESS_NET_CONNECT_TCP != 0 && spec.EgressPort > 0 {
 		na := landlockNetPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(spec.EgressPort)}
 		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, landlockRuleNetPort, uintptr(unsafe.Pointer(&na)), 0, 0, 0); e != 0 {
 			return fmt.Errorf("landlock: allow connections to port %d: %w", spec.EgressPort, e)
+		}
+	}
+	if attr.handledNet != 0 && spec.ListenPort > 0 {
+		// Its own port: listen on it, and connect to it (its own server).
+		na := landlockNetPortAttr{allowed: attr.handledNet, port: uint64(spec.ListenPort)}
+		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, landlockRuleNetPort, uintptr(unsafe.Pointer(&na)), 0, 0, 0); e != 0 {
+			return fmt.Errorf("landlock: allow listening on port %d: %w", spec.ListenPort, e)
 		}
 	}
 	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {

@@ -105,3 +105,63 @@ func dialTCP(port int) error {
 	defer unix.Close(fd)
 	return unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte(net.IPv4(127, 0, 0, 1).To4())})
 }
+
+// TestLandlockListenPort: a session with a listening port binds that port
+// and no other, with Net (where it also connects to it) or without (where
+// its connects are not confined).
+func TestLandlockListenPort(t *testing.T) {
+	kernel, err := landlockABI()
+	if err != nil || kernel < 4 {
+		t.Skip("no Landlock ABI 4 here: ", kernel, err)
+	}
+	free := func() int {
+		l := listenLoopback(t)
+		p := l.port()
+		l.Close()
+		return p
+	}
+	own, other, elsewhere := free(), free(), listenLoopback(t)
+	for _, confine := range []bool{false, true} {
+		t.Run(fmt.Sprint("Net ", confine), func(t *testing.T) {
+			var errs []string
+			OwnThread(func() {
+				if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+					errs = append(errs, err.Error())
+					return
+				}
+				if err := landlockRestrict(&landlockSpec{ABI: kernel, Net: confine, ListenPort: own}); err != nil {
+					errs = append(errs, err.Error())
+					return
+				}
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", own))
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("listen on the own port: %v", err))
+				} else {
+					if err := dialTCP(own); err != nil {
+						errs = append(errs, fmt.Sprintf("connect to the own port: %v", err))
+					}
+					l.Close()
+				}
+				if err := bindTCP(other); !errors.Is(err, syscall.EACCES) {
+					errs = append(errs, fmt.Sprintf("bind another port %d: %v, want EACCES", other, err))
+				}
+				if err := dialTCP(elsewhere.port()); (err == nil) == confine {
+					errs = append(errs, fmt.Sprintf("connect to another listening port with Net %v: %v", confine, err))
+				}
+			})
+			for _, e := range errs {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// bindTCP binds a TCP socket to 127.0.0.1:port and closes it.
+func bindTCP(port int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte(net.IPv4(127, 0, 0, 1).To4())})
+}

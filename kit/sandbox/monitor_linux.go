@@ -255,7 +255,7 @@ func (m *Monitor) reclaim(id string, keep bool) monReply {
 func (ms *monSession) supervise(req monRequest) (monReply, []int) {
 	ss := ms.ss
 	ms.endSup()
-	ss.ConfineNet, ss.EgressPort, ss.ProxyAddr = req.ConfineNet, req.EgressPort, req.ProxyAddr
+	ss.ConfineNet, ss.EgressPort, ss.ListenPort, ss.ProxyAddr = req.ConfineNet, req.EgressPort, req.ListenPort, req.ProxyAddr
 	ss.OnListener = nil
 	if req.Listener {
 		ss.OnListener = func(net.Listener) {}

@@ -78,6 +78,7 @@ type monRequest struct {
 	// made in the session's network namespace.
 	ConfineNet bool   `json:"confine_net,omitempty"`
 	EgressPort int    `json:"egress_port,omitempty"`
+	ListenPort int    `json:"listen_port,omitempty"`
 	ProxyAddr  string `json:"proxy_addr,omitempty"`
 	Listener   bool   `json:"listener,omitempty"`
 	// Keep (close, reclaim): leave the session's directories, for a
@@ -144,7 +145,7 @@ func decodeRequest(b []byte) (monRequest, error) {
 // names something that cannot be what it says.
 func (r *monRequest) check() error {
 	chown := r.Dir != "" || r.Path != ""
-	super := r.ConfineNet || r.EgressPort != 0 || r.ProxyAddr != "" || r.Listener
+	super := r.ConfineNet || r.EgressPort != 0 || r.ListenPort != 0 || r.ProxyAddr != "" || r.Listener
 	switch r.Op {
 	case opHello:
 		if r.Session != "" || chown || super || r.Keep {
@@ -171,6 +172,9 @@ func (r *monRequest) check() error {
 		}
 		if r.EgressPort < 0 || r.EgressPort > 65535 {
 			return fmt.Errorf("egress port %d", r.EgressPort)
+		}
+		if r.ListenPort < 0 || r.ListenPort > 65535 {
+			return fmt.Errorf("listen port %d", r.ListenPort)
 		}
 		if r.ProxyAddr != "" {
 			host, port, err := net.SplitHostPort(r.ProxyAddr)

@@ -167,7 +167,7 @@ func (mc *monitorClient) open(sb *Sandbox, id string) (*Session, error) {
 // supervise asks the monitor to start the session's supervisor, and
 // serves it.
 func (mc *monitorClient) supervise(ss *Session) (*sessionSup, net.Listener, error) {
-	req := monRequest{Op: opSupervise, Session: ss.id, ConfineNet: ss.ConfineNet, EgressPort: ss.EgressPort}
+	req := monRequest{Op: opSupervise, Session: ss.id, ConfineNet: ss.ConfineNet, EgressPort: ss.EgressPort, ListenPort: ss.ListenPort}
 	if ss.OnListener != nil {
 		req.Listener = true
 		req.ProxyAddr = ss.ProxyAddr

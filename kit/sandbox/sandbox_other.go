@@ -120,6 +120,7 @@ type Session struct {
 	ProxyAddr  string
 	ConfineNet bool
 	EgressPort int
+	ListenPort int
 	mu         sync.Mutex
 	procs      map[*Process]struct{}
 }

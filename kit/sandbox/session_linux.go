@@ -49,6 +49,12 @@ type Session struct {
 	// where no network namespace holds one (the only port ConfineNet
 	// lets a process connect to); 0 is none.
 	EgressPort int
+	// ListenPort, set before the first Start, is the one TCP port the
+	// session's processes may listen on where no network namespace holds
+	// the session (Landlock, ABI 4 and later, refuses every other bind):
+	// its preview port on the host's loopback. 0: no port, and binds are
+	// confined only with ConfineNet.
+	ListenPort int
 
 	mu     sync.Mutex
 	closed bool
@@ -62,7 +68,7 @@ type Session struct {
 	paused  bool
 
 	keepDirs bool   // Release: Close leaves the directories
-	supNet   [2]int // ConfineNet and EgressPort as its supervisor was made with
+	supNet   [3]int // ConfineNet, EgressPort and ListenPort as its supervisor was made with
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -209,6 +215,9 @@ func (ss *Session) initSpec(home string) (*initSpec, uintptr) {
 			Net:        ss.ConfineNet && !netns && sb.landlock >= 4,
 			EgressPort: ss.EgressPort,
 		}
+		if !netns && sb.landlock >= 4 {
+			is.Landlock.ListenPort = ss.ListenPort
+		}
 	}
 	if sb.userns {
 		flags |= syscall.CLONE_NEWUSER
@@ -254,10 +263,10 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		select {
 		case <-ss.sup.done:
 		default:
-			if ss.supNet != [2]int{boolInt(ss.ConfineNet), ss.EgressPort} {
+			if ss.supNet != [3]int{boolInt(ss.ConfineNet), ss.EgressPort, ss.ListenPort} {
 				// Its Landlock domain and filter were made without them:
 				// refused rather than run unconfined.
-				return nil, errors.New("sandbox: ConfineNet or EgressPort changed after the session's supervisor started: set them before Warm and the first Start")
+				return nil, errors.New("sandbox: ConfineNet, EgressPort or ListenPort changed after the session's supervisor started: set them before Warm and the first Start")
 			}
 			return ss.sup, nil
 		}
@@ -281,7 +290,7 @@ func (ss *Session) supervisor() (*sessionSup, error) {
 		}
 	}
 	ss.sup = sp
-	ss.supNet = [2]int{boolInt(ss.ConfineNet), ss.EgressPort}
+	ss.supNet = [3]int{boolInt(ss.ConfineNet), ss.EgressPort, ss.ListenPort}
 	return sp, nil
 }
 

@@ -6,11 +6,12 @@ import { SessionFiles } from "./fs.js";
 import { BoxHTTP } from "./http.js";
 import { buildInputs, utf8Length, type PromptOptions } from "./prompt.js";
 import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./result.js";
+import { listPreviews, mintPreview, revokePreview, type PreviewHost, type PreviewOptions } from "./preview.js";
 import { fetchRun, fetchRunChain, type RunHost, type RunOptions } from "./runs.js";
 import { SessionEgress } from "./sessionegress.js";
 import { raceSignal, sleep } from "./signals.js";
 import { dial } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, PromptFrame, ServerHelloFrame, SignedRun } from "./wire.js";
+import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, Preview, PromptFrame, ServerHelloFrame, SignedRun } from "./wire.js";
 
 export type SendErrorListener = (err: GloveboxError, what: string) => void;
 
@@ -587,6 +588,30 @@ export class Box {
    */
   runChain(opts: RunOptions = {}): Promise<SignedRun[]> {
     return settled(raceSignal(fetchRunChain(this.#runHost(), opts), opts.signal));
+  }
+
+  /**
+   * Mints a link to a port a process of this Box's session (or
+   * opts.session) listens on (the box's "preview" capability): open
+   * preview.url in a browser, or send "Authorization: Bearer " +
+   * preview.link to its origin.
+   */
+  preview(port: number, opts: PreviewOptions = {}): Promise<Preview> {
+    return settled(mintPreview(this.#previewHost(), port, opts));
+  }
+
+  /** Lists the session's live preview links, without their credentials. */
+  previews(session?: string): Promise<Preview[]> {
+    return settled(listPreviews(this.#previewHost(), session));
+  }
+
+  /** Revokes a preview link: it answers 410 Gone from then on. */
+  revokePreview(id: string, session?: string): Promise<void> {
+    return settled(revokePreview(this.#previewHost(), id, session));
+  }
+
+  #previewHost(): PreviewHost {
+    return { name: this.name, session: this.#session, callJSON: (m, r, b, ok) => this.#http.callJSON(m, r, b, ok) };
   }
 
   #runHost(): RunHost {

@@ -96,6 +96,39 @@ export class BoxHTTP {
       return new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
     }
     return new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: HTTP ${resp.status}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+   * Sends method to a route of the box with the credential and a JSON
+   * body (if any), expecting status ok: the decoded answer, or undefined
+   * for an empty one (204).
+   */
+  async callJSON<T>(method: string, route: string, body: unknown, ok: number): Promise<T | undefined> {
+    const u = this.route(route);
+    const headers: Record<string, string> = { Authorization: "Bearer " + (await this.credential()) };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const what = `${method.toLowerCase()} ${route}`;
+    let resp: Response;
+    try {
+      resp = await this.#s.fetch(u.toString(), {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+        signal: anySignal([this.#life, AbortSignal.timeout(this.#s.requestTimeoutMs)]), cache: "no-store", credentials: "omit", redirect: "error",
+      });
+    } catch (e) {
+      if (this.#closed()) throw closedError(this.#name);
+      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what}: ${(e as Error).message}`, { cause: e });
+    }
+    const text = await resp.text().catch(() => "");
+    if (resp.status === 401) {
+      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
+    }
+    if (resp.status !== ok) {
+      const snippet = text.slice(0, 200).trim();
+      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what}: HTTP ${resp.status}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+    }
+    if (text === "") return undefined;
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
+    }
   }
 
   /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */

@@ -11,6 +11,7 @@ export { ClientCodes, GloveboxError, isGloveboxError, type Completion } from "./
 export { decodeBase64, encodeBase64 } from "./base64.js";
 export { EGRESS_ASK_CHOICES, EGRESS_ASK_RENDERER, egressAsk, type EgressAsk, type EgressAskAnswer } from "./egress.js";
 export { FS_ROOTS, parseFsPath, SessionFiles, type FsCallOptions, type FsListOptions, type FsReadOptions, type FsWriteOptions } from "./fs.js";
+export { type PreviewOptions } from "./preview.js";
 export { RUN_SIGN_CONTEXT, RunVerifyError, canonicalJSON, runChainStart, verifyRun, verifyRunChain, type RunOptions } from "./runs.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
 export * from "./wire.js";

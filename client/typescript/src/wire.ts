@@ -305,6 +305,29 @@ export interface PongFrame {
   ts: unknown;
 }
 
+/** A preview link: POST /sessions/{id}/previews answers one with its url (carrying the link in ?glovebox_preview=) and link; GET lists them without link, url the bare origin. */
+export interface Preview {
+  id: string;
+  session: string;
+  port: number;
+  url: string;
+  link?: string;
+  expires: string;
+  [field: string]: unknown;
+}
+
+/** The body of GET /sessions/{id}/previews: the session's live links. */
+export interface PreviewList {
+  previews: Preview[];
+  [field: string]: unknown;
+}
+
+/** The body of POST /sessions/{id}/previews: the port a session's process listens on and how long the link works ("1h"; default 1h, at most 7d). */
+export interface PreviewRequest {
+  port: number;
+  ttl?: string;
+}
+
 /** Starts a turn. The id is the client's, unique among its prompts in flight. */
 export interface PromptFrame {
   type: "prompt";

@@ -60,13 +60,14 @@ type config struct {
 	sandboxes    []int
 	sandboxAgent string
 	fs           int // runs of each files measure (fs.go)
+	previews     int
 }
 
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, fs: 1}
+		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, fs: 1, previews: 200}
 }
 
 func run() error {
@@ -82,6 +83,7 @@ func run() error {
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
 	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
 	fsRuns := flag.Int("fs", 5, "how many runs of each files measure: PUT and GET of 1 MB and 100 MB, a listing of 10,000 files (beside sandbox-agent's with --sandbox-agent)")
+	previews := flag.Int("previews", 3000, "how many HTTP round trips to time straight to a node server and through a preview link of a session running it")
 	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
 	flag.Parse()
 	if *kitPath == "" {
@@ -95,7 +97,7 @@ func run() error {
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
 		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, fs: *fsRuns}
+			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, fs: *fsRuns, previews: *previews}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -177,6 +179,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.fs > 0 {
 		step("a session's files", func() ([]row, error) { return fsBench(cfg.kit, cfg.fs, cfg.sandboxAgent) })
+	}
+	if cfg.previews > 0 {
+		step("preview round trips", func() ([]row, error) { return previewRoundTrips(cfg.kit, cfg.previews) })
 	}
 	for _, n := range cfg.sandboxes {
 		step(fmt.Sprintf("%d sandboxed sessions", n), func() ([]row, error) { return sessions(cfg.kit, n) })

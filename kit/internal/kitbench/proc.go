@@ -129,8 +129,12 @@ func rss(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS")
 }
 
+// isolation is the layers in force, from /health (with the key: it
+// tells anyone else nothing about the sandbox).
 func isolation(k *kitProc) (string, error) {
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(k.port) + "/health")
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(k.port)+"/health", nil)
+	req.Header.Set("Authorization", "Bearer "+k.key)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err
 	}
