@@ -447,6 +447,9 @@ func connectLoopback(family int, sa unix.Sockaddr) (int, error) {
 		unix.Close(fd)
 		return -1, err
 	}
+	// Proxied requests are small writes each way: Nagle's algorithm
+	// would hold them for the peer's delayed acknowledgement.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	// The kit's side blocks on it through the runtime poller, which
 	// wants it non-blocking: it stays so.
 	return fd, nil
