@@ -96,6 +96,9 @@ export class BoxHTTP {
       return new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
     }
     return new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: HTTP ${resp.status}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
+  }
+
+  /**
    * Sends method to a route of the box with the credential and a JSON
    * body (if any), expecting status ok: the decoded answer, or undefined
    * for an empty one (204).
