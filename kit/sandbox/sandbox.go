@@ -301,6 +301,12 @@ type Spec struct {
 	Env  []string
 	// Stdin, Stdout and Stderr are given to the command; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// TTY makes Stdin, a terminal (the slave of a PTY the caller opened:
+	// OpenPTY), the command's controlling terminal: the command starts a
+	// session of its own (setsid) whose terminal it is (TIOCSCTTY), so
+	// that ^C and job control reach its foreground process group. Needs
+	// Stdin.
+	TTY bool
 }
 
 // ExitStatus is how a sandboxed command ended.

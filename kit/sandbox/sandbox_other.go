@@ -142,6 +142,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	cmd.Dir, cmd.Env = spec.Dir, spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.TTY && spec.Stdin != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

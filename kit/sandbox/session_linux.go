@@ -414,6 +414,11 @@ func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: args, Dir: spec.Dir, Env: spec.Env,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if spec.TTY && spec.Stdin != nil {
+		// A session of its own (so a process group of its own too), whose
+		// controlling terminal is stdin.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	setStdio(cmd, &spec)
 	if cmd.Env == nil {
 		cmd.Env = []string{}

@@ -149,7 +149,8 @@ func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
 		Dir:   m.Dir,
 		Env:   m.Env,
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+		// A terminal's command gets stdin (fd 0) as its controlling one.
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: m.TTY && m.Stdio[0], Ctty: 0, PidFD: &pidfd},
 	}
 	if s.spec.UID >= 0 {
 		attr.Sys.Credential = &syscall.Credential{Uid: uint32(s.spec.UID), Gid: uint32(s.spec.GID), Groups: []uint32{}}

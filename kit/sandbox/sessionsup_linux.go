@@ -40,6 +40,8 @@ type ctlMsg struct {
 	// Stdio says which of stdin, stdout, stderr the request carries, in
 	// that order (the others are /dev/null).
 	Stdio [3]bool `json:"stdio,omitzero"`
+	// TTY: stdin is a terminal, to be the command's controlling one.
+	TTY bool `json:"tty,omitempty"`
 	Sig   int     `json:"sig,omitempty"`
 	// Status is the command's wait status (exit).
 	Status uint32 `json:"status,omitempty"`
@@ -247,7 +249,7 @@ func (s *sessionSup) read() {
 
 // start asks the supervisor to run a command and waits until it runs.
 func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, error) {
-	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir}
+	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir, TTY: spec.TTY && spec.Stdin != nil}
 	if m.Env == nil {
 		m.Env = []string{}
 	}
