@@ -84,4 +84,3 @@ func TestTerminalIsTheControllingTTY(t *testing.T) {
 		})
 	}
 }
-

@@ -42,7 +42,7 @@ type ctlMsg struct {
 	Stdio [3]bool `json:"stdio,omitzero"`
 	// TTY: stdin is a terminal, to be the command's controlling one.
 	TTY bool `json:"tty,omitempty"`
-	Sig   int     `json:"sig,omitempty"`
+	Sig int  `json:"sig,omitempty"`
 	// Status is the command's wait status (exit).
 	Status uint32 `json:"status,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
