@@ -196,6 +196,14 @@ var schemaTypes = map[string]reflect.Type{
 	"run_file":            reflect.TypeFor[RunFile](),
 	"run_egress_decision": reflect.TypeFor[RunEgressDecision](),
 	"signed_run":          reflect.TypeFor[SignedRun](),
+	"exit_info":           reflect.TypeFor[ExitInfo](),
+	"terminal_request":    reflect.TypeFor[TerminalRequest](),
+	"terminal":            reflect.TypeFor[Terminal](),
+	"term_control":        reflect.TypeFor[TermControl](),
+	"process_request":     reflect.TypeFor[ProcessRequest](),
+	"process":             reflect.TypeFor[Process](),
+	"process_output":      reflect.TypeFor[ProcessOutput](),
+	"process_signal":      reflect.TypeFor[ProcessSignal](),
 	"run_chain":           reflect.TypeFor[RunChain](),
 }
 
