@@ -138,47 +138,49 @@ func (tm *term) exit() protocol.TermControl {
 // stty sees its size and each resize, ^C reaches the foreground process
 // and the exit frame carries the command's status.
 func TestTerminalEchoResizeInterruptExit(t *testing.T) {
-	b := newBox(t, scripted(nil))
-	c := b.dial("/", nil)
-	id := c.hello["session_id"].(string)
-	var tinfo protocol.Terminal
-	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh"],"cols":100,"rows":30,"env":{"PS1":"$ "}}`, http.StatusCreated, &tinfo)
-	if tinfo.ID == "" || tinfo.State != protocol.ExecRunning || tinfo.Pid == 0 {
-		t.Fatalf("POST terminals = %+v, want a running terminal", tinfo)
-	}
-	tm := b.attach("/sessions/"+id+"/terminals/"+tinfo.ID, nil)
-	tm.send("echo hel''lo-$((6*7))\r")
-	tm.until("hello-42")
-	tm.send("stty size; echo $TERM; pwd\r")
-	tm.until("30 100")
-	tm.until("xterm-256color")
-	ss := b.srv.live.lookup(id)
-	info, _ := ss.sandboxed()
-	tm.until(info.Dirs.Work)
-	tm.control(protocol.TermControl{Type: protocol.TermResize, Cols: 132, Rows: 43})
-	tm.send("stty size\r")
-	tm.until("43 132")
-	tm.send("sleep 1000\r")
-	// The foreground process is sleep: ^C typed into the terminal ends
-	// it (the line discipline signals the foreground group), not the shell.
-	testkit.Until(t, "sleep to run in the terminal", func() bool { return len(testkit.WithCmdline("sleep\x001000")) > 0 })
-	tm.send("\x03")
-	tm.send("echo after-$?\r")
-	tm.until("after-130")
-	tm.control(protocol.TermControl{Type: "teleport"})
-	if m := testkit.Recv(t, tm.ctl, "the answer to a bad control frame"); m.Type != protocol.TermError || !strings.Contains(m.Message, "teleport") {
-		t.Errorf("a bad control frame was answered %+v, want an error naming it", m)
-	}
-	tm.send("exit 3\r")
-	if m := tm.exit(); m.Exit == nil || m.Exit.Code != 3 {
-		t.Errorf("exit frame = %+v, want code 3", m)
-	}
-	testkit.Wait(t, tm.closed, "the box to close the terminal's socket")
-	var list []protocol.Terminal
-	b.doJSON("GET", "/sessions/"+id+"/terminals", "", http.StatusOK, &list)
-	if len(list) != 1 || list[0].State != protocol.ExecExited || list[0].Exit.Code != 3 || list[0].Cols != 132 {
-		t.Errorf("GET terminals = %+v, want the one, exited with 3, 132 columns", list)
-	}
+	forSandboxes(t, func(t *testing.T, opt boxOpt) {
+		b := newBox(t, scripted(nil), opt)
+		c := b.dial("/", nil)
+		id := c.hello["session_id"].(string)
+		var tinfo protocol.Terminal
+		b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh"],"cols":100,"rows":30,"env":{"PS1":"$ "}}`, http.StatusCreated, &tinfo)
+		if tinfo.ID == "" || tinfo.State != protocol.ExecRunning || tinfo.Pid == 0 {
+			t.Fatalf("POST terminals = %+v, want a running terminal", tinfo)
+		}
+		tm := b.attach("/sessions/"+id+"/terminals/"+tinfo.ID, nil)
+		tm.send("echo hel''lo-$((6*7))\r")
+		tm.until("hello-42")
+		tm.send("stty size; echo $TERM; pwd\r")
+		tm.until("30 100")
+		tm.until("xterm-256color")
+		ss := b.srv.live.lookup(id)
+		info, _ := ss.sandboxed()
+		tm.until(info.Dirs.Work)
+		tm.control(protocol.TermControl{Type: protocol.TermResize, Cols: 132, Rows: 43})
+		tm.send("stty size\r")
+		tm.until("43 132")
+		tm.send("sleep 1000\r")
+		// The foreground process is sleep: ^C typed into the terminal ends
+		// it (the line discipline signals the foreground group), not the shell.
+		testkit.Until(t, "sleep to run in the terminal", func() bool { return len(testkit.WithCmdline("sleep\x001000")) > 0 })
+		tm.send("\x03")
+		tm.send("echo after-$?\r")
+		tm.until("after-130")
+		tm.control(protocol.TermControl{Type: "teleport"})
+		if m := testkit.Recv(t, tm.ctl, "the answer to a bad control frame"); m.Type != protocol.TermError || !strings.Contains(m.Message, "teleport") {
+			t.Errorf("a bad control frame was answered %+v, want an error naming it", m)
+		}
+		tm.send("exit 3\r")
+		if m := tm.exit(); m.Exit == nil || m.Exit.Code != 3 {
+			t.Errorf("exit frame = %+v, want code 3", m)
+		}
+		testkit.Wait(t, tm.closed, "the box to close the terminal's socket")
+		var list []protocol.Terminal
+		b.doJSON("GET", "/sessions/"+id+"/terminals", "", http.StatusOK, &list)
+		if len(list) != 1 || list[0].State != protocol.ExecExited || list[0].Exit.Code != 3 || list[0].Cols != 132 {
+			t.Errorf("GET terminals = %+v, want the one, exited with 3, 132 columns", list)
+		}
+	})
 }
 
 // Several terminals run at once, each its own.
@@ -213,30 +215,32 @@ func TestTerminalsSeveralAtOnce(t *testing.T) {
 // growing the kit's memory. A client that attaches and never reads is
 // the same: the socket's buffers fill, then the queue.
 func TestTerminalNobodyReadsIsBounded(t *testing.T) {
-	b := newBox(t, scripted(nil))
-	c := b.dial("/", nil)
-	id := c.hello["session_id"].(string)
-	var ti protocol.Terminal
-	// 64 MiB, far more than the queue, the PTY and the sockets hold.
-	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh","-c","head -c 67108864 /dev/zero | tr '\\0' x; echo done"]}`, http.StatusCreated, &ti)
-	tmn, _ := newTerminalsOf(b, id, ti.ID)
-	testkit.Until(t, "the terminal's output queue to fill", func() bool { return len(tmn.out) == cap(tmn.out) })
-	if ended(tmn.proc) != nil {
-		t.Fatal("the command ended: its 64 MiB were read although nobody read the terminal")
-	}
-	// A client that never reads.
-	hdr := b.auth()
-	cn, _, err := wsconn.Dial(testkit.Context(t, "attach"), "ws"+strings.TrimPrefix(b.url, "http")+"/sessions/"+id+"/terminals/"+ti.ID, wsconn.DialOptions{Header: hdr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cn.Close()
-	testkit.Until(t, "the queue to fill again behind the silent client", func() bool { return len(tmn.out) == cap(tmn.out) && tmn.info().Attached })
-	if ended(tmn.proc) != nil {
-		t.Fatal("the command ended: its 64 MiB were read although the client read none")
-	}
-	b.doJSON("DELETE", "/sessions/"+id+"/terminals/"+ti.ID, "", http.StatusNoContent, nil)
-	testkit.Wait(t, tmn.proc.Done(), "the deleted terminal's command to end")
+	forSandboxes(t, func(t *testing.T, opt boxOpt) {
+		b := newBox(t, scripted(nil), opt)
+		c := b.dial("/", nil)
+		id := c.hello["session_id"].(string)
+		var ti protocol.Terminal
+		// 64 MiB, far more than the queue, the PTY and the sockets hold.
+		b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh","-c","head -c 67108864 /dev/zero | tr '\\0' x; echo done"]}`, http.StatusCreated, &ti)
+		tmn, _ := newTerminalsOf(b, id, ti.ID)
+		testkit.Until(t, "the terminal's output queue to fill", func() bool { return len(tmn.out) == cap(tmn.out) })
+		if ended(tmn.proc) != nil {
+			t.Fatal("the command ended: its 64 MiB were read although nobody read the terminal")
+		}
+		// A client that never reads.
+		hdr := b.auth()
+		cn, _, err := wsconn.Dial(testkit.Context(t, "attach"), "ws"+strings.TrimPrefix(b.url, "http")+"/sessions/"+id+"/terminals/"+ti.ID, wsconn.DialOptions{Header: hdr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cn.Close()
+		testkit.Until(t, "the queue to fill again behind the silent client", func() bool { return len(tmn.out) == cap(tmn.out) && tmn.info().Attached })
+		if ended(tmn.proc) != nil {
+			t.Fatal("the command ended: its 64 MiB were read although the client read none")
+		}
+		b.doJSON("DELETE", "/sessions/"+id+"/terminals/"+ti.ID, "", http.StatusNoContent, nil)
+		testkit.Wait(t, tmn.proc.Done(), "the deleted terminal's command to end")
+	})
 }
 
 // newTerminalsOf finds a terminal in the box's table.
@@ -320,53 +324,55 @@ func TestExecBadRequests(t *testing.T) {
 // its stdin takes a streamed body, its output pages by absolute offsets
 // and follows until it ends, with its exit status.
 func TestProcessStdinOutputFollow(t *testing.T) {
-	b := newBox(t, scripted(nil))
-	c := b.dial("/", nil)
-	id := c.hello["session_id"].(string)
-	var p protocol.Process
-	b.doJSON("POST", "/sessions/"+id+"/processes", `{"command":["/bin/sh","-c","echo pwd=$(pwd) home=$HOME x=$X; echo to-stderr >&2; tr a-z A-Z; exit 5"],"env":{"X":"ex"}}`, http.StatusCreated, &p)
-	if p.ID != "p1" || p.State != protocol.ExecRunning {
-		t.Fatalf("POST processes = %+v", p)
-	}
-	base := "/sessions/" + id + "/processes/" + p.ID
-	b.doJSON("POST", base+"/stdin", "hello ", http.StatusNoContent, nil)
-	b.doJSON("POST", base+"/stdin?close=1", "world\n", http.StatusNoContent, nil)
-	code, out := b.call("GET", base+"/output?stream=stdout&follow=1", b.auth(), "")
-	if code != http.StatusOK {
-		t.Fatalf("follow = %d %s", code, out)
-	}
-	var all []byte
-	var last protocol.ProcessOutput
-	for line := range strings.Lines(string(out)) {
-		if err := json.Unmarshal([]byte(line), &last); err != nil {
-			t.Fatalf("follow line %q: %v", line, err)
+	forSandboxes(t, func(t *testing.T, opt boxOpt) {
+		b := newBox(t, scripted(nil), opt)
+		c := b.dial("/", nil)
+		id := c.hello["session_id"].(string)
+		var p protocol.Process
+		b.doJSON("POST", "/sessions/"+id+"/processes", `{"command":["/bin/sh","-c","echo pwd=$(pwd) home=$HOME x=$X; echo to-stderr >&2; tr a-z A-Z; exit 5"],"env":{"X":"ex"}}`, http.StatusCreated, &p)
+		if p.ID != "p1" || p.State != protocol.ExecRunning {
+			t.Fatalf("POST processes = %+v", p)
 		}
-		data, _ := base64.StdEncoding.DecodeString(last.Data)
-		all = append(all, data...)
-	}
-	ss := b.srv.live.lookup(id)
-	info, _ := ss.sandboxed()
-	want := "pwd=" + info.Dirs.Work + " home=" + info.Dirs.Work + " x=ex\nHELLO WORLD\n"
-	if string(all) != want {
-		t.Errorf("followed stdout = %q, want %q", all, want)
-	}
-	if !last.EOF || last.Exit == nil || last.Exit.Code != 5 || last.Next != int64(len(want)) {
-		t.Errorf("last line = %+v, want eof at %d with exit code 5", last, len(want))
-	}
-	var page protocol.ProcessOutput
-	b.doJSON("GET", base+"/output?stream=stderr", "", http.StatusOK, &page)
-	if data, _ := base64.StdEncoding.DecodeString(page.Data); string(data) != "to-stderr\n" || !page.EOF {
-		t.Errorf("stderr page = %+v (%q), want to-stderr and eof", page, data)
-	}
-	page = protocol.ProcessOutput{}
-	b.doJSON("GET", base+"/output?offset=4&limit=3", "", http.StatusOK, &page)
-	if data, _ := base64.StdEncoding.DecodeString(page.Data); string(data) != want[4:7] || page.Offset != 4 || page.Next != 7 || page.EOF {
-		t.Errorf("a page at 4 of 3 = %+v (%q), want %q", page, data, want[4:7])
-	}
-	code, out = b.call("POST", base+"/stdin", b.auth(), "more")
-	if code != http.StatusConflict {
-		t.Errorf("stdin after close = %d %s, want 409", code, out)
-	}
+		base := "/sessions/" + id + "/processes/" + p.ID
+		b.doJSON("POST", base+"/stdin", "hello ", http.StatusNoContent, nil)
+		b.doJSON("POST", base+"/stdin?close=1", "world\n", http.StatusNoContent, nil)
+		code, out := b.call("GET", base+"/output?stream=stdout&follow=1", b.auth(), "")
+		if code != http.StatusOK {
+			t.Fatalf("follow = %d %s", code, out)
+		}
+		var all []byte
+		var last protocol.ProcessOutput
+		for line := range strings.Lines(string(out)) {
+			if err := json.Unmarshal([]byte(line), &last); err != nil {
+				t.Fatalf("follow line %q: %v", line, err)
+			}
+			data, _ := base64.StdEncoding.DecodeString(last.Data)
+			all = append(all, data...)
+		}
+		ss := b.srv.live.lookup(id)
+		info, _ := ss.sandboxed()
+		want := "pwd=" + info.Dirs.Work + " home=" + info.Dirs.Work + " x=ex\nHELLO WORLD\n"
+		if string(all) != want {
+			t.Errorf("followed stdout = %q, want %q", all, want)
+		}
+		if !last.EOF || last.Exit == nil || last.Exit.Code != 5 || last.Next != int64(len(want)) {
+			t.Errorf("last line = %+v, want eof at %d with exit code 5", last, len(want))
+		}
+		var page protocol.ProcessOutput
+		b.doJSON("GET", base+"/output?stream=stderr", "", http.StatusOK, &page)
+		if data, _ := base64.StdEncoding.DecodeString(page.Data); string(data) != "to-stderr\n" || !page.EOF {
+			t.Errorf("stderr page = %+v (%q), want to-stderr and eof", page, data)
+		}
+		page = protocol.ProcessOutput{}
+		b.doJSON("GET", base+"/output?offset=4&limit=3", "", http.StatusOK, &page)
+		if data, _ := base64.StdEncoding.DecodeString(page.Data); string(data) != want[4:7] || page.Offset != 4 || page.Next != 7 || page.EOF {
+			t.Errorf("a page at 4 of 3 = %+v (%q), want %q", page, data, want[4:7])
+		}
+		code, out = b.call("POST", base+"/stdin", b.auth(), "more")
+		if code != http.StatusConflict {
+			t.Errorf("stdin after close = %d %s, want 409", code, out)
+		}
+	})
 }
 
 // A process that floods its output costs the kit one ring per stream: it
@@ -437,24 +443,26 @@ func TestProcessSignalAndDelete(t *testing.T) {
 // Terminals and processes end with their session: nothing of theirs is
 // left running, and their sockets and streams close.
 func TestExecEndsWithTheSession(t *testing.T) {
-	b := newBox(t, scripted(nil))
-	c := b.dial("/", nil)
-	id := c.hello["session_id"].(string)
-	var ti protocol.Terminal
-	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh","-c","sleep 1000 & sleep 1000"]}`, http.StatusCreated, &ti)
-	tm := b.attach("/sessions/"+id+"/terminals/"+ti.ID, nil)
-	var p protocol.Process
-	b.doJSON("POST", "/sessions/"+id+"/processes", `{"command":["/bin/sh","-c","setsid sleep 1000 & exec sleep 1000"]}`, http.StatusCreated, &p)
-	testkit.Until(t, "the session's four sleeps", func() bool { return len(testkit.WithCmdline("sleep\x001000")) >= 4 })
-	ss := b.srv.live.lookup(id)
-	ss.end(errClosed)
-	testkit.Wait(t, tm.closed, "the terminal's socket to close with the session")
-	testkit.Until(t, "every process of the session to end", func() bool {
-		return !alive(ti.Pid) && !alive(p.Pid) && len(testkit.WithCmdline("sleep\x001000")) == 0
+	forSandboxes(t, func(t *testing.T, opt boxOpt) {
+		b := newBox(t, scripted(nil), opt)
+		c := b.dial("/", nil)
+		id := c.hello["session_id"].(string)
+		var ti protocol.Terminal
+		b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh","-c","sleep 1000 & sleep 1000"]}`, http.StatusCreated, &ti)
+		tm := b.attach("/sessions/"+id+"/terminals/"+ti.ID, nil)
+		var p protocol.Process
+		b.doJSON("POST", "/sessions/"+id+"/processes", `{"command":["/bin/sh","-c","setsid sleep 1000 & exec sleep 1000"]}`, http.StatusCreated, &p)
+		testkit.Until(t, "the session's four sleeps", func() bool { return len(testkit.WithCmdline("sleep\x001000")) >= 4 })
+		ss := b.srv.live.lookup(id)
+		ss.end(errClosed)
+		testkit.Wait(t, tm.closed, "the terminal's socket to close with the session")
+		testkit.Until(t, "every process of the session to end", func() bool {
+			return !alive(ti.Pid) && !alive(p.Pid) && len(testkit.WithCmdline("sleep\x001000")) == 0
+		})
+		if code, _ := b.call("GET", "/sessions/"+id+"/processes", b.auth(), ""); code != http.StatusNotFound {
+			t.Errorf("GET processes of an ended session = %d, want 404", code)
+		}
 	})
-	if code, _ := b.call("GET", "/sessions/"+id+"/processes", b.auth(), ""); code != http.StatusNotFound {
-		t.Errorf("GET processes of an ended session = %d, want 404", code)
-	}
 }
 
 // alive reports whether pid runs (a zombie does not).
@@ -467,4 +475,15 @@ func alive(pid int) bool {
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !bytes.Contains(stat, []byte(") Z ")) && !bytes.Contains(stat, []byte(") X "))
+}
+
+// forSandboxes runs a test with the full sandbox (as CI runs the kit,
+// as root) and with the sandbox off.
+func forSandboxes(t *testing.T, f func(t *testing.T, opt boxOpt)) {
+	t.Run("sandboxed", func(t *testing.T) { f(t, func(*protocol.Manifest, *Options) {}) })
+	t.Run("off", func(t *testing.T) {
+		f(t, func(m *protocol.Manifest, _ *Options) {
+			m.Sandbox = &protocol.SandboxSpec{Enabled: new(false), AllowDegraded: true}
+		})
+	})
 }
