@@ -11,7 +11,7 @@ import (
 func TestRingPages(t *testing.T) {
 	g := &ring{size: 8, changed: make(chan struct{})}
 	g.write([]byte("abc"))
-	g.write([]byte("defghij")) // 10 bytes: "ab" dropped
+	g.write([]byte("defghij"))                           // 10 bytes: "ab" dropped
 	g.write([]byte(strings.Repeat("z", 20) + "0123456")) // 37 in all
 	for _, tc := range []struct {
 		off     int64
