@@ -50,6 +50,8 @@ var commands = []command{
 	devCommand,
 	demoCommand,
 	psCommand,
+	shellCommand,
+	procCommand,
 	logsCommand,
 	egressCommand,
 	runsCommand,
