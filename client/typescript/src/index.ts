@@ -12,4 +12,7 @@ export { decodeBase64, encodeBase64 } from "./base64.js";
 export { EGRESS_ASK_CHOICES, EGRESS_ASK_RENDERER, egressAsk, type EgressAsk, type EgressAskAnswer } from "./egress.js";
 export { RUN_SIGN_CONTEXT, RunVerifyError, canonicalJSON, runChainStart, verifyRun, verifyRunChain, type RunOptions } from "./runs.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
+export { Terminal } from "./terminal.js";
+export type { Terminal as TerminalInfo } from "./wire.js";
+export { type OutputOptions, type OutputPage } from "./processes.js";
 export * from "./wire.js";
