@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -149,6 +150,30 @@ func (t *execTable[T]) endAll(ss *session) {
 	for _, id := range set.order {
 		t.end(set.items[id])
 	}
+}
+
+// execPath splits the rest of a terminal's or process's path (after
+// /sessions/{id}/terminals): "" or "/" is the collection; "/{id}" an
+// entry; "/{id}/{sub}" an entry's sub-route. Anything else (more
+// segments, an empty or dot segment) is not a route: ok is false.
+func execPath(rest string) (id, sub string, ok bool) {
+	if rest == "" || rest == "/" {
+		return "", "", true
+	}
+	p, found := strings.CutPrefix(rest, "/")
+	if !found {
+		return "", "", false
+	}
+	id, sub, _ = strings.Cut(p, "/")
+	for _, seg := range []string{id, sub} {
+		if strings.ContainsAny(seg, "/\\\x00") || seg == "." || seg == ".." {
+			return "", "", false
+		}
+	}
+	if id == "" || (strings.Count(p, "/") == 1 && sub == "") {
+		return "", "", false
+	}
+	return id, sub, true
 }
 
 // execSpec is the sandbox.Spec of a request's command in a session: the

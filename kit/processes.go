@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +76,11 @@ func (ps *processes) feature() sessionFeature {
 }
 
 func (ps *processes) serve(w http.ResponseWriter, r *http.Request, ss *session, rest string) {
-	id, sub, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	id, sub, ok := execPath(rest)
+	if !ok {
+		http.Error(w, "no such process route: /sessions/{id}/processes[/{pid}[/output|/stdin|/signal]]", http.StatusNotFound)
+		return
+	}
 	if id == "" {
 		switch r.Method {
 		case http.MethodPost:

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"bytes"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -42,4 +43,76 @@ func TestRingPages(t *testing.T) {
 	if p, _ := g.page("stdout", 30, 100); !p.EOF {
 		t.Errorf("a page to the end of an ended stream does not say eof")
 	}
+}
+
+// FuzzExecPath: a route a terminal or process takes is one segment, or
+// two for a process's sub-route, never empty, never a dot segment, never
+// holding a slash, backslash or NUL.
+func FuzzExecPath(f *testing.F) {
+	for _, s := range []string{"", "/", "/t1", "/p1/output", "/p1/", "//", "/p1/a/b", "/..", "/p1/..", "x", "/a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rest string) {
+		id, sub, ok := execPath(rest)
+		if !ok {
+			if id != "" || sub != "" {
+				t.Fatalf("execPath(%q) = %q, %q, false: want nothing with false", rest, id, sub)
+			}
+			return
+		}
+		if id == "" && (sub != "" || (rest != "" && rest != "/")) {
+			t.Fatalf("execPath(%q) = %q, %q: a collection route from more than the collection", rest, id, sub)
+		}
+		for _, seg := range []string{id, sub} {
+			if strings.ContainsAny(seg, "/\\\x00") || seg == "." || seg == ".." {
+				t.Fatalf("execPath(%q) accepted segment %q", rest, seg)
+			}
+		}
+		if id != "" {
+			want := "/" + id
+			if sub != "" {
+				want += "/" + sub
+			}
+			if want != rest {
+				t.Fatalf("execPath(%q) = %q, %q: not the path it came from", rest, id, sub)
+			}
+		}
+	})
+}
+
+// FuzzRing: whatever is written in whatever pieces, the ring holds the
+// stream's last size bytes, its buffer never grows past size, and every
+// page is the stream's bytes at the offsets it names.
+func FuzzRing(f *testing.F) {
+	f.Add([]byte("hello world"), uint8(4), int64(0), uint16(3))
+	f.Add(bytes.Repeat([]byte("x"), 300), uint8(7), int64(250), uint16(100))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint8, off int64, limit uint16) {
+		const size = 64
+		g := &ring{size: size, changed: make(chan struct{})}
+		step := int(cut%17) + 1
+		for i := 0; i < len(data); i += step {
+			g.write(data[i:min(i+step, len(data))])
+		}
+		if cap(g.buf) > size {
+			t.Fatalf("the ring holds %d bytes, more than %d", cap(g.buf), size)
+		}
+		if off < 0 {
+			off = -off
+		}
+		p, _ := g.page("stdout", off, int(limit)+1)
+		got, err := base64.StdEncoding.DecodeString(p.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := int64(len(data))
+		lo := max(0, end-size)
+		wantFrom := min(max(off, lo), end)
+		wantN := min(end-wantFrom, int64(limit)+1)
+		if p.Offset != wantFrom || p.Next != wantFrom+wantN || !bytes.Equal(got, data[wantFrom:wantFrom+wantN]) {
+			t.Fatalf("page(%d, %d) of %d bytes = %q at %d, next %d; want %q at %d", off, int(limit)+1, end, got, p.Offset, p.Next, data[wantFrom:wantFrom+wantN], wantFrom)
+		}
+		if wantDropped := max(0, lo-min(off, end)); p.Dropped != wantDropped {
+			t.Fatalf("page(%d) dropped %d, want %d", off, p.Dropped, wantDropped)
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,8 +79,8 @@ func (ts *terminals) feature() sessionFeature {
 }
 
 func (ts *terminals) serve(w http.ResponseWriter, r *http.Request, ss *session, rest string) {
-	id := strings.TrimPrefix(rest, "/")
-	if strings.Contains(id, "/") {
+	id, sub, ok := execPath(rest)
+	if !ok || sub != "" {
 		http.Error(w, "no such terminal route: /sessions/{id}/terminals[/{tid}]", http.StatusNotFound)
 		return
 	}
