@@ -32,7 +32,9 @@ const (
 )
 
 // execTable is one feature's entries (terminals or processes), per
-// session. A session's entries end when it does.
+// session. A session's entries end when it does. mu guards sets; each
+// set's own lock orders its entries' starts, so that one session's slow
+// start holds up no other session's.
 type execTable[T any] struct {
 	prefix string // of the entries' ids: "t" (t1, t2...) or "p"
 	max    int
@@ -44,34 +46,44 @@ type execTable[T any] struct {
 }
 
 type execSet[T any] struct {
+	mu    sync.Mutex
+	ended bool // the session ended: nothing more is added
 	next  int
 	order []string
 	items map[string]T
 }
 
-var (
-	errTooMany   = errors.New("kit: too many")
-	errNoSuchOne = errors.New("kit: no such entry")
-)
+// errTooMany: a session holds as many terminals or processes as it may.
+var errTooMany = errors.New("kit: too many")
 
-// add gives v an id in ss's set, making the set (and its end with the
-// session) the first time. At max entries it drops the oldest ended one,
-// else refuses with errTooMany.
-func (t *execTable[T]) add(ss *session, mk func(id string) (T, error)) (T, error) {
-	var zero T
+// set is ss's set, made (with its end with the session) when create is set.
+func (t *execTable[T]) set(ss *session, create bool) *execSet[T] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ss.ctx.Err() != nil {
-		return zero, errSessionEnded
-	}
-	if t.sets == nil {
-		t.sets = map[*session]*execSet[T]{}
-	}
 	set := t.sets[ss]
-	if set == nil {
+	if set == nil && create && ss.ctx.Err() == nil {
+		if t.sets == nil {
+			t.sets = map[*session]*execSet[T]{}
+		}
 		set = &execSet[T]{items: map[string]T{}}
 		t.sets[ss] = set
 		context.AfterFunc(ss.ctx, func() { t.endAll(ss) })
+	}
+	return set
+}
+
+// add makes an entry with mk, under the next id of ss's set. At max
+// entries it drops the oldest ended one, else refuses with errTooMany.
+func (t *execTable[T]) add(ss *session, mk func(id string) (T, error)) (T, error) {
+	var zero T
+	set := t.set(ss, true)
+	if set == nil {
+		return zero, errSessionEnded
+	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.ended {
+		return zero, errSessionEnded
 	}
 	if len(set.order) >= t.max {
 		i := slices.IndexFunc(set.order, func(id string) bool { return t.done(set.items[id]) })
@@ -94,24 +106,25 @@ func (t *execTable[T]) add(ss *session, mk func(id string) (T, error)) (T, error
 
 // get finds an entry of ss.
 func (t *execTable[T]) get(ss *session, id string) (T, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if set := t.sets[ss]; set != nil {
-		v, ok := set.items[id]
-		return v, ok
-	}
 	var zero T
-	return zero, false
+	set := t.set(ss, false)
+	if set == nil {
+		return zero, false
+	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	v, ok := set.items[id]
+	return v, ok
 }
 
 // list is ss's entries, oldest first.
 func (t *execTable[T]) list(ss *session) []T {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	set := t.sets[ss]
+	set := t.set(ss, false)
 	if set == nil {
 		return nil
 	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
 	out := make([]T, 0, len(set.order))
 	for _, id := range set.order {
 		out = append(out, set.items[id])
@@ -121,24 +134,25 @@ func (t *execTable[T]) list(ss *session) []T {
 
 // remove takes an entry of ss out of the table and ends it.
 func (t *execTable[T]) remove(ss *session, id string) bool {
-	t.mu.Lock()
-	set := t.sets[ss]
-	var v T
-	ok := false
-	if set != nil {
-		if v, ok = set.items[id]; ok {
-			delete(set.items, id)
-			set.order = slices.DeleteFunc(set.order, func(x string) bool { return x == id })
-		}
+	set := t.set(ss, false)
+	if set == nil {
+		return false
 	}
-	t.mu.Unlock()
+	set.mu.Lock()
+	v, ok := set.items[id]
+	if ok {
+		delete(set.items, id)
+		set.order = slices.DeleteFunc(set.order, func(x string) bool { return x == id })
+	}
+	set.mu.Unlock()
 	if ok {
 		t.end(v)
 	}
 	return ok
 }
 
-// endAll ends every entry of a session that has ended.
+// endAll ends every entry of a session that has ended, once a start under
+// way has added its own.
 func (t *execTable[T]) endAll(ss *session) {
 	t.mu.Lock()
 	set := t.sets[ss]
@@ -147,8 +161,15 @@ func (t *execTable[T]) endAll(ss *session) {
 	if set == nil {
 		return
 	}
+	set.mu.Lock()
+	set.ended = true
+	items := make([]T, 0, len(set.order))
 	for _, id := range set.order {
-		t.end(set.items[id])
+		items = append(items, set.items[id])
+	}
+	set.mu.Unlock()
+	for _, v := range items {
+		t.end(v)
 	}
 }
 
@@ -310,8 +331,6 @@ func execError(w http.ResponseWriter, err error) {
 		status = http.StatusTooManyRequests
 	case errors.Is(err, errSessionEnded):
 		status = http.StatusGone
-	case errors.Is(err, errNoSuchOne):
-		status = http.StatusNotFound
 	}
 	http.Error(w, err.Error(), status)
 }

@@ -155,7 +155,7 @@ func (ts *terminals) create(w http.ResponseWriter, r *http.Request, ss *session)
 		return
 	}
 	t, err := ts.table.add(ss, func(id string) (*terminal, error) {
-		master, slave, err := sandbox.OpenPTY(uint16(cols), uint16(rows))
+		master, slave, err := info.Sandbox.OpenPTY(uint16(cols), uint16(rows))
 		if err != nil {
 			return nil, err
 		}

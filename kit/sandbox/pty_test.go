@@ -67,12 +67,12 @@ func TestTerminalIsTheControllingTTY(t *testing.T) {
 }
 
 func checkTTY(t *testing.T, ss *Session, dir string) {
-	master, slave, err := OpenPTY(91, 37)
+	master, slave, err := ss.OpenPTY(91, 37)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer master.Close()
-	script := `stty size; test -t 0 && test -t 1 && echo has-tty; (: </dev/tty) 2>/dev/null && echo has-dev-tty; trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done`
+	script := `stty size; test -t 0 && test -t 1 && echo has-tty; tty | sed 's/^/name=/'; (: </dev/tty) 2>/dev/null && echo has-dev-tty; trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done`
 	p, err := ss.Start(Spec{
 		Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir,
 		Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir},
@@ -114,7 +114,7 @@ func checkTTY(t *testing.T, ss *Session, dir string) {
 		}
 	}
 	until("ready")
-	for _, want := range []string{"37 91", "has-tty", "has-dev-tty"} {
+	for _, want := range []string{"37 91", "has-tty", "has-dev-tty", "name=/dev/pts/"} {
 		if !strings.Contains(seen.String(), want) {
 			t.Errorf("the terminal said %q, want %q in it", seen.String(), want)
 		}

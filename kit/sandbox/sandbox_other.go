@@ -167,6 +167,11 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
+// OpenPTY is the package's OpenPTY: terminals need Linux.
+func (ss *Session) OpenPTY(cols, rows uint16) (master, slave *os.File, err error) {
+	return OpenPTY(cols, rows)
+}
+
 // KillAll kills the process groups the session started.
 func (ss *Session) KillAll() {
 	if ss == nil {
