@@ -50,7 +50,8 @@ describe("terminals and processes (the kit)", () => {
         while (!screen.includes(want)) await new Promise((res) => waiters.push(res));
         screen = screen.slice(screen.indexOf(want) + want.length);
       })());
-    t.write("id -u; stty size\r");
+    t.write("tty; stty size\r");
+    await until("/dev/pts/");
     await until("30 100");
     t.resize(120, 40);
     t.write("stty size\r");
