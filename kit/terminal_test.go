@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -151,7 +152,7 @@ func TestTerminalEchoResizeInterruptExit(t *testing.T) {
 		tm.send("echo hel''lo-$((6*7))\r")
 		tm.until("hello-42")
 		tm.send("tty; stty size; echo $TERM; pwd\r")
-	tm.until("/dev/pts/")
+		tm.until("/dev/pts/")
 		tm.until("30 100")
 		tm.until("xterm-256color")
 		ss := b.srv.live.lookup(id)
@@ -487,4 +488,64 @@ func forSandboxes(t *testing.T, f func(t *testing.T, opt boxOpt)) {
 			m.Sandbox = &protocol.SandboxSpec{Enabled: new(false), AllowDegraded: true}
 		})
 	})
+}
+
+// Input nobody reads blocks its writer (a terminal's client, a process's
+// stdin request), holds nothing in the kit, and ends with the session.
+func TestExecFloodedInputEndsWithTheSession(t *testing.T) {
+	b := newBox(t, scripted(nil))
+	c := b.dial("/", nil)
+	id := c.hello["session_id"].(string)
+	var ti protocol.Terminal
+	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["sleep","1000"]}`, http.StatusCreated, &ti)
+	tm := b.attach("/sessions/"+id+"/terminals/"+ti.ID, nil)
+	typed := make(chan error, 1)
+	go func() {
+		line := append(bytes.Repeat([]byte("y"), 1000), '\r')
+		for {
+			if err := tm.c.WriteBinary(line); err != nil {
+				typed <- err
+				return
+			}
+		}
+	}()
+	var p protocol.Process
+	b.doJSON("POST", "/sessions/"+id+"/processes", `{"command":["sleep","1000"]}`, http.StatusCreated, &p)
+	fed := make(chan int, 1)
+	go func() {
+		// 64 MiB to a stdin nobody reads: the request blocks.
+		req, _ := http.NewRequest("POST", b.url+"/sessions/"+id+"/processes/"+p.ID+"/stdin", io.LimitReader(zeros{}, 64<<20))
+		req.Header = b.auth()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fed <- -1
+			return
+		}
+		resp.Body.Close()
+		fed <- resp.StatusCode
+	}()
+	testkit.Until(t, "both sleeps", func() bool { return len(testkit.WithCmdline("sleep\x001000")) >= 2 })
+	ss := b.srv.live.lookup(id)
+	proc, _ := b.srv.procs.table.get(ss, p.ID)
+	testkit.Until(t, "the stdin request to be writing", func() bool {
+		if proc.stdinMu.TryLock() {
+			proc.stdinMu.Unlock()
+			return false
+		}
+		return true
+	})
+	ss.end(errClosed)
+	if code := testkit.Recv(t, fed, "the blocked stdin request to end with the session"); code != http.StatusConflict {
+		t.Errorf("the blocked stdin request = %d, want 409 (its process ended)", code)
+	}
+	testkit.Recv(t, typed, "the flooding terminal client to be cut off")
+	testkit.Until(t, "the session's processes to end", func() bool { return len(testkit.WithCmdline("sleep\x001000")) == 0 })
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
