@@ -212,14 +212,22 @@ func (t *Terminal) read(pw *io.PipeWriter) {
 // (and the command blocks).
 func (t *Terminal) Read(p []byte) (int, error) { return t.pr.Read(p) }
 
-// Write sends input, as typed.
+// termFrame bounds an input frame: the box takes frames of up to 64 KiB.
+const termFrame = 32 << 10
+
+// Write sends input, as typed, in frames of at most 32 KiB.
 func (t *Terminal) Write(p []byte) (int, error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	if err := t.ws.WriteBinary(p); err != nil {
-		return 0, err
+	n := 0
+	for n < len(p) {
+		chunk := p[n:min(len(p), n+termFrame)]
+		if err := t.ws.WriteBinary(chunk); err != nil {
+			return n, err
+		}
+		n += len(chunk)
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (t *Terminal) control(m protocol.TermControl) error {

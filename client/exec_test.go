@@ -33,7 +33,9 @@ func TestKitTerminalAndProcess(t *testing.T) {
 	if _, err := io.WriteString(term, "stty size; exit 4\r"); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := io.ReadAll(term)
+	read := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(term); read <- b }()
+	out := testkit.Recv(t, read, "the terminal's output to its end")
 	if !strings.Contains(string(out), "33 120") {
 		t.Errorf("the terminal printed %q, want the resized 33 120", out)
 	}
@@ -77,5 +79,54 @@ func TestKitTerminalAndProcess(t *testing.T) {
 	}
 	if _, err := b.Process(ctx, sid, p.ID); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("Process after delete = %v, want a 404", err)
+	}
+}
+
+// A large paste goes to the box in frames it takes.
+func TestKitTerminalLargeInput(t *testing.T) {
+	url, _ := startKit(t, exec.New(), "")
+	b := kitBox(t, url)
+	ctx := testkit.Context(t, "the box's answers")
+	sid, err := b.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := b.StartTerminal(ctx, sid, protocol.TerminalRequest{Command: []string{"/bin/sh", "-c", "stty raw -echo; echo ready; head -c 200000 | wc -c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	chunks := make(chan []byte, 64)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 4096)
+			n, err := term.Read(buf)
+			if n > 0 {
+				chunks <- buf[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var out bytes.Buffer
+	until := func(want string) {
+		t.Helper()
+		for !strings.Contains(out.String(), want) {
+			c, ok := testkit.Next(t, chunks, "the terminal to print "+want)
+			if !ok {
+				t.Fatalf("the terminal closed before it printed %q; it printed %q", want, out.String())
+			}
+			out.Write(c)
+		}
+	}
+	until("ready") // raw mode, no echo: the paste is read as it is
+	if n, err := term.Write(bytes.Repeat([]byte("z"), 200000)); err != nil || n != 200000 {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	until("200000")
+	if e, err := term.Wait(ctx); err != nil || e.Code != 0 {
+		t.Errorf("Wait = %+v, %v", e, err)
 	}
 }

@@ -57,7 +57,13 @@ export class Terminal {
 
   /** Sends input: keystrokes as a terminal sends them ("\r" for Enter, "\x03" for ^C). */
   write(data: string | Uint8Array): boolean {
-    return this.#sock.sendBytes(typeof data === "string" ? this.#encoder.encode(data) : data);
+    const b = typeof data === "string" ? this.#encoder.encode(data) : data;
+    // Frames of at most 32 KiB: the box takes up to 64 KiB a frame.
+    for (let i = 0; i < b.length || i === 0; i += 32768) {
+      if (!this.#sock.sendBytes(b.subarray(i, i + 32768))) return false;
+      if (b.length === 0) break;
+    }
+    return true;
   }
 
   /** Sets the terminal's size. */
