@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -184,11 +185,13 @@ func (ts *terminals) create(w http.ResponseWriter, r *http.Request, ss *session)
 // writes block in the PTY.
 func (t *terminal) pump() {
 	defer close(t.out)
+	buf := make([]byte, termChunk)
 	for {
-		buf := make([]byte, termChunk)
 		n, err := t.master.Read(buf)
 		if n > 0 {
-			t.out <- buf[:n:n]
+			// A copy of what was read: a keystroke's echo holds a byte,
+			// not a chunk.
+			t.out <- bytes.Clone(buf[:n])
 		}
 		if err != nil {
 			// EIO: every holder of the slave closed it. Or end closed the
