@@ -202,3 +202,40 @@ func ExampleBox_FS() {
 	// by the
 	// file path "work/../etc/passwd": a ".." name: give the path from the work directory down, without . or ..
 }
+
+func ExampleBox_StartProcess() {
+	url, key, stop := exampleBox(exec.New())
+	defer stop()
+	c, _ := client.New(map[string]client.Endpoint{"media": {URL: url, Key: key}})
+	defer c.Close()
+	box, _ := c.Box("media")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A process lives in a session: this Box's own, opened here, or one
+	// that Sessions lists. It ends with the session.
+	session, err := box.Connect(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := box.StartProcess(ctx, session, protocol.ProcessRequest{Command: []string{"sh", "-c", "while read l; do echo \"got $l\"; done"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := box.WriteStdin(ctx, session, p.ID, strings.NewReader("one\ntwo\n"), true); err != nil {
+		log.Fatal(err)
+	}
+	for page, err := range box.ProcessOutput(ctx, session, p.ID, client.OutputOptions{Follow: true}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s", page.Bytes)
+		if page.EOF {
+			fmt.Printf("exit %d\n", page.Exit.Code)
+		}
+	}
+	// Output:
+	// got one
+	// got two
+	// exit 0
+}

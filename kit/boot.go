@@ -142,6 +142,8 @@ func newServer(opts Options, m *protocol.Manifest, log *slog.Logger, getenv func
 			pingInterval: opts.PingInterval,
 			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
 			caps:         capabilities,
+			maxTerminals: cmp.Or(opts.MaxTerminals, DefaultMaxTerminals),
+			maxProcesses: cmp.Or(opts.MaxProcesses, DefaultMaxProcesses),
 		},
 		live:   live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
 		obs:    metrics.NewCounters(),
@@ -392,7 +394,10 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
+	s.terms, s.procs = newTerminals(s), newProcesses(s)
 	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{
+		s.terms.feature(),
+		s.procs.feature(),
 		fsFeature(s.log),
 		s.preview.feature(),
 	}}

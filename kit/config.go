@@ -28,6 +28,8 @@ type config struct {
 	timeout      time.Duration // 0: none
 	diskLimit    int64         // limits.disk per session; 0: none
 	maxSessions  int
+	maxTerminals int // per session (terminal.go)
+	maxProcesses int // per session (processes.go)
 	maxQueue     int
 	resumeGrace  time.Duration
 	pauseAfter   time.Duration // sessions.pause; 0: never

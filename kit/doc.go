@@ -20,6 +20,8 @@
 //	GET|PUT|POST|DELETE /sessions/{id}/fs/{root}/{path}  a session's files, done as the session (workspace scope; kit/fsapi, kit/fs_route.go)
 //	GET|POST /sessions/{id}/previews, DELETE .../previews/{link}  a session's preview links: list, mint, revoke (kit/preview.go)
 //	any request to <link>.<preview domain>  a session's port, proxied for the holder of its link (HTTP and WebSocket; previews, kit/preview.go)
+//	POST|GET /sessions/{id}/terminals  start a terminal on a PTY in the session, or list them; GET /sessions/{id}/terminals/{tid} upgrades to its WebSocket, DELETE kills it (exec scope; kit/terminal.go)
+//	POST|GET /sessions/{id}/processes  start a long-running process in the session, or list them; .../{pid}, .../{pid}/output, .../{pid}/stdin, .../{pid}/signal, DELETE (exec scope; kit/processes.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
@@ -54,6 +56,25 @@
 // (session id, capabilities). Prompts on a session run one at a time in
 // arrival order; abort cancels the running prompt or removes a queued one;
 // closing the socket cancels both.
+//
+// Terminals and processes (capabilities "terminals" and "processes"). A
+// client runs commands in a session outside its prompts: a terminal, a
+// command on a PTY whose WebSocket carries its bytes both ways as binary
+// frames and JSON control frames as text (resize, signal; from the box an
+// error, then exit with the status), one client attached at a time; or a
+// process (a dev server, a watcher) whose stdin takes streamed request
+// bodies and whose stdout and stderr are kept in a 1 MiB ring each, paged
+// by absolute offset (dropped bytes counted) or followed as NDJSON. Both
+// run through the session's sandbox (sandbox.Spec.TTY makes the PTY the
+// command's controlling terminal), as the session's uid in its
+// namespaces, cgroup, Landlock domain and egress policy, in its work
+// directory with its environment, and end with the session. A session
+// holds at most Options.MaxTerminals and MaxProcesses of each (default 16
+// and 32; an ended one is dropped for a new one). A terminal whose client
+// does not read stops being read (16 chunks queued, then the command's
+// writes block in the PTY); a process that floods its output costs its
+// rings. The exec scope reaches every session's; a connect token, the
+// sessions it opened.
 //
 // Resume. Frames about prompts (event, display_push, display_clear,
 // complete, error) carry seq 1, 2, 3... per session. A client that sends

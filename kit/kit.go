@@ -76,6 +76,10 @@ type Options struct {
 	// Now is the clock of the file store's TTLs and of token expiry. Nil
 	// means time.Now.
 	Now func() time.Time
+	// MaxTerminals and MaxProcesses bound a session's terminals and
+	// processes at once (ended ones count until dropped for a new one);
+	// 0 is DefaultMaxTerminals, DefaultMaxProcesses.
+	MaxTerminals, MaxProcesses int
 	// PingInterval is how often the kit pings an idle client; a client
 	// silent for twice as long is dropped. Default 30s.
 	PingInterval time.Duration
@@ -126,6 +130,8 @@ type Server struct {
 	warm    *warmPool          // nil: no warm sessions
 	memory  *memoryReturner    // returns a burst's garbage (memory.go)
 	runs    runRecorder        // signed run records (runs.go)
+	terms   *terminals         // sessions' terminals (terminal.go)
+	procs   *processes         // sessions' processes (processes.go)
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc
@@ -378,4 +384,6 @@ var capabilities = []string{
 	protocol.CapSubprotocol,
 	protocol.CapTokens,
 	protocol.CapDrain,
+	protocol.CapTerminals,
+	protocol.CapProcesses,
 }

@@ -52,6 +52,8 @@ var commands = []command{
 	psCommand,
 	fsCommand,
 	previewCommand,
+	shellCommand,
+	procCommand,
 	logsCommand,
 	egressCommand,
 	runsCommand,

@@ -199,6 +199,18 @@ func (c *Conn) bufferedMessageSize() int64 {
 	}
 }
 
+// ReadFrame reads the next data message and says whether it is binary.
+func (c *Conn) ReadFrame() (binary bool, data []byte, err error) {
+	c.unshelve()
+	typ, data, err := c.ws.ReadMessage()
+	return typ == websocket.BinaryMessage, data, err
+}
+
+// WriteBinary writes one binary message.
+func (c *Conn) WriteBinary(data []byte) error {
+	return c.ws.WriteMessage(websocket.BinaryMessage, data)
+}
+
 // WriteText writes one text message.
 func (c *Conn) WriteText(data []byte) error { return c.ws.WriteMessage(websocket.TextMessage, data) }
 

@@ -69,6 +69,11 @@
 // main calls [MaybeSupervise] first thing (the kit's binaries, gbx, and a
 // Go agent's main through kit.Main do; so do test binaries, in TestMain).
 //
+// Terminals: [Session.OpenPTY] asks the session's supervisor for a
+// pseudo-terminal pair opened in the session's mount namespace (its own
+// devpts instance), and a Spec with TTY makes its slave the command's
+// controlling terminal (setsid, TIOCSCTTY); the caller keeps the master.
+//
 // Privilege separation: where the kit runs as root, a [Monitor] keeps
 // root and a front, which parses every client's and agent's bytes, runs
 // unprivileged with a sandbox from [Dial]: the same API, whose privileged
@@ -301,6 +306,12 @@ type Spec struct {
 	Env  []string
 	// Stdin, Stdout and Stderr are given to the command; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// TTY makes Stdin, a terminal (the slave of a PTY the caller opened:
+	// OpenPTY), the command's controlling terminal: the command starts a
+	// session of its own (setsid) whose terminal it is (TIOCSCTTY), so
+	// that ^C and job control reach its foreground process group. Needs
+	// Stdin.
+	TTY bool
 
 	// The session helper's (helper_linux.go): the program, run from a
 	// descriptor instead of Path; and aside (ctlMsg.Aside).

@@ -143,6 +143,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	cmd.Dir, cmd.Env = spec.Dir, spec.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.TTY && spec.Stdin != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -163,6 +166,11 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 		ss.mu.Unlock()
 	}()
 	return p, nil
+}
+
+// OpenPTY is the package's OpenPTY: terminals need Linux.
+func (ss *Session) OpenPTY(cols, rows uint16) (master, slave *os.File, err error) {
+	return OpenPTY(cols, rows)
 }
 
 // KillAll kills the process groups the session started.

@@ -127,6 +127,43 @@ func (ss *Session) startVia(path string, spec Spec) (*Process, error) {
 	return p, nil
 }
 
+// OpenPTY opens a pseudo-terminal pair for a command of the session (Spec
+// with TTY): through the session's supervisor, in the session's mount
+// namespace, so that the command's terminal is in the session's own
+// devpts instance and has a name there (tty, ttyname); in a Plain session
+// in the caller's. cols and rows are its first size (0: none). The caller
+// keeps the master and closes the slave once the command started.
+func (ss *Session) OpenPTY(cols, rows uint16) (master, slave *os.File, err error) {
+	if ss == nil || ss.sb.plain {
+		return OpenPTY(cols, rows)
+	}
+	sp, err := ss.supervisor()
+	if err != nil {
+		return nil, nil, err
+	}
+	master, slave, err = sp.openPTY()
+	if errors.Is(err, errSupervisorGone) {
+		select {
+		case <-sp.done:
+		case <-time.After(5 * time.Second):
+		}
+		if sp, err = ss.supervisor(); err == nil {
+			master, slave, err = sp.openPTY()
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cols > 0 && rows > 0 {
+		if err := ResizePTY(master, cols, rows); err != nil {
+			master.Close()
+			slave.Close()
+			return nil, nil, fmt.Errorf("sandbox: a terminal's size: %w", err)
+		}
+	}
+	return master, slave, nil
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -462,6 +499,11 @@ func (ss *Session) startPlain(path string, spec Spec) (*Process, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: args, Dir: spec.Dir, Env: spec.Env,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if spec.TTY && spec.Stdin != nil {
+		// A session of its own (so a process group of its own too), whose
+		// controlling terminal is stdin.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	setStdio(cmd, &spec)
 	if cmd.Env == nil {
 		cmd.Env = []string{}

@@ -85,6 +85,9 @@ func sessionLoop(spec *initSpec, kitGone <-chan struct{}, ready func()) int {
 		case "signal":
 			closeFds(fds)
 			s.signal(m.ID, syscall.Signal(m.Sig))
+		case "pty":
+			closeFds(fds)
+			s.openPTY(m.ID)
 		case "killall":
 			closeFds(fds)
 			s.killAll(m.ID)
@@ -162,7 +165,8 @@ func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
 		Dir:   m.Dir,
 		Env:   m.Env,
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+		// A terminal's command gets stdin (fd 0) as its controlling one.
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: m.TTY && m.Stdio[0], Ctty: 0, PidFD: &pidfd},
 	}
 	if s.spec.UID >= 0 {
 		attr.Sys.Credential = &syscall.Credential{Uid: uint32(s.spec.UID), Gid: uint32(s.spec.GID), Groups: []uint32{}}
@@ -214,6 +218,49 @@ func (s *sessionSupervisor) signal(id uint64, sig syscall.Signal) {
 			}
 		}
 	}
+}
+
+// openPTY opens a pseudo-terminal pair in the session's mount namespace
+// (its own devpts instance, where it has one), gives the slave to the
+// session's user where it can, and sends both ends to the kit.
+func (s *sessionSupervisor) openPTY(id uint64) {
+	fail := func(what string, err error) {
+		errno := 0
+		var e syscall.Errno
+		if errors.As(err, &e) {
+			errno = int(e)
+		}
+		send(&ctlMsg{Op: "error", ID: id, Errno: errno, Msg: "open a terminal: " + what})
+	}
+	master, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fail("/dev/ptmx", err)
+		return
+	}
+	defer unix.Close(master)
+	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
+		fail("unlockpt", err)
+		return
+	}
+	n, err := unix.IoctlGetInt(master, unix.TIOCGPTN)
+	if err != nil {
+		fail("ptsname", err)
+		return
+	}
+	slave, err := unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fail("its slave", err)
+		return
+	}
+	defer unix.Close(slave)
+	if s.spec.UID >= 0 {
+		// Its user's, as a login's terminal is (mesg, write, a program
+		// that reopens its terminal by name); without the capability it
+		// stays the supervisor's, mode 0620, which the command's
+		// descriptors need not.
+		_ = unix.Fchown(slave, s.spec.UID, s.spec.GID)
+	}
+	send(&ctlMsg{Op: "pty", ID: id}, master, slave)
 }
 
 // killAll kills every process of the session but this one, waits until

@@ -31,7 +31,7 @@ const fdControl = 6
 
 // ctlMsg is one message either way on the control socket.
 type ctlMsg struct {
-	Op   string   `json:"op"` // start, signal, killall (kit); started, error, exit, killed (supervisor); gone (the kit, to itself: the supervisor died)
+	Op   string   `json:"op"` // start, signal, killall, pty (kit); started, error, exit, killed, pty (supervisor); gone (the kit, to itself: the supervisor died)
 	ID   uint64   `json:"id"`
 	Path string   `json:"path,omitempty"`
 	Args []string `json:"args,omitempty"`
@@ -50,7 +50,9 @@ type ctlMsg struct {
 	// last command's end still ends what the commands left (the aside
 	// command too), and its own end ends nothing else.
 	Aside bool `json:"aside,omitempty"`
-	Sig   int  `json:"sig,omitempty"`
+	// TTY: stdin is a terminal, to be the command's controlling one.
+	TTY bool `json:"tty,omitempty"`
+	Sig int  `json:"sig,omitempty"`
 	// Status is the command's wait status (exit).
 	Status uint32 `json:"status,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
@@ -198,7 +200,7 @@ func newSessionSup(ctl *os.File, keep *os.File, pidns bool, cg *cgroup, pid int,
 // read serves the supervisor's messages until it is gone.
 func (s *sessionSup) read() {
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(2*4)) // a pidfd, or a terminal's two ends
 	for {
 		n, oobn, _, _, err := s.ctl.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
@@ -212,7 +214,7 @@ func (s *sessionSup) read() {
 		}
 		s.mu.Lock()
 		switch m.Op {
-		case "started", "error", "killed":
+		case "started", "error", "killed", "pty":
 			if ch, ok := s.waiting[m.ID]; ok {
 				delete(s.waiting, m.ID)
 				ch <- ctlReply{m, fds}
@@ -257,7 +259,7 @@ func (s *sessionSup) read() {
 
 // start asks the supervisor to run a command and waits until it runs.
 func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, error) {
-	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir, Aside: spec.aside}
+	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir, Aside: spec.aside, TTY: spec.TTY && spec.Stdin != nil}
 	if m.Env == nil {
 		m.Env = []string{}
 	}
@@ -408,6 +410,45 @@ func (s *sessionSup) killAll() bool {
 	case <-time.After(10 * time.Second):
 		return false
 	}
+}
+
+// openPTY asks the supervisor for a new pseudo-terminal pair, opened in
+// the session's mount namespace (its own devpts instance), and returns
+// the master (non-blocking, so that closing it ends a read) and the
+// slave.
+func (s *sessionSup) openPTY() (master, slave *os.File, err error) {
+	ch := make(chan ctlReply, 1)
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		return nil, nil, errSupervisorGone
+	}
+	s.next++
+	id := s.next
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	if err := s.send(&ctlMsg{Op: "pty", ID: id}, nil); err != nil {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("sandbox: ask the session's supervisor for a terminal: %w", err)
+	}
+	r := <-ch
+	switch {
+	case r.m.Op == "gone":
+		return nil, nil, errSupervisorGone
+	case r.m.Op != "pty" || len(r.fds) != 2:
+		closeFds(r.fds)
+		if r.m.Errno > 0 {
+			return nil, nil, fmt.Errorf("sandbox: %s: %w", r.m.Msg, syscall.Errno(r.m.Errno))
+		}
+		return nil, nil, fmt.Errorf("sandbox: the session's supervisor opened no terminal: %s", r.m.Msg)
+	}
+	if err := unix.SetNonblock(r.fds[0], true); err != nil {
+		closeFds(r.fds)
+		return nil, nil, fmt.Errorf("sandbox: a terminal's master: %w", err)
+	}
+	return os.NewFile(uintptr(r.fds[0]), "ptmx"), os.NewFile(uintptr(r.fds[1]), "pts"), nil
 }
 
 // signal asks the supervisor to signal a command's process group.

@@ -177,7 +177,7 @@ func startedByKit() bool {
 // other: the spec, the status lines and the control messages. Raise it
 // when their meaning changes; a change to their shape changes Version by
 // itself.
-const specVersion = 1
+const specVersion = 2 // 2: the pty request, and start's tty
 
 // buildTag, set at link time (-X), is added to Version: it tells two
 // builds of one source apart (the tests make a stale supervisor with it).

@@ -10,8 +10,27 @@ import { listPreviews, mintPreview, revokePreview, type PreviewHost, type Previe
 import { fetchRun, fetchRunChain, type RunHost, type RunOptions } from "./runs.js";
 import { SessionEgress } from "./sessionegress.js";
 import { raceSignal, sleep } from "./signals.js";
-import { dial } from "./socket.js";
-import type { AbortFrame, ClientHelloFrame, EgressEnvironment, Environment, FileRef, Health, NetworkSpec, Preview, PromptFrame, ServerHelloFrame, SignedRun } from "./wire.js";
+import { decodePage, outputRoute, routeId, type OutputOptions, type OutputPage } from "./processes.js";
+import { dial, dialRaw } from "./socket.js";
+import { Terminal } from "./terminal.js";
+import type {
+  AbortFrame,
+  ClientHelloFrame,
+  EgressEnvironment,
+  Environment,
+  FileRef,
+  Health,
+  NetworkSpec,
+  Preview,
+  Process,
+  ProcessOutput,
+  ProcessRequest,
+  PromptFrame,
+  ServerHelloFrame,
+  SignedRun,
+  Terminal as TerminalInfo,
+  TerminalRequest,
+} from "./wire.js";
 
 export type SendErrorListener = (err: GloveboxError, what: string) => void;
 
@@ -632,5 +651,105 @@ export class Box {
       return settled(Promise.reject(new GloveboxError(ClientCodes.BadRequest, `file id ${JSON.stringify(id)}: want letters, digits, _ and - only`)));
     }
     return this.open({ kind: "server", name: id, mime: "", size: 0, id, url: this.route("files/" + id).toString() }, opts);
+  }
+
+  /**
+   * Opens this Box's session, if it has none yet, and resolves with its
+   * id: its terminals and processes live as long as it does.
+   */
+  async connect(opts: { signal?: AbortSignal } = {}): Promise<string> {
+    await this.#getConn(opts.signal);
+    const deadline = Date.now() + this.#s.dialTimeoutMs;
+    while (this.#session === "") {
+      if (Date.now() > deadline) throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.name)}: no hello within ${this.#s.dialTimeoutMs}ms`);
+      await sleep(2, opts.signal ?? this.#life.signal);
+    }
+    return this.#session;
+  }
+
+  #execRoute(session: string, feature: string, ...parts: string[]): string {
+    return ["sessions", routeId(session), feature, ...parts.map(routeId)].join("/");
+  }
+
+  /** Lists a session's terminals (the key, an exec token, or the session's own credential). */
+  terminals(session: string): Promise<TerminalInfo[]> {
+    return this.#http.call<TerminalInfo[]>("GET", this.#execRoute(session, "terminals"), undefined, 200);
+  }
+
+  /** Starts a terminal in a session and attaches to it. */
+  async startTerminal(session: string, req: TerminalRequest = {}): Promise<Terminal> {
+    const t = await this.#http.call<TerminalInfo>("POST", this.#execRoute(session, "terminals"), JSON.stringify(req), 201);
+    try {
+      return await this.attachTerminal(session, t.id);
+    } catch (e) {
+      await this.deleteTerminal(session, t.id).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Attaches to a terminal of a session (one client at a time). */
+  async attachTerminal(session: string, id: string): Promise<Terminal> {
+    const u = new URL(this.#execRoute(session, "terminals", id), this.#ws);
+    const sock = await dialRaw({
+      url: u.toString(),
+      credential: await this.#http.credential(),
+      timeoutMs: this.#s.dialTimeoutMs,
+      maxMessageBytes: this.#s.maxMessageBytes,
+      signal: this.#life.signal,
+      impl: this.#s.WebSocket,
+    }).catch((e) => {
+      throw asError(e, `box ${JSON.stringify(this.name)}: attach terminal ${id}`);
+    });
+    return new Terminal(id, sock);
+  }
+
+  /** Kills a terminal's command and forgets it. */
+  async deleteTerminal(session: string, id: string): Promise<void> {
+    await this.#http.call<void>("DELETE", this.#execRoute(session, "terminals", id), undefined, 204);
+  }
+
+  /** Lists a session's processes. */
+  processes(session: string): Promise<Process[]> {
+    return this.#http.call<Process[]>("GET", this.#execRoute(session, "processes"), undefined, 200);
+  }
+
+  /** Starts a long-running process in a session (a dev server, a watcher). */
+  startProcess(session: string, req: ProcessRequest): Promise<Process> {
+    return this.#http.call<Process>("POST", this.#execRoute(session, "processes"), JSON.stringify(req), 201);
+  }
+
+  /** Shows one process of a session. */
+  process(session: string, id: string): Promise<Process> {
+    return this.#http.call<Process>("GET", this.#execRoute(session, "processes", id), undefined, 200);
+  }
+
+  /** Sends a signal ("SIGTERM") to a process's group. */
+  async signalProcess(session: string, id: string, signal: string): Promise<void> {
+    await this.#http.call<void>("POST", this.#execRoute(session, "processes", id, "signal"), JSON.stringify({ signal }), 204);
+  }
+
+  /** Stops a process (SIGTERM, SIGKILL after the box's grace) and forgets it. */
+  async deleteProcess(session: string, id: string): Promise<void> {
+    await this.#http.call<void>("DELETE", this.#execRoute(session, "processes", id), undefined, 204);
+  }
+
+  /** Writes data to a process's stdin; close closes its stdin after it. */
+  async writeStdin(session: string, id: string, data: string | Uint8Array, opts: { close?: boolean } = {}): Promise<void> {
+    const route = this.#execRoute(session, "processes", id, "stdin") + (opts.close ? "?close=1" : "");
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    await this.#http.call<void>("POST", route, body as BodyInit, 204);
+  }
+
+  /** Reads a page of a process's output: bytes from offset, what the box dropped before them, and whether the stream ended. */
+  async processOutput(session: string, id: string, opts: OutputOptions = {}): Promise<OutputPage> {
+    const p = await this.#http.call<ProcessOutput>("GET", outputRoute(this.#execRoute(session, "processes", id), opts, false), undefined, 200, opts.signal);
+    return decodePage(p);
+  }
+
+  /** Follows a process's output until the stream ends (the last page says eof and the exit) or the signal aborts. */
+  async *followProcessOutput(session: string, id: string, opts: OutputOptions = {}): AsyncGenerator<OutputPage> {
+    for await (const p of this.#http.lines<ProcessOutput>(outputRoute(this.#execRoute(session, "processes", id), opts, true), opts.signal)) {
+      yield decodePage(p);
+    }
   }
 }

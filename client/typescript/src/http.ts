@@ -134,19 +134,75 @@ export class BoxHTTP {
     }
   }
 
+  /**
+   * Sends a request with the credential to a route and returns its JSON
+   * answer (undefined for 204); any status but want is an error.
+   */
+  async call<T>(method: string, route: string, body: BodyInit | undefined, want: number, signal?: AbortSignal): Promise<T> {
+    const u = this.route(route);
+    const headers: Record<string, string> = { Authorization: "Bearer " + (await this.credential()) };
+    if (typeof body === "string") headers["Content-Type"] = "application/json";
+    const resp = await this.#fetch(u, headers, signal, `${method.toLowerCase()} ${route}`, !signal, { method, body, want });
+    if (resp.status === 204) return undefined as T;
+    const text = await resp.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
+    }
+  }
+
+  /** GETs a route that answers one JSON document a line, and yields each until it ends or signal does. */
+  async *lines<T>(route: string, signal?: AbortSignal): AsyncGenerator<T> {
+    const u = this.route(route);
+    const resp = await this.#fetch(u, { Authorization: "Bearer " + (await this.credential()) }, signal, `get ${route}`);
+    if (!resp.body) return;
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += decoder.decode(value, { stream: true });
+        let i: number;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (line.trim() !== "") yield JSON.parse(line) as T;
+        }
+      }
+      if (buf.trim() !== "") yield JSON.parse(buf) as T;
+    } finally {
+      reader.cancel().catch(() => undefined);
+    }
+  }
+
   /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */
-  async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false): Promise<Response> {
+  async #fetch(
+    u: URL,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+    what: string,
+    timeout = false,
+    req: { method: string; body: BodyInit | undefined; want: number } = { method: "GET", body: undefined, want: 200 },
+  ): Promise<Response> {
     const signals = [this.#life];
     if (timeout) signals.push(AbortSignal.timeout(this.#s.requestTimeoutMs));
     if (signal) signals.push(signal);
     let resp: Response;
     try {
-      resp = await this.#s.fetch(u.toString(), { headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" });
+      const init: RequestInit & { duplex?: string } = { method: req.method, headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" };
+      if (req.body !== undefined) {
+        init.body = req.body;
+        if (typeof ReadableStream !== "undefined" && req.body instanceof ReadableStream) init.duplex = "half";
+      }
+      resp = await this.#s.fetch(u.toString(), init);
     } catch (e) {
       if (this.#closed()) throw closedError(this.#name);
       throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
     }
-    if (resp.status === 200) return resp;
+    if (resp.status === req.want || (req.want === 200 && resp.status === 200)) return resp;
     const snippet = (await resp.text().catch(() => "")).slice(0, 200).trim();
     if (resp.status === 401) {
       throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });

@@ -14,4 +14,7 @@ export { FS_ROOTS, parseFsPath, SessionFiles, type FsCallOptions, type FsListOpt
 export { type PreviewOptions } from "./preview.js";
 export { RUN_SIGN_CONTEXT, RunVerifyError, canonicalJSON, runChainStart, verifyRun, verifyRunChain, type RunOptions } from "./runs.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
+export { Terminal } from "./terminal.js";
+export type { Terminal as TerminalInfo } from "./wire.js";
+export { type OutputOptions, type OutputPage } from "./processes.js";
 export * from "./wire.js";

@@ -17,7 +17,7 @@ export interface WebSocketLike {
   readonly bufferedAmount?: number;
   readonly protocol?: string;
   binaryType?: string;
-  send(data: string): void;
+  send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
   terminate?(): void;
   onopen: ((ev: any) => void) | null;
@@ -88,6 +88,83 @@ async function findImpl(given?: WebSocketConstructor): Promise<{ impl: WebSocket
  * bearer.<credential> subprotocol, which is all a browser can send.
  */
 export async function dial(o: DialOptions): Promise<Socket> {
+  return open(o, wrap);
+}
+
+/** A socket of raw frames: a terminal's (binary both ways, text for control). */
+export interface RawSocket {
+  sendBytes(data: Uint8Array): boolean;
+  sendText(text: string): boolean;
+  close(code: number, reason: string): void;
+  /** Starts delivering frames and the close. */
+  start(onBytes: (data: Uint8Array) => void, onText: (text: string) => void, onClose: (cause: string) => void): void;
+}
+
+/** Opens a socket of binary and text frames (a terminal's), as dial opens the session's. */
+export async function dialRaw(o: DialOptions): Promise<RawSocket> {
+  return open(o, wrapRaw);
+}
+
+function wrapRaw(ws: WebSocketLike): RawSocket {
+  const decoder = new TextDecoder();
+  let closed = false;
+  // Frames and the close that come before start (in the handshake's
+  // packet) are held until then.
+  type Ev = { bytes?: Uint8Array; text?: string; close?: string };
+  let held: Ev[] | undefined = [];
+  let deliver: (e: Ev) => void = (e) => {
+    held?.push(e);
+  };
+  let errText = "";
+  ws.onerror = (ev: any) => {
+    errText = ev?.message ?? ev?.error?.message ?? "socket error";
+  };
+  ws.onmessage = (ev: any) => {
+    const d = ev.data;
+    if (typeof d === "string") deliver({ text: d });
+    else if (d instanceof ArrayBuffer) deliver({ bytes: new Uint8Array(d) });
+    else if (ArrayBuffer.isView(d)) deliver({ bytes: new Uint8Array(d.buffer, d.byteOffset, d.byteLength) });
+    else deliver({ text: decoder.decode(d) });
+  };
+  ws.onclose = (ev: any) => {
+    if (closed) return;
+    closed = true;
+    deliver({ close: errText || `closed with code ${ev?.code ?? "?"}${ev?.reason ? ` (${ev.reason})` : ""}` });
+  };
+  const send = (d: string | Uint8Array) => {
+    if (closed || ws.readyState !== 1) return false;
+    try {
+      ws.send(d);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return {
+    sendBytes: send,
+    sendText: send,
+    close(code, reason) {
+      try {
+        ws.close(code, reason);
+      } catch {
+        /* already closing */
+      }
+    },
+    start(onBytes, onText, onClose) {
+      deliver = (e) => {
+        if (e.bytes) onBytes(e.bytes);
+        else if (e.text !== undefined) onText(e.text);
+        else if (e.close !== undefined) onClose(e.close);
+      };
+      const early = held ?? [];
+      held = undefined;
+      for (const e of early) deliver(e);
+    },
+  };
+}
+
+/** Opens a WebSocket and resolves, once it is open, with what adopt makes of it (in the open event itself, before any frame). */
+async function open<T>(o: DialOptions, adopt: (ws: WebSocketLike) => T): Promise<T> {
   const { impl, isWsPackage } = await findImpl(o.impl);
   const protocols = [SUBPROTOCOL_V1, SUBPROTOCOL_BEARER_PREFIX + o.credential];
   const auth = { Authorization: "Bearer " + o.credential };
@@ -106,7 +183,7 @@ export async function dial(o: DialOptions): Promise<Socket> {
     throw new GloveboxError(ClientCodes.BadRequest, `open ${redact(o.url)}: ${(e as Error).message}`, { cause: e });
   }
   if ("binaryType" in ws) ws.binaryType = isWsPackage ? "nodebuffer" : "arraybuffer";
-  return await new Promise<Socket>((resolve, reject) => {
+  return await new Promise<T>((resolve, reject) => {
     let settled = false;
     const fail = (err: GloveboxError) => {
       if (settled) return;
@@ -151,7 +228,8 @@ export async function dial(o: DialOptions): Promise<Socket> {
       if (settled) return;
       settled = true;
       cleanup();
-      resolve(wrap(ws));
+      ws.onopen = null;
+      resolve(adopt(ws));
     };
   });
 }

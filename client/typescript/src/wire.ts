@@ -160,6 +160,17 @@ export interface EventFrame {
   seq?: number;
 }
 
+/** How a terminal's or process's command ended. */
+export interface ExitInfo {
+  /** The exit code, or 128 plus the signal that ended it. */
+  code: number;
+  /** The signal that ended it ("SIGKILL"), if one did. */
+  signal?: string;
+  /** The sandbox limit the session hit while it ran (memory, pids, disk), if any. */
+  limit?: string;
+  [field: string]: unknown;
+}
+
 /** FileRef kinds. */
 export const FILE_KINDS = ["inline","url","server","s3","gcs"] as const;
 export type FileKind = (typeof FILE_KINDS)[number];
@@ -328,6 +339,55 @@ export interface PreviewRequest {
   ttl?: string;
 }
 
+/** A process of a session, as POST and GET /sessions/{id}/processes answer. */
+export interface Process {
+  id: string;
+  command: string[];
+  /** The command's pid in the box's pid namespace. */
+  pid?: number;
+  state: "running" | "exited";
+  /** Bytes written to stdout so far (the offset of the next). */
+  stdout: number;
+  /** Bytes written to stderr so far. */
+  stderr: number;
+  exit?: ExitInfo;
+  [field: string]: unknown;
+}
+
+/** A page of a process's output (GET /sessions/{id}/processes/{pid}/output?stream=&offset=), or one line of its NDJSON stream with follow=1. */
+export interface ProcessOutput {
+  stream: "stdout" | "stderr";
+  /** The absolute offset of data's first byte in the stream. */
+  offset: number;
+  /** The bytes, base64 (standard, padded). */
+  data: string;
+  /** The offset to ask for next. */
+  next: number;
+  /** Bytes between the offset asked for and offset that the box no longer holds (its ring keeps each stream's latest bytes). */
+  dropped?: number;
+  /** The stream has ended: next is its end. */
+  eof?: boolean;
+  exit?: ExitInfo;
+  [field: string]: unknown;
+}
+
+/** The body of POST /sessions/{id}/processes (CapProcesses): a long-running command in the session's sandbox, outside the prompt flow. */
+export interface ProcessRequest {
+  command: string[];
+  /** Variables added to (or replacing) the session's environment: names of letters, digits and _. */
+  env?: Record<string, string>;
+  /** As terminal_request.dir. */
+  dir?: string;
+  [field: string]: unknown;
+}
+
+/** The body of POST /sessions/{id}/processes/{pid}/signal. */
+export interface ProcessSignal {
+  /** As term_control.signal. */
+  signal: string;
+  [field: string]: unknown;
+}
+
 /** Starts a turn. The id is the client's, unique among its prompts in flight. */
 export interface PromptFrame {
   type: "prompt";
@@ -486,6 +546,48 @@ export interface Slot {
   /** Any JSON value. */
   input: unknown;
   id: string;
+}
+
+/** A text frame on a terminal's WebSocket (GET /sessions/{id}/terminals/{tid}; its binary frames are the terminal's bytes both ways): resize and signal from the client; error and, last, exit from the box. */
+export interface TermControl {
+  type: "resize" | "signal" | "exit" | "error";
+  cols?: number;
+  rows?: number;
+  /** A signal name: SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM, SIGCONT, SIGSTOP, SIGTSTP or SIGWINCH. */
+  signal?: string;
+  exit?: ExitInfo;
+  message?: string;
+  [field: string]: unknown;
+}
+
+/** A terminal of a session, as POST and GET /sessions/{id}/terminals answer. */
+export interface Terminal {
+  id: string;
+  command: string[];
+  /** The command's pid in the box's pid namespace. */
+  pid?: number;
+  cols: number;
+  rows: number;
+  state: "running" | "exited";
+  /** True while a client's WebSocket is attached. */
+  attached?: boolean;
+  exit?: ExitInfo;
+  [field: string]: unknown;
+}
+
+/** The body of POST /sessions/{id}/terminals (CapTerminals): a command on a new PTY in the session's sandbox. */
+export interface TerminalRequest {
+  /** argv; none is the session's shell as a login shell. */
+  command?: string[];
+  /** Columns, 1 to 10000; 0 or none is 80. */
+  cols?: number;
+  /** Rows, 1 to 10000; 0 or none is 24. */
+  rows?: number;
+  /** Variables added to (or replacing) the session's environment: names of letters, digits and _. */
+  env?: Record<string, string>;
+  /** The working directory: relative to the session's work directory, or absolute inside the session's directories. */
+  dir?: string;
+  [field: string]: unknown;
 }
 
 /** Scopes a token (gbt1.<claims>.<mac>) may carry. */

@@ -106,7 +106,7 @@ func TestServedStops(t *testing.T) {
 // --sandboxes, and that count lists are parsed strictly.
 func TestQuickConfig(t *testing.T) {
 	c := quickConfig("/k", "")
-	if c.starts == 0 || len(c.conns) == 0 || len(c.bursts) == 0 || c.burstRuns == 0 || c.roundTrips == 0 || c.table == 0 || c.fs == 0 || c.previews == 0 {
+	if c.starts == 0 || len(c.conns) == 0 || len(c.bursts) == 0 || c.burstRuns == 0 || c.roundTrips == 0 || c.table == 0 || c.fs == 0 || c.previews == 0 || c.exec == 0 {
 		t.Errorf("quick config skips a measure: %+v", c)
 	}
 	if c.first != 0 || len(c.sandboxes) != 0 {

@@ -20,6 +20,7 @@
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit     # every figure of BENCHMARKS.md
 //	go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --quick  # CI: small counts, every measure
 //	sudo go run ./kit/internal/kitbench --kit /tmp/glovebox-kit --starts 0 --conns "" --events "" --round-trips 0 --table 0 --first 300 --sandboxes 100,1000
+//	sudo go run ./kit/internal/kitbench --kit /tmp/gk/glovebox-kit --starts 0 --conns "" --events "" --round-trips 0 --table 0 --exec 2000 --sandbox-agent http://127.0.0.1:24680
 package main
 
 import (
@@ -58,6 +59,7 @@ type config struct {
 	first        int
 	firstWarm    int
 	sandboxes    []int
+	exec         int
 	sandboxAgent string
 	fs           int // runs of each files measure (fs.go)
 	previews     int
@@ -67,7 +69,7 @@ type config struct {
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, fs: 1, previews: 200}
+		roundTrips: 300, table: 3, firstWarm: -1, exec: 50, sandboxAgent: sandboxAgent, fs: 1, previews: 200}
 }
 
 func run() error {
@@ -81,7 +83,8 @@ func run() error {
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
 	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
-	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
+	execN := flag.Int("exec", 0, "how many keystroke echoes to time through a terminal (and a tenth as many process starts to first output)")
+	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows, --exec's and --fs's")
 	fsRuns := flag.Int("fs", 5, "how many runs of each files measure: PUT and GET of 1 MB and 100 MB, a listing of 10,000 files (beside sandbox-agent's with --sandbox-agent)")
 	previews := flag.Int("previews", 3000, "how many HTTP round trips to time straight to a node server and through a preview link of a session running it")
 	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
@@ -97,7 +100,7 @@ func run() error {
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
 		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, fs: *fsRuns, previews: *previews}
+			first: *first, firstWarm: *firstWarm, exec: *execN, sandboxAgent: *sandboxAgent, fs: *fsRuns, previews: *previews}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -173,6 +176,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.table > 0 {
 		step("time to the first command, warm and cold", func() ([]row, error) { return table(cfg.kit, cfg.table, agentJS, cfg.sandboxAgent) })
+	}
+	if cfg.exec > 0 {
+		step("terminals and processes", func() ([]row, error) { return execRows(cfg.kit, cfg.exec, cfg.sandboxAgent) })
 	}
 	if cfg.first > 0 {
 		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })
