@@ -1,0 +1,275 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Local is a Store in a directory:
+//
+//	blobs/ab/abcdef…     one file per blob, named by its sha256
+//	manifests/ID.json    one per snapshot
+//	tmp/                 what is being written (removed at open)
+type Local struct {
+	dir string
+}
+
+var _ Store = (*Local)(nil)
+
+// OpenLocal opens (making it) the store in dir and removes what a killed
+// writer left in its tmp directory.
+func OpenLocal(dir string) (*Local, error) {
+	for _, d := range []string{"blobs", "manifests", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("open snapshot store %s: %w", dir, err)
+		}
+	}
+	l := &Local{dir: dir}
+	l.clearTmp(0)
+	return l, nil
+}
+
+// clearTmp removes temporary files older than age.
+func (l *Local) clearTmp(age time.Duration) {
+	ents, _ := os.ReadDir(filepath.Join(l.dir, "tmp"))
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= age {
+			os.Remove(filepath.Join(l.dir, "tmp", e.Name()))
+		}
+	}
+}
+
+func validSum(s string) bool { return protocol.ValidSnapshotID(s) }
+
+func (l *Local) blobPath(sum string) string {
+	return filepath.Join(l.dir, "blobs", sum[:2], sum)
+}
+
+// HasBlob implements Store.
+func (l *Local) HasBlob(_ context.Context, sum string) (bool, error) {
+	if !validSum(sum) {
+		return false, fmt.Errorf("blob %q: not a sha256", sum)
+	}
+	_, err := os.Stat(l.blobPath(sum))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// PutBlob implements Store: the bytes go to a temporary file, hashed on
+// the way, synced, and renamed into place only when their hash is sum.
+func (l *Local) PutBlob(ctx context.Context, sum string, size int64, r io.Reader) error {
+	if !validSum(sum) {
+		return fmt.Errorf("blob %q: not a sha256", sum)
+	}
+	f, err := os.CreateTemp(filepath.Join(l.dir, "tmp"), "blob-")
+	if err != nil {
+		return fmt.Errorf("store blob %s: %w", sum, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(ctxReader{ctx, r}, size+1))
+	if err == nil && n != size {
+		err = fmt.Errorf("%d bytes, want %d (the file changed while it was read)", n, size)
+	}
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != sum {
+		err = errors.New("the bytes do not hash to the blob's name (the file changed while it was read)")
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(l.blobPath(sum)), 0o700)
+	}
+	if err == nil {
+		err = os.Rename(tmp, l.blobPath(sum))
+	}
+	if err != nil {
+		return fmt.Errorf("store blob %s: %w", sum, err)
+	}
+	return nil
+}
+
+// OpenBlob implements Store.
+func (l *Local) OpenBlob(_ context.Context, sum string) (io.ReadCloser, error) {
+	if !validSum(sum) {
+		return nil, fmt.Errorf("blob %q: not a sha256: %w", sum, ErrCorrupt)
+	}
+	f, err := os.Open(l.blobPath(sum))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("blob %s: %w", sum, ErrNotFound)
+	}
+	return f, err
+}
+
+func (l *Local) manifestPath(id string) string {
+	return filepath.Join(l.dir, "manifests", id+".json")
+}
+
+// PutManifest implements Store: a temporary file, synced, renamed into
+// place, the directory synced.
+func (l *Local) PutManifest(_ context.Context, id string, b []byte) error {
+	if !validSum(id) {
+		return fmt.Errorf("snapshot id %q: not a sha256", id)
+	}
+	f, err := os.CreateTemp(filepath.Join(l.dir, "tmp"), "manifest-")
+	if err != nil {
+		return fmt.Errorf("store snapshot %s: %w", id, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, l.manifestPath(id))
+	}
+	if err == nil {
+		err = syncDir(filepath.Join(l.dir, "manifests"))
+	}
+	if err != nil {
+		return fmt.Errorf("store snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Manifest implements Store.
+func (l *Local) Manifest(_ context.Context, id string, max int64) ([]byte, error) {
+	if !validSum(id) {
+		return nil, fmt.Errorf("snapshot %q: %w", id, ErrNotFound)
+	}
+	f, err := os.Open(l.manifestPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readMax(f, max, id)
+}
+
+func readMax(r io.Reader, max int64, id string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot %s: %w", id, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("snapshot %s: its manifest is over %d bytes: %w", id, max, ErrTooLarge)
+	}
+	return b, nil
+}
+
+// Manifests implements Store.
+func (l *Local) Manifests(context.Context) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(l.dir, "manifests"))
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && validSum(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// DeleteManifest implements Store.
+func (l *Local) DeleteManifest(_ context.Context, id string) error {
+	if !validSum(id) {
+		return fmt.Errorf("snapshot %q: %w", id, ErrNotFound)
+	}
+	err := os.Remove(l.manifestPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
+	}
+	return err
+}
+
+// GC removes the blobs no manifest names that are older than age (a
+// snapshot being taken writes its blobs before its manifest), and the
+// temporary files older than age. It returns how many blobs it removed.
+func (l *Local) GC(ctx context.Context, age time.Duration) (int, error) {
+	keep, err := referenced(ctx, l)
+	if err != nil {
+		return 0, err
+	}
+	l.clearTmp(age)
+	removed := 0
+	err = filepath.WalkDir(filepath.Join(l.dir, "blobs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || keep[d.Name()] {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && time.Since(info.ModTime()) >= age {
+			if os.Remove(p) == nil {
+				removed++
+			}
+		}
+		return nil
+	})
+	return removed, err
+}
+
+// referenced collects the blobs the store's manifests name.
+func referenced(ctx context.Context, st Store) (map[string]bool, error) {
+	ids, err := st.Manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, id := range ids {
+		m, err := Load(ctx, st, id, DefaultLimits)
+		if err != nil {
+			continue // a corrupt manifest keeps nothing
+		}
+		for _, e := range m.Entries {
+			if e.Blob != "" {
+				keep[e.Blob] = true
+			}
+		}
+	}
+	return keep, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,289 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/glovebox-dev/glovebox/protocol"
+)
+
+// Limits bound a snapshot.
+type Limits struct {
+	// MaxSize bounds the sum of a snapshot's file sizes.
+	MaxSize int64
+	// MaxEntries bounds its entries.
+	MaxEntries int
+	// MaxManifest bounds its manifest's bytes.
+	MaxManifest int64
+}
+
+// DefaultLimits: 10 GiB of files, a million entries, a 512 MiB manifest.
+var DefaultLimits = Limits{MaxSize: 10 << 30, MaxEntries: 1_000_000, MaxManifest: 512 << 20}
+
+// Source is what a snapshot records of where it came from.
+type Source struct {
+	Box, BoxVersion, ClosureSHA256, ManifestSHA256 string
+	Session, Owner                                 string
+}
+
+// Stats say what taking a snapshot stored anew.
+type Stats struct {
+	NewBlobs int
+	NewBytes int64
+}
+
+// Take snapshots the roots of fsys into st: each regular file's bytes as
+// a blob (unless st holds it already), then the manifest. It returns the
+// snapshot's id and manifest. Special files, and files the FS may not
+// read, are left out and listed in the manifest's Skipped.
+//
+// Take reads the directories as they are: files a running agent changes
+// meanwhile are stored as one of their states, or fail the snapshot when
+// a file changes while it is read.
+func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim Limits, now time.Time) (string, *protocol.SnapshotManifest, Stats, error) {
+	m := &protocol.SnapshotManifest{
+		V: protocol.SnapshotManifestVersion, Box: src.Box, BoxVersion: src.BoxVersion,
+		ClosureSHA256: src.ClosureSHA256, ManifestSHA256: src.ManifestSHA256,
+		Session: src.Session, Owner: src.Owner, Created: now.UTC().Truncate(time.Millisecond),
+		Entries: []protocol.SnapshotEntry{},
+	}
+	var stats Stats
+	stored := map[string]bool{}
+	visit := func(e protocol.SnapshotEntry, f *os.File) error {
+		if len(m.Entries) >= lim.MaxEntries {
+			return fmt.Errorf("more than %d entries: %w", lim.MaxEntries, ErrTooLarge)
+		}
+		if f != nil {
+			if m.Size+e.Size > lim.MaxSize {
+				return fmt.Errorf("more than %d bytes of files: %w", lim.MaxSize, ErrTooLarge)
+			}
+			sum, err := hashFile(ctx, f, e.Size)
+			if err != nil {
+				return fmt.Errorf("read %s/%s: %w", e.Root, e.Path, err)
+			}
+			e.Blob = sum
+			if !stored[sum] {
+				has, err := st.HasBlob(ctx, sum)
+				if err != nil {
+					return err
+				}
+				if !has {
+					if _, err := f.Seek(0, io.SeekStart); err != nil {
+						return err
+					}
+					if err := st.PutBlob(ctx, sum, e.Size, f); err != nil {
+						return fmt.Errorf("%s/%s: %w", e.Root, e.Path, err)
+					}
+					stats.NewBlobs++
+					stats.NewBytes += e.Size
+				}
+				stored[sum] = true
+			}
+			m.Size += e.Size
+		}
+		m.Entries = append(m.Entries, e)
+		return nil
+	}
+	skip := func(s protocol.SnapshotSkip) { m.Skipped = append(m.Skipped, s) }
+	for i, ok := range roots {
+		if ok {
+			if err := walk(ctx, fsys, Root(i), visit, skip); err != nil {
+				return "", nil, stats, fmt.Errorf("snapshot %s: %w", rootNames[i], err)
+			}
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", nil, stats, err
+	}
+	if int64(len(b)) > lim.MaxManifest {
+		return "", nil, stats, fmt.Errorf("snapshot: its manifest is %d bytes, over %d: %w", len(b), lim.MaxManifest, ErrTooLarge)
+	}
+	sum := sha256.Sum256(b)
+	id := hex.EncodeToString(sum[:])
+	if err := st.PutManifest(ctx, id, b); err != nil {
+		return "", nil, stats, err
+	}
+	return id, m, stats, nil
+}
+
+// hashFile hashes exactly size bytes of f.
+func hashFile(ctx context.Context, f *os.File, size int64) (string, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(ctxReader{ctx, f}, size+1))
+	if err != nil {
+		return "", err
+	}
+	if n != size {
+		return "", fmt.Errorf("%d bytes, want %d: the file changed while it was read", n, size)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// walk visits every entry beneath root, depth first, names sorted: a
+// directory before what it holds. A regular file is visited with its
+// open descriptor (read only, opened through fsys), others with nil.
+func walk(ctx context.Context, fsys FS, root Root, visit func(protocol.SnapshotEntry, *os.File) error, skip func(protocol.SnapshotSkip)) error {
+	name := rootNames[root]
+	var dir func(rel string, depth int) error
+	dir = func(rel string, depth int) error {
+		if depth > 256 {
+			return fmt.Errorf("%s: directories nested deeper than 256", rel)
+		}
+		names, err := readDirNames(fsys, root, rel)
+		if err != nil {
+			if rel != "." && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
+				skip(protocol.SnapshotSkip{Root: name, Path: rel, Reason: "the session may not list it: " + errText(err)})
+				return nil
+			}
+			return err
+		}
+		for _, n := range names {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p := n
+			if rel != "." {
+				p = rel + "/" + n
+			}
+			e, recurse, err := entry(fsys, root, p, visit)
+			switch {
+			case errors.Is(err, errSkip):
+				skip(protocol.SnapshotSkip{Root: name, Path: p, Reason: e.Target})
+				continue
+			case err != nil:
+				return err
+			}
+			if recurse {
+				if err := dir(p, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return dir(".", 0)
+}
+
+// errSkip marks an entry left out; entry puts the reason in Target.
+var errSkip = errors.New("skip")
+
+// entry describes and visits root/p.
+func entry(fsys FS, root Root, p string, visit func(protocol.SnapshotEntry, *os.File) error) (e protocol.SnapshotEntry, isDir bool, err error) {
+	e = protocol.SnapshotEntry{Root: rootNames[root], Path: p}
+	pf, err := fsys.Open(root, p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		e.Target = "removed while the snapshot was taken"
+		return e, false, errSkip
+	}
+	if err != nil {
+		return e, false, err
+	}
+	defer pf.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(pf.Fd()), &st); err != nil {
+		return e, false, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	e.Mode = st.Mode & 0o7777
+	e.MTime = time.Unix(st.Mtim.Unix()).UTC()
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		e.Type = protocol.SnapshotDir
+		return e, true, visit(e, nil)
+	case unix.S_IFLNK:
+		e.Type = protocol.SnapshotSymlink
+		e.Mode = 0o777
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(int(pf.Fd()), "", buf)
+		if err != nil {
+			return e, false, &fs.PathError{Op: "readlink", Path: p, Err: err}
+		}
+		e.Target = string(buf[:n])
+		return e, false, visit(e, nil)
+	case unix.S_IFREG:
+		e.Type = protocol.SnapshotFile
+		f, err := fsys.Open(root, p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSpecial) {
+				e.Target = "the session may not read it: " + errText(err)
+				return e, false, errSkip
+			}
+			return e, false, err
+		}
+		defer f.Close()
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+			return e, false, &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		if fst.Mode&unix.S_IFMT != unix.S_IFREG {
+			e.Target = "replaced while the snapshot was taken"
+			return e, false, errSkip
+		}
+		e.Size = fst.Size
+		e.Mode = fst.Mode & 0o7777
+		e.MTime = time.Unix(fst.Mtim.Unix()).UTC()
+		return e, false, visit(e, f)
+	}
+	e.Target = "special file (device, fifo or socket)"
+	return e, false, errSkip
+}
+
+// readDirNames lists a directory's names, sorted.
+func readDirNames(fsys FS, root Root, rel string) ([]string, error) {
+	d, err := fsys.Open(root, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: rel, Err: err}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// errText is an error's cause without its path.
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// cleanRel reports whether p is a clean relative slash path beneath its
+// root: no "", ".", ".." element, no NUL, at most 4096 bytes, elements of
+// at most 255.
+func cleanRel(p string) bool {
+	if p == "" || len(p) > 4096 || path.Clean(p) != p || p[0] == '/' || p == "." {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			el := p[start:i]
+			if el == "" || el == "." || el == ".." || len(el) > 255 {
+				return false
+			}
+			start = i + 1
+			continue
+		}
+		if p[i] == 0 {
+			return false
+		}
+	}
+	return true
+}
