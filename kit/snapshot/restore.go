@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -318,7 +319,13 @@ func (w *writer) undo() {
 	w.top = nil
 }
 
+// futimes sets f's access and modification times to t: futimens(3),
+// utimensat with a NULL path, to the nanosecond.
 func futimes(f *os.File, t time.Time) error {
-	tv := unix.NsecToTimeval(t.UnixNano())
-	return unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
+	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if errno != 0 {
+		return &os.PathError{Op: "futimens", Path: f.Name(), Err: errno}
+	}
+	return nil
 }
