@@ -321,8 +321,10 @@ func TestRestoreRefuses(t *testing.T) {
 			wantErr: "over 10 bytes", wantIs: ErrTooLarge,
 		},
 		{
-			name:    "unknown id",
-			spoil:   func(t *testing.T, dir, id string, m *protocol.SnapshotManifest) string { return strings.Repeat("ab", 32) },
+			name: "unknown id",
+			spoil: func(t *testing.T, dir, id string, m *protocol.SnapshotManifest) string {
+				return strings.Repeat("ab", 32)
+			},
 			wantErr: "not found", wantIs: ErrNotFound,
 		},
 	}
