@@ -101,6 +101,7 @@ func (b *boot) run(opts Options) *Server {
 	b.dirs(&s.config, m, opts)
 	b.phase("checks")
 	b.storage(s)
+	b.snapshots(s) // snapshots.go
 
 	// Agent environment and sandbox.
 	s.baseEnv = agentBaseEnv(opts, m, getenv)
@@ -386,7 +387,9 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	sbom := &sbomRoute{auth: s.auth, prov: s.man.Provenance, log: s.log}
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
-	perSession := &sessionRoutes{auth: s.auth, live: &s.live}
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: slices.Concat(
+		s.snaps.features(), // snapshots.go
+	)}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),
@@ -395,6 +398,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 		sessions.routes(),
 		runs.routes(),
 		perSession.routes(),
+		s.snaps.routes(),
 		ring.Routes(s.auth, s.ctx.Done()),
 		files.New(s.auth, s.local, s.log).Routes(),
 		s.uploads.Routes(),

@@ -125,6 +125,7 @@ type Server struct {
 	warm    *warmPool          // nil: no warm sessions
 	memory  *memoryReturner    // returns a burst's garbage (memory.go)
 	runs    runRecorder        // signed run records (runs.go)
+	snaps   *snapshots         // snapshots, restores, forks (snapshots.go); nil: no store
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

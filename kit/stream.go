@@ -114,27 +114,45 @@ func (st *stream) connGone(c *conn, clean bool) {
 	st.conn.Store(nil)
 	wait := st.canResume.Load() && !clean && ss.ctx.Err() == nil
 	if wait {
-		st.graceGen++
-		gen := st.graceGen
-		srv.wg.Add(1)
-		st.graceTimer = time.AfterFunc(srv.resumeGrace, func() {
-			defer srv.wg.Done()
-			st.mu.Lock()
-			expired := st.conn.Load() == nil && st.graceGen == gen
-			if expired {
-				st.graceTimer = nil
-			}
-			st.mu.Unlock()
-			if expired {
-				ss.logger().Debug("resume grace expired")
-				ss.end(errClosed)
-			}
-		})
+		st.startGraceLocked()
 		ss.logger().Debug("connection dropped; waiting for a resume", "grace", srv.resumeGrace)
 	}
 	st.mu.Unlock()
 	if !wait {
 		ss.end(errClosed)
+	}
+}
+
+// startGraceLocked ends the detached session unless a client resumes
+// it within the resume grace.
+func (st *stream) startGraceLocked() {
+	ss, srv := st.ss, st.ss.srv
+	st.graceGen++
+	gen := st.graceGen
+	srv.wg.Add(1)
+	st.graceTimer = time.AfterFunc(srv.resumeGrace, func() {
+		defer srv.wg.Done()
+		st.mu.Lock()
+		expired := st.conn.Load() == nil && st.graceGen == gen
+		if expired {
+			st.graceTimer = nil
+		}
+		st.mu.Unlock()
+		if expired {
+			ss.logger().Debug("resume grace expired")
+			ss.end(errClosed)
+		}
+	})
+}
+
+// detach leaves a session no connection has held (restored, forked)
+// waiting for its client to attach with ?resume=ID&last_seq=0.
+func (st *stream) detach() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.canResume.Store(true)
+	if st.ss.ctx.Err() == nil {
+		st.startGraceLocked()
 	}
 }
 

@@ -50,6 +50,9 @@ type Manifest struct {
 	// Runs holds the run records' public key and settings
 	// (runrecord.go). Additive.
 	Runs *RunsSpec `json:"runs,omitempty"`
+	// Snapshots tunes the snapshot store (snapshot.go). Additive; absent
+	// means the local store with the default limits.
+	Snapshots *SnapshotsSpec `json:"snapshots,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -369,6 +372,9 @@ func (m *Manifest) Check() error {
 		}
 	}
 	m.Limits.check(add)
+	if sn := m.Snapshots; sn != nil {
+		sn.check(add)
+	}
 	if err := m.StoragePolicy.Inputs.Check(); err != nil {
 		add("manifest: storage_policy.inputs: %v", err)
 	}

@@ -145,6 +145,40 @@ type ForkResult struct {
 	Method string `json:"method"`
 }
 
+// SnapshotsSpec is the manifest's snapshots table.
+type SnapshotsSpec struct {
+	// Store is where snapshots go: "local" (default: the kit's state
+	// directory) or "s3" (the bucket of the kit's s3 adapter,
+	// GLOVEBOX_S3_BUCKET, under Prefix).
+	Store string `json:"store,omitempty"`
+	// Prefix is the key prefix in the bucket (default "snapshots").
+	Prefix string `json:"prefix,omitempty"`
+	// MaxSize caps one snapshot's files ("10GB" by default).
+	MaxSize string `json:"max_size,omitempty"`
+	// MaxSnapshots caps how many snapshots the store holds (default 100).
+	MaxSnapshots int `json:"max_snapshots,omitempty"`
+}
+
+// Snapshot stores.
+const (
+	SnapshotStoreLocal = "local"
+	SnapshotStoreS3    = "s3"
+)
+
+func (s *SnapshotsSpec) check(add func(string, ...any)) {
+	if s.Store != "" && s.Store != SnapshotStoreLocal && s.Store != SnapshotStoreS3 {
+		add("manifest: snapshots.store %q: use \"local\" or \"s3\"", s.Store)
+	}
+	if s.MaxSize != "" {
+		if _, err := ParseSize(s.MaxSize); err != nil {
+			add("manifest: snapshots.max_size: %v", err)
+		}
+	}
+	if s.MaxSnapshots < 0 {
+		add("manifest: snapshots.max_snapshots %d: must not be negative", s.MaxSnapshots)
+	}
+}
+
 // ValidSnapshotID reports whether id is a snapshot id: 64 lowercase hex
 // digits.
 func ValidSnapshotID(id string) bool {
