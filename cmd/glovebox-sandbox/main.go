@@ -17,5 +17,7 @@ import (
 )
 
 func main() {
+	// A session helper (argv[0] sandbox.HelperName) runs this program too.
+	sandbox.MaybeSupervise()
 	os.Exit(sandbox.SupervisorMain())
 }

@@ -315,6 +315,20 @@ func TestFrontRunsSessionsThroughTheMonitor(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, "made.txt")); err != nil || string(got) != "made\n" {
 		t.Errorf("the command's file: %q, %v", got, err)
 	}
+	// The session helper serves a front's session too, as the session.
+	h, err := ss.Helper()
+	if err != nil {
+		t.Fatalf("Helper: %v", err)
+	}
+	f, err := h.Open(RootWork, "via-helper", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatalf("the helper's Open: %v", err)
+	}
+	var hst unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &hst); err != nil || int(hst.Uid) != ss.UID() {
+		t.Errorf("the helper's file is uid %d's (%v), want the session's %d", hst.Uid, err, ss.UID())
+	}
+	f.Close()
 	// The monitor measures: the file's 5 bytes, and what the session's
 	// private /tmp holds.
 	if used, err := ss.DiskUsed(); err != nil || used < 5 {

@@ -54,6 +54,11 @@ func (sb *Sandbox) Close() error {
 		unix.Close(sb.tmpRoot)
 		sb.tmpRoot = -1
 	}
+	// Helpers running still hold their own copy of the program.
+	sb.helperOnce.Do(func() {})
+	if sb.helperExe != nil {
+		sb.helperExe.Close()
+	}
 	return nil
 }
 

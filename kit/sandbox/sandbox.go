@@ -301,6 +301,11 @@ type Spec struct {
 	Env  []string
 	// Stdin, Stdout and Stderr are given to the command; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
+
+	// The session helper's (helper_linux.go): the program, run from a
+	// descriptor instead of Path; and aside (ctlMsg.Aside).
+	exe   *os.File
+	aside bool
 }
 
 // ExitStatus is how a sandboxed command ended.

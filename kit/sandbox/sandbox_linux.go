@@ -38,6 +38,11 @@ type Sandbox struct {
 	// (Dial); nil where this process does them itself.
 	mon *monitorClient
 
+	// The session helpers' program (helperProgram), made once.
+	helperOnce sync.Once
+	helperExe  *os.File
+	helperErr  error
+
 	mu   sync.Mutex
 	free []int // free uid slots, as a stack
 	next int   // the next never-used slot

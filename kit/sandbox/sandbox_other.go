@@ -266,3 +266,37 @@ func Dial(*os.File, *slog.Logger) (*Sandbox, error) {
 
 // MonitorGone is nil: there is no monitor off Linux.
 func (sb *Sandbox) MonitorGone() <-chan struct{} { return nil }
+
+// Helper is Linux only.
+type Helper struct{}
+
+// Helper fails: the session helper is Linux only.
+func (ss *Session) Helper() (*Helper, error) {
+	return nil, errNoHelper
+}
+
+var errNoHelper = errors.New("sandbox: the session helper runs on Linux only")
+
+// Open fails off Linux.
+func (h *Helper) Open(Root, string, int, uint32) (*os.File, error) { return nil, errNoHelper }
+
+// Mkdir fails off Linux.
+func (h *Helper) Mkdir(Root, string, uint32) error { return errNoHelper }
+
+// MkdirAll fails off Linux.
+func (h *Helper) MkdirAll(Root, string, uint32) error { return errNoHelper }
+
+// Rename fails off Linux.
+func (h *Helper) Rename(Root, string, Root, string) error { return errNoHelper }
+
+// Remove fails off Linux.
+func (h *Helper) Remove(Root, string) error { return errNoHelper }
+
+// RemoveAll fails off Linux.
+func (h *Helper) RemoveAll(Root, string) error { return errNoHelper }
+
+// Watch fails off Linux.
+func (h *Helper) Watch(*os.File, Root, string, uint32) (int, error) { return 0, errNoHelper }
+
+// Dial fails off Linux.
+func (h *Helper) Dial(int) (*os.File, error) { return nil, errNoHelper }

@@ -54,7 +54,10 @@ type Session struct {
 	closed bool
 	procs  map[*Process]struct{}
 	sup    *sessionSup // the session's supervisor, once started
-	supNet [2]int      // ConfineNet and EgressPort as its supervisor was made with
+
+	helperMu sync.Mutex
+	helper   *Helper // the session helper, once asked for (helper_linux.go)
+	supNet   [2]int  // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -73,6 +76,12 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	if ss.sb.plain {
 		return ss.startPlain(path, spec)
 	}
+	return ss.startVia(path, spec)
+}
+
+// startVia starts spec (path, looked up) through the session's
+// supervisor.
+func (ss *Session) startVia(path string, spec Spec) (*Process, error) {
 	args := spec.Args
 	if len(args) == 0 {
 		args = []string{spec.Path}
@@ -347,6 +356,11 @@ func (ss *Session) Close() error {
 	}
 	ss.closed = true
 	ss.mu.Unlock()
+	ss.helperMu.Lock()
+	if ss.helper != nil {
+		ss.helper.close()
+	}
+	ss.helperMu.Unlock()
 	ss.KillAll()
 	ss.mu.Lock()
 	sp, cg := ss.sup, ss.cg

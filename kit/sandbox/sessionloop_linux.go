@@ -24,6 +24,7 @@ func sessionLoop(spec *initSpec, kitGone <-chan struct{}, ready func()) int {
 	s := &sessionSupervisor{
 		spec:  spec,
 		cmds:  map[int]uint64{},
+		aside: map[int]bool{},
 		pidns: os.Getpid() == 1,
 		wake:  make(chan struct{}, 1),
 	}
@@ -110,6 +111,7 @@ type sessionSupervisor struct {
 	mu      sync.Mutex
 	cleanMu sync.Mutex
 	cmds    map[int]uint64 // running commands' pids (process groups) -> request id
+	aside   map[int]bool   // those of cmds started aside (ctlMsg.Aside)
 	wake    chan struct{}  // a command started: the reaper has children again
 }
 
@@ -139,8 +141,19 @@ func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
 			files[i] = uintptr(s.null)
 		}
 	}
-	path, err := lookPath(m.Path, m.Env)
-	if err != nil {
+	var path string
+	var err error
+	if m.Exe {
+		if next >= len(fds) {
+			send(&ctlMsg{Op: "error", ID: m.ID, Errno: int(syscall.EBADF), Msg: "start: the request carries no program"})
+			return
+		}
+		// The program is the command's descriptor 3, executed by its
+		// /proc path: in the session's own /proc where it has a pid
+		// namespace.
+		files = append(files, uintptr(fds[next]))
+		path = "/proc/self/fd/3"
+	} else if path, err = lookPath(m.Path, m.Env); err != nil {
 		send(&ctlMsg{Op: "error", ID: m.ID, Errno: int(syscall.ENOENT), Msg: err.Error()})
 		return
 	}
@@ -159,6 +172,9 @@ func (s *sessionSupervisor) start(m *ctlMsg, fds []int) {
 	pid, err := syscall.ForkExec(path, m.Args, attr)
 	if err == nil {
 		s.cmds[pid] = m.ID
+		if m.Aside {
+			s.aside[pid] = true
+		}
 	}
 	s.mu.Unlock()
 	s.cleanMu.Unlock()
@@ -230,9 +246,14 @@ func (s *sessionSupervisor) reap() {
 		}
 		s.mu.Lock()
 		id, ok := s.cmds[pid]
+		aside := s.aside[pid]
 		delete(s.cmds, pid)
+		delete(s.aside, pid)
 		s.mu.Unlock()
-		if ok {
+		switch {
+		case ok && aside:
+			send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws)})
+		case ok:
 			go s.finish(id, pid, ws)
 		}
 	}
@@ -245,7 +266,7 @@ func (s *sessionSupervisor) reap() {
 func (s *sessionSupervisor) finish(id uint64, pid int, ws syscall.WaitStatus) {
 	s.cleanMu.Lock()
 	s.mu.Lock()
-	last := len(s.cmds) == 0
+	last := len(s.cmds) == len(s.aside)
 	s.mu.Unlock()
 	empty := false
 	switch {

@@ -40,7 +40,17 @@ type ctlMsg struct {
 	// Stdio says which of stdin, stdout, stderr the request carries, in
 	// that order (the others are /dev/null).
 	Stdio [3]bool `json:"stdio,omitzero"`
-	Sig   int     `json:"sig,omitempty"`
+	// Exe: the request carries, after the standard files, the program to
+	// run (a sealed memfd: the session helper, helper_linux.go), which
+	// the command gets as descriptor 3 and is executed through; Path is
+	// then unused.
+	Exe bool `json:"exe,omitempty"`
+	// Aside: the command runs beside the session's commands, not as one
+	// of them: while it runs the session still counts as idle, so the
+	// last command's end still ends what the commands left (the aside
+	// command too), and its own end ends nothing else.
+	Aside bool `json:"aside,omitempty"`
+	Sig   int  `json:"sig,omitempty"`
 	// Status is the command's wait status (exit).
 	Status uint32 `json:"status,omitempty"`
 	Errno  int    `json:"errno,omitempty"`
@@ -247,7 +257,7 @@ func (s *sessionSup) read() {
 
 // start asks the supervisor to run a command and waits until it runs.
 func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, error) {
-	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir}
+	m := ctlMsg{Op: "start", Path: path, Args: args, Env: spec.Env, Dir: spec.Dir, Aside: spec.aside}
 	if m.Env == nil {
 		m.Env = []string{}
 	}
@@ -257,6 +267,11 @@ func (s *sessionSup) start(path string, args []string, spec *Spec) (*Process, er
 			m.Stdio[i] = true
 			fds = append(fds, int(f.Fd()))
 		}
+	}
+	if spec.exe != nil {
+		m.Exe = true
+		fds = append(fds, int(spec.exe.Fd()))
+		defer runtime.KeepAlive(spec.exe)
 	}
 	ch := make(chan ctlReply, 1)
 	p := &Process{sup: s, pidns: s.pidns, done: make(chan struct{})}

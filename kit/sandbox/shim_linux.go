@@ -100,11 +100,19 @@ type netSpec struct {
 // before it parses flags or starts anything: the kit's binaries, a Go
 // agent's main through kit.Main, and test binaries in TestMain. A program
 // that does not call it never serves as a supervisor.
+//
+// It runs a session helper (helper_linux.go) the same way when argv[0] is
+// HelperName: the helper's program is the supervisor's.
 func MaybeSupervise() {
-	if len(os.Args) == 0 || os.Args[0] != InitName {
+	if len(os.Args) == 0 {
 		return
 	}
-	os.Exit(SupervisorMain())
+	switch os.Args[0] {
+	case InitName:
+		os.Exit(SupervisorMain())
+	case HelperName:
+		os.Exit(helperMain())
+	}
 }
 
 // SupervisorMain is a sandbox supervisor's main: it reads the spec the kit
