@@ -2,6 +2,7 @@ package kit
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,8 +26,7 @@ func (b *box) call(method, path string, header http.Header, body string, out any
 		b.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	var raw json.RawMessage
-	json.NewDecoder(resp.Body).Decode(&raw)
+	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 == 2 && out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			b.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
@@ -79,7 +79,7 @@ printf '#!/bin/sh\necho ran\n' > bin/run && chmod 755 bin/run && ln -s /etc/shad
 
 const checkWork = `cat src/a.txt; echo; stat -c '%a %s' src/a.txt bin/run; readlink shadow link; ls -d src/empty-dir; ./bin/run`
 
-const wantCheck = "hello\n600 5\n755 22\n/etc/shadow\nsrc/a.txt\nsrc/empty-dir\nran"
+const wantCheck = "hello\n600 5\n755 19\n/etc/shadow\nsrc/a.txt\nsrc/empty-dir\nran"
 
 // TestSnapshotRestore snapshots a session, restores it as a new session
 // that a client attaches to, and runs a command in it.
@@ -94,8 +94,8 @@ func TestSnapshotRestore(t *testing.T) {
 	if code, body := b.call("POST", "/sessions/"+sid+"/snapshot", b.auth(), "", &info); code != http.StatusCreated {
 		t.Fatalf("POST snapshot = %d %s", code, body)
 	}
-	if info.Session != sid || info.Entries != 6 || info.Size != 5+22 || info.NewBlobs != 2 {
-		t.Errorf("snapshot info = %+v, want 6 entries of session %s, 27 bytes in 2 new blobs", info, sid)
+	if info.Session != sid || info.Entries != 7 || info.Size != 5+19 || info.NewBlobs != 2 {
+		t.Errorf("snapshot info = %+v, want 7 entries of session %s, 24 bytes in 2 new blobs", info, sid)
 	}
 	var list protocol.SnapshotList
 	if code, body := b.call("GET", "/snapshots", b.auth(), "", &list); code != 200 || len(list.Snapshots) != 1 || list.Snapshots[0].ID != info.ID {
@@ -273,8 +273,14 @@ func TestFork(t *testing.T) {
 	c := b.dial("/", nil)
 	sid := c.hello["session_id"].(string)
 	message(t, c, "1", sampleWork)
-	// Load: the parent keeps writing while it is forked.
-	c.prompt("busy", "i=0; while [ $i -lt 200000 ]; do echo $i > busy.txt; i=$((i+1)); done; echo busy-done")
+	// Load: the parent keeps writing while it is forked, until the test
+	// makes the file stop.
+	c.prompt("busy", "i=0; while [ ! -e stop ]; do echo $i > busy.txt; i=$((i+1)); done; echo busy-done")
+	pinfo, _ := b.srv.live.lookup(sid).sandboxed()
+	waitFor(t, "the parent's busy loop", func() bool {
+		_, err := os.Stat(filepath.Join(pinfo.Dirs.Work, "busy.txt"))
+		return err == nil
+	})
 	var res protocol.ForkResult
 	if code, body := b.call("POST", "/sessions/"+sid+"/fork", b.auth(), `{"count":3}`, &res); code != http.StatusCreated {
 		t.Fatalf("fork = %d %s", code, body)
@@ -294,10 +300,15 @@ func TestFork(t *testing.T) {
 		}
 		message(t, fc, "w", "echo fork > src/a.txt")
 	}
+	if err := os.WriteFile(filepath.Join(pinfo.Dirs.Work, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m := last(c.finish("busy")); m["type"] != "complete" {
+		t.Fatalf("busy prompt: %v", m)
+	}
 	if got := message(t, c, "2", "cat src/a.txt"); got != "hello" {
 		t.Errorf("parent's file = %q after the forks wrote theirs", got)
 	}
-	pinfo, _ := b.srv.live.lookup(sid).sandboxed()
 	uids := map[int]bool{pinfo.Sandbox.UID(): true}
 	for _, id := range res.Sessions {
 		info, _ := b.srv.live.lookup(id).sandboxed()
@@ -311,6 +322,7 @@ func TestFork(t *testing.T) {
 			uids[u] = true
 		}
 	}
+	t.Logf("uids: %v", uids)
 	if code, _ := b.text("POST", "/sessions/"+sid+"/fork", b.auth(), `{"count":100}`); code != http.StatusBadRequest {
 		t.Errorf("fork of 100 = %d, want 400", code)
 	}

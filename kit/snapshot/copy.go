@@ -37,10 +37,13 @@ func Copy(ctx context.Context, from, to FS, roots Roots, lim Limits) (method str
 				return nil
 			}
 			copied++
-			// A LimitedReader of an *os.File: io.Copy uses copy_file_range.
-			n, err := io.Copy(dst, io.LimitReader(src, e.Size))
-			if err == nil && n != e.Size {
-				err = fmt.Errorf("%d bytes, want %d: the file changed while it was copied", n, e.Size)
+			// To its end, within the size limit: a file a running agent
+			// writes is copied as it is when read. A LimitedReader of an
+			// *os.File: io.Copy uses copy_file_range.
+			size -= e.Size
+			n, err := io.Copy(dst, io.LimitReader(src, lim.MaxSize-size+1))
+			if size += n; err == nil && size > lim.MaxSize {
+				err = fmt.Errorf("more than %d bytes of files: %w", lim.MaxSize, ErrTooLarge)
 			}
 			return err
 		})

@@ -43,6 +43,8 @@ type FS interface {
 	Mkdir(root Root, rel string, perm uint32) error
 	// RemoveAll removes rel and what it holds; never the root itself.
 	RemoveAll(root Root, rel string) error
+	// Rename is rename(2) of root/from to root/to.
+	Rename(root Root, from, to string) error
 }
 
 // DirFS is an FS over plain directories, by root index ("" where there is
@@ -133,6 +135,20 @@ func (d DirFS) RemoveAll(root Root, rel string) error {
 	}
 	defer r.Close()
 	return r.RemoveAll(filepath.FromSlash(rel))
+}
+
+// Rename implements FS.
+func (d DirFS) Rename(root Root, from, to string) error {
+	dir, err := d.dir(root)
+	if err != nil {
+		return err
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.Rename(filepath.FromSlash(from), filepath.FromSlash(to))
 }
 
 // ErrOutside and ErrSpecial are DirFS's: a path that leaves its root, a

@@ -83,10 +83,10 @@ func (l *Local) PutBlob(ctx context.Context, sum string, size int64, r io.Reader
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(ctxReader{ctx, r}, size+1))
 	if err == nil && n != size {
-		err = fmt.Errorf("%d bytes, want %d (the file changed while it was read)", n, size)
+		err = fmt.Errorf("%d bytes, want %d: %w", n, size, errChanged)
 	}
 	if err == nil && hex.EncodeToString(h.Sum(nil)) != sum {
-		err = errors.New("the bytes do not hash to the blob's name (the file changed while it was read)")
+		err = fmt.Errorf("the bytes do not hash to the blob's name: %w", errChanged)
 	}
 	if err == nil {
 		err = f.Sync()

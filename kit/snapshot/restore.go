@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -249,21 +250,43 @@ func (w *writer) put(e protocol.SnapshotEntry) error {
 		w.dirs = append(w.dirs, e)
 		return nil
 	case protocol.SnapshotSymlink:
-		parent, base := splitRel(e.Path)
-		pf, err := w.fsys.Open(r, parent, unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
+		if err := w.symlink(r, e); err != nil {
 			return err
 		}
-		defer pf.Close()
-		if err := unix.Symlinkat(e.Target, int(pf.Fd()), base); err != nil {
-			return &os.PathError{Op: "symlink", Path: e.Path, Err: err}
-		}
 		w.made(e)
-		ts := []unix.Timespec{unix.NsecToTimespec(e.MTime.UnixNano()), unix.NsecToTimespec(e.MTime.UnixNano())}
-		w.attr(unix.UtimesNanoAt(int(pf.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW))
 		return nil
 	}
 	return fmt.Errorf("entry type %q", e.Type)
+}
+
+// symlink makes a symlink. An FS opens and makes no links, so the writer
+// makes it itself in the root (the kit may write in a session's root
+// directory, group-owned by the kit), gives it its time there, and has
+// the FS rename it into place (as the session, where the kit may not
+// write).
+func (w *writer) symlink(r Root, e protocol.SnapshotEntry) error {
+	if f, err := w.fsys.Open(r, e.Path, unix.O_PATH|unix.O_NOFOLLOW, 0); err == nil {
+		f.Close()
+		return &os.PathError{Op: "symlink", Path: e.Path, Err: unix.EEXIST}
+	}
+	rf, err := w.fsys.Open(r, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer rf.Close()
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := ".glovebox-link-" + hex.EncodeToString(rnd[:])
+	if err := unix.Symlinkat(e.Target, int(rf.Fd()), tmp); err != nil {
+		return &os.PathError{Op: "symlink", Path: e.Path, Err: err}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(e.MTime.UnixNano()), unix.NsecToTimespec(e.MTime.UnixNano())}
+	w.attr(unix.UtimesNanoAt(int(rf.Fd()), tmp, ts, unix.AT_SYMLINK_NOFOLLOW))
+	if err := w.fsys.Rename(r, tmp, e.Path); err != nil {
+		unix.Unlinkat(int(rf.Fd()), tmp, 0)
+		return err
+	}
+	return nil
 }
 
 // file makes a regular file and fills it with fill.

@@ -57,7 +57,7 @@ func (s *S3) PutBlob(ctx context.Context, sum string, size int64, r io.Reader) e
 	}
 	if hex.EncodeToString(h.Sum(nil)) != sum {
 		s.a.DeleteObject(context.WithoutCancel(ctx), s.blobKey(sum))
-		return fmt.Errorf("store blob %s: the bytes do not hash to the blob's name (the file changed while it was read)", sum)
+		return fmt.Errorf("store blob %s: the bytes do not hash to the blob's name: %w", sum, errChanged)
 	}
 	return nil
 }

@@ -66,32 +66,13 @@ func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim L
 			return fmt.Errorf("more than %d entries: %w", lim.MaxEntries, ErrTooLarge)
 		}
 		if f != nil {
-			if m.Size+e.Size > lim.MaxSize {
+			var err error
+			if e, err = storeFile(ctx, st, f, e, stored, &stats); err != nil {
+				return err
+			}
+			if m.Size += e.Size; m.Size > lim.MaxSize {
 				return fmt.Errorf("more than %d bytes of files: %w", lim.MaxSize, ErrTooLarge)
 			}
-			sum, err := hashFile(ctx, f, e.Size)
-			if err != nil {
-				return fmt.Errorf("read %s/%s: %w", e.Root, e.Path, err)
-			}
-			e.Blob = sum
-			if !stored[sum] {
-				has, err := st.HasBlob(ctx, sum)
-				if err != nil {
-					return err
-				}
-				if !has {
-					if _, err := f.Seek(0, io.SeekStart); err != nil {
-						return err
-					}
-					if err := st.PutBlob(ctx, sum, e.Size, f); err != nil {
-						return fmt.Errorf("%s/%s: %w", e.Root, e.Path, err)
-					}
-					stats.NewBlobs++
-					stats.NewBytes += e.Size
-				}
-				stored[sum] = true
-			}
-			m.Size += e.Size
 		}
 		m.Entries = append(m.Entries, e)
 		return nil
@@ -119,6 +100,63 @@ func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim L
 	return id, m, stats, nil
 }
 
+// changeTries is how many times a file that changes while it is read is
+// read again before the snapshot fails.
+const changeTries = 3
+
+// errChanged: a file changed while it was read.
+var errChanged = errors.New("the file changed while it was read")
+
+// storeFile stores f's bytes as a blob unless st holds them (or this
+// snapshot stored them already), and returns e with its size, time and
+// blob. A file that changes while it is read is read again.
+func storeFile(ctx context.Context, st Store, f *os.File, e protocol.SnapshotEntry, stored map[string]bool, stats *Stats) (protocol.SnapshotEntry, error) {
+	var err error
+	for range changeTries {
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+			return e, &fs.PathError{Op: "stat", Path: e.Path, Err: err}
+		}
+		e.Size, e.Mode = fst.Size, fst.Mode&0o7777
+		e.MTime = time.Unix(fst.Mtim.Unix()).UTC()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return e, err
+		}
+		e.Blob, err = hashFile(ctx, f, e.Size)
+		if errors.Is(err, errChanged) {
+			continue
+		}
+		if err != nil || stored[e.Blob] {
+			break
+		}
+		has, herr := st.HasBlob(ctx, e.Blob)
+		if err = herr; err != nil || has {
+			stored[e.Blob] = has
+			break
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return e, err
+		}
+		err = st.PutBlob(ctx, e.Blob, e.Size, f)
+		if errors.Is(err, errChanged) {
+			continue
+		}
+		if err == nil {
+			stored[e.Blob] = true
+			stats.NewBlobs++
+			stats.NewBytes += e.Size
+		}
+		break
+	}
+	if errors.Is(err, errChanged) {
+		err = fmt.Errorf("%w %d times: snapshot the session while nothing writes it", err, changeTries)
+	}
+	if err != nil {
+		return e, fmt.Errorf("%s/%s: %w", e.Root, e.Path, err)
+	}
+	return e, nil
+}
+
 // hashFile hashes exactly size bytes of f.
 func hashFile(ctx context.Context, f *os.File, size int64) (string, error) {
 	h := sha256.New()
@@ -127,7 +165,7 @@ func hashFile(ctx context.Context, f *os.File, size int64) (string, error) {
 		return "", err
 	}
 	if n != size {
-		return "", fmt.Errorf("%d bytes, want %d: the file changed while it was read", n, size)
+		return "", fmt.Errorf("%d bytes, want %d: %w", n, size, errChanged)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
