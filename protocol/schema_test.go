@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -197,6 +198,15 @@ var schemaTypes = map[string]reflect.Type{
 	"run_egress_decision": reflect.TypeFor[RunEgressDecision](),
 	"signed_run":          reflect.TypeFor[SignedRun](),
 	"run_chain":           reflect.TypeFor[RunChain](),
+	"snapshot_manifest":   reflect.TypeFor[SnapshotManifest](),
+	"snapshot_entry":      reflect.TypeFor[SnapshotEntry](),
+	"snapshot_skip":       reflect.TypeFor[SnapshotSkip](),
+	"snapshot_info":       reflect.TypeFor[SnapshotInfo](),
+	"snapshot_list":       reflect.TypeFor[SnapshotList](),
+	"restore_request":     reflect.TypeFor[RestoreRequest](),
+	"restore_result":      reflect.TypeFor[RestoreResult](),
+	"fork_request":        reflect.TypeFor[ForkRequest](),
+	"fork_result":         reflect.TypeFor[ForkResult](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode
@@ -284,6 +294,12 @@ func fieldMatches(root jschema, ft reflect.Type, p map[string]any) error {
 	}
 	for ft.Kind() == reflect.Pointer {
 		ft = ft.Elem()
+	}
+	if ft == reflect.TypeFor[time.Time]() {
+		if p["type"] != "string" {
+			return fmt.Errorf("a time.Time, want type string (RFC 3339), got %v", p)
+		}
+		return nil
 	}
 	if ref, ok := p["$ref"].(string); ok {
 		name := strings.TrimPrefix(ref, "#/$defs/")
