@@ -66,19 +66,37 @@ export class BoxHTTP {
     }
   }
 
+  /**
+   * Sends method to a JSON route of the box with the credential and body
+   * as JSON; resolves the answer's JSON (undefined for 204).
+   */
+  async send<T>(method: string, route: string, body?: unknown): Promise<T> {
+    const u = this.route(route);
+    const headers: Record<string, string> = { Authorization: "Bearer " + (await this.credential()) };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const resp = await this.#fetch(u, headers, undefined, `${method.toLowerCase()} ${route}`, true, method, body === undefined ? undefined : JSON.stringify(body));
+    if (resp.status === 204) return undefined as T;
+    const text = await resp.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
+    }
+  }
+
   /** GETs u. timeout bounds JSON routes; a file read is bounded by its signal only, as it may be large. */
-  async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false): Promise<Response> {
+  async #fetch(u: URL, headers: Record<string, string>, signal: AbortSignal | undefined, what: string, timeout = false, method = "GET", body?: string): Promise<Response> {
     const signals = [this.#life];
     if (timeout) signals.push(AbortSignal.timeout(this.#s.requestTimeoutMs));
     if (signal) signals.push(signal);
     let resp: Response;
     try {
-      resp = await this.#s.fetch(u.toString(), { headers, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" });
+      resp = await this.#s.fetch(u.toString(), { method, headers, body, signal: anySignal(signals), cache: "no-store", credentials: "omit", redirect: "error" });
     } catch (e) {
       if (this.#closed()) throw closedError(this.#name);
       throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
     }
-    if (resp.status === 200) return resp;
+    if (resp.status === 200 || (method !== "GET" && resp.status >= 200 && resp.status < 300)) return resp;
     const snippet = (await resp.text().catch(() => "")).slice(0, 200).trim();
     if (resp.status === 401) {
       throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });

@@ -11,5 +11,6 @@ export { ClientCodes, GloveboxError, isGloveboxError, type Completion } from "./
 export { decodeBase64, encodeBase64 } from "./base64.js";
 export { EGRESS_ASK_CHOICES, EGRESS_ASK_RENDERER, egressAsk, type EgressAsk, type EgressAskAnswer } from "./egress.js";
 export { RUN_SIGN_CONTEXT, RunVerifyError, canonicalJSON, runChainStart, verifyRun, verifyRunChain, type RunOptions } from "./runs.js";
+export { type RestoreOptions } from "./snapshots.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
 export * from "./wire.js";
