@@ -66,16 +66,11 @@ func TestSnapshotKilled(t *testing.T) {
 		code, _ := k.call(t, "POST", "/sessions/"+sid+"/snapshot", "", nil)
 		answered <- code
 	}()
-	// Kill once the second snapshot has stored a blob and is writing more.
+	// Kill once the second snapshot has written a few blobs (into the
+	// store's tmp/, where they wait for its manifest) and is writing more.
 	testkit.Until(t, "the second snapshot to be midway", func() bool {
-		n := 0
-		filepath.WalkDir(filepath.Join(store, "blobs"), func(_ string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				n++
-			}
-			return nil
-		})
-		return n > 41
+		tmp, _ := os.ReadDir(filepath.Join(store, "tmp"))
+		return len(tmp) > 5
 	})
 	if err := k.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -83,6 +78,9 @@ func TestSnapshotKilled(t *testing.T) {
 	k.cmd.Wait()
 	if code := testkit.Recv(t, answered, "the cut snapshot's answer"); code == http.StatusCreated {
 		t.Fatalf("the second snapshot finished before the kill: nothing was cut short")
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(store, "tmp")); len(tmp) == 0 {
+		t.Fatalf("nothing half-written in the store after the kill: it came too late to test anything")
 	}
 	manifests, _ := os.ReadDir(filepath.Join(store, "manifests"))
 	if len(manifests) != 1 {

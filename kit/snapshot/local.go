@@ -11,7 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -21,8 +24,18 @@ import (
 //	blobs/ab/abcdef…     one file per blob, named by its sha256
 //	manifests/ID.json    one per snapshot
 //	tmp/                 what is being written (removed at open)
+//
+// A blob is written to tmp/ unsynced and stays there until the next
+// manifest is put: PutManifest syncs the file system once, renames the
+// pending blobs into blobs/, syncs again, then writes the manifest. So a
+// blob is under its name only once its bytes are on disk (a kill or a
+// power cut leaves it in tmp/, which OpenLocal empties), and a snapshot
+// of 10,000 files costs two syncs, not 10,000.
 type Local struct {
 	dir string
+
+	mu      sync.Mutex
+	pending map[string]string // sum: its file in tmp/
 }
 
 var _ Store = (*Local)(nil)
@@ -35,7 +48,7 @@ func OpenLocal(dir string) (*Local, error) {
 			return nil, fmt.Errorf("open snapshot store %s: %w", dir, err)
 		}
 	}
-	l := &Local{dir: dir}
+	l := &Local{dir: dir, pending: map[string]string{}}
 	l.clearTmp(0)
 	return l, nil
 }
@@ -61,6 +74,12 @@ func (l *Local) HasBlob(_ context.Context, sum string) (bool, error) {
 	if !validSum(sum) {
 		return false, fmt.Errorf("blob %q: not a sha256", sum)
 	}
+	l.mu.Lock()
+	_, pending := l.pending[sum]
+	l.mu.Unlock()
+	if pending {
+		return true, nil
+	}
 	_, err := os.Stat(l.blobPath(sum))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -69,7 +88,8 @@ func (l *Local) HasBlob(_ context.Context, sum string) (bool, error) {
 }
 
 // PutBlob implements Store: the bytes go to a temporary file, hashed on
-// the way, synced, and renamed into place only when their hash is sum.
+// the way, which the next PutManifest moves into place when their hash is
+// sum.
 func (l *Local) PutBlob(ctx context.Context, sum string, size int64, r io.Reader) error {
 	if !validSum(sum) {
 		return fmt.Errorf("blob %q: not a sha256", sum)
@@ -79,7 +99,6 @@ func (l *Local) PutBlob(ctx context.Context, sum string, size int64, r io.Reader
 		return fmt.Errorf("store blob %s: %w", sum, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp)
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(ctxReader{ctx, r}, size+1))
 	if err == nil && n != size {
@@ -88,20 +107,54 @@ func (l *Local) PutBlob(ctx context.Context, sum string, size int64, r io.Reader
 	if err == nil && hex.EncodeToString(h.Sum(nil)) != sum {
 		err = fmt.Errorf("the bytes do not hash to the blob's name: %w", errChanged)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(l.blobPath(sum)), 0o700)
-	}
-	if err == nil {
-		err = os.Rename(tmp, l.blobPath(sum))
-	}
 	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("store blob %s: %w", sum, err)
+	}
+	l.mu.Lock()
+	if old, ok := l.pending[sum]; ok {
+		os.Remove(old)
+	}
+	l.pending[sum] = tmp
+	l.mu.Unlock()
+	return nil
+}
+
+// commit syncs the pending blobs and moves them into place.
+func (l *Local) commit() error {
+	l.mu.Lock()
+	pending := l.pending
+	l.pending = map[string]string{}
+	l.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := syncFS(l.dir); err != nil {
+		return err
+	}
+	for sum, tmp := range pending {
+		if err := os.MkdirAll(filepath.Dir(l.blobPath(sum)), 0o700); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, l.blobPath(sum)); err != nil {
+			return err // a pending blob removed from tmp/ (GC of an old one)
+		}
+	}
+	return syncFS(l.dir)
+}
+
+// syncFS flushes the file system dir is on (syncfs(2)).
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return &os.PathError{Op: "syncfs", Path: dir, Err: err}
 	}
 	return nil
 }
@@ -127,6 +180,9 @@ func (l *Local) manifestPath(id string) string {
 func (l *Local) PutManifest(_ context.Context, id string, b []byte) error {
 	if !validSum(id) {
 		return fmt.Errorf("snapshot id %q: not a sha256", id)
+	}
+	if err := l.commit(); err != nil {
+		return fmt.Errorf("store snapshot %s: its blobs: %w", id, err)
 	}
 	f, err := os.CreateTemp(filepath.Join(l.dir, "tmp"), "manifest-")
 	if err != nil {
