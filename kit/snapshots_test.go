@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/kit/agent/exec"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -59,12 +60,12 @@ func (b *box) text(method, path string, header http.Header, body string) (int, s
 	return resp.StatusCode, sb.String()
 }
 
-func execBox(t *testing.T, opts ...boxOpt) *box {
+func execBox(t testing.TB, opts ...boxOpt) *box {
 	return newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), opts...)
 }
 
 // message is a prompt's complete message.
-func message(t *testing.T, c *v1client, id, text string) string {
+func message(t testing.TB, c *v1client, id, text string) string {
 	t.Helper()
 	c.prompt(id, text)
 	m := last(c.finish(id))
@@ -325,5 +326,81 @@ func TestFork(t *testing.T) {
 	t.Logf("uids: %v", uids)
 	if code, _ := b.text("POST", "/sessions/"+sid+"/fork", b.auth(), `{"count":100}`); code != http.StatusBadRequest {
 		t.Errorf("fork of 100 = %d, want 400", code)
+	}
+}
+
+// benchWorkspaces are the kit benchmarks' workspaces, made by a prompt:
+// BENCHMARKS.md records them.
+var benchWorkspaces = []struct{ name, script string }{
+	{"1MB", `head -c 1048576 /dev/urandom > f`},
+	{"100MB", `for i in $(seq 100); do head -c 1048576 /dev/urandom > f$i; done`},
+	{"10000x1KB", `for d in $(seq 100); do mkdir d$d; for i in $(seq 100); do head -c 1024 /dev/urandom > d$d/f$i; done; done`},
+}
+
+// BenchmarkRestoreToFirstCommand: POST /snapshots/{id}/restore, attach
+// (?resume=ID&last_seq=0) and run a first command that reads a restored
+// file, through the session's helper and sandbox.
+//
+// One benchmark per workspace, no sub-benchmarks: newBox's leak check
+// would see the parent benchmark's goroutine.
+func BenchmarkRestoreToFirstCommand1MB(b *testing.B)   { benchRestore(b, 0) }
+func BenchmarkRestoreToFirstCommand100MB(b *testing.B) { benchRestore(b, 1) }
+func BenchmarkRestoreToFirstCommand10k(b *testing.B)   { benchRestore(b, 2) }
+
+func benchRestore(b *testing.B, i int) {
+	ws := benchWorkspaces[i]
+	{
+		{
+			bx := execBox(b)
+			c := bx.dial("/", nil)
+			message(b, c, "make", ws.script)
+			var info protocol.SnapshotInfo
+			if code, body := bx.call("POST", "/sessions/"+c.hello["session_id"].(string)+"/snapshot", bx.auth(), "", &info); code != http.StatusCreated {
+				b.Fatalf("snapshot = %d %s", code, body)
+			}
+			b.SetBytes(info.Size)
+			for b.Loop() {
+				var res protocol.RestoreResult
+				if code, body := bx.call("POST", "/snapshots/"+info.ID+"/restore", bx.auth(), "", &res); code != http.StatusCreated {
+					b.Fatalf("restore = %d %s", code, body)
+				}
+				rc := bx.dial("/?resume="+res.Session+"&last_seq=0", nil)
+				message(b, rc, "first", "ls > /dev/null; echo ok")
+				b.StopTimer()
+				rc.close()
+				testkit.Until(b, "the restored session's end", func() bool { return bx.srv.live.lookup(res.Session) == nil })
+				b.StartTimer()
+			}
+		}
+	}
+}
+
+// BenchmarkFork: POST /sessions/{id}/fork of one session, through both
+// sessions' helpers (a copy: no reflinks on this file system).
+func BenchmarkFork1MB(b *testing.B)   { benchFork(b, 0) }
+func BenchmarkFork100MB(b *testing.B) { benchFork(b, 1) }
+func BenchmarkFork10k(b *testing.B)   { benchFork(b, 2) }
+
+func benchFork(b *testing.B, i int) {
+	ws := benchWorkspaces[i]
+	{
+		{
+			bx := execBox(b)
+			c := bx.dial("/", nil)
+			sid := c.hello["session_id"].(string)
+			message(b, c, "make", ws.script)
+			var method string
+			for b.Loop() {
+				var res protocol.ForkResult
+				if code, body := bx.call("POST", "/sessions/"+sid+"/fork", bx.auth(), `{"count":1}`, &res); code != http.StatusCreated {
+					b.Fatalf("fork = %d %s", code, body)
+				}
+				method = res.Method
+				b.StopTimer()
+				bx.srv.live.lookup(res.Sessions[0]).end(errClosed)
+				b.StartTimer()
+			}
+			b.ReportMetric(0, method)
+		}
 	}
 }

@@ -175,19 +175,17 @@ func hashFile(ctx context.Context, f *os.File, size int64) (string, error) {
 // open descriptor (read only, opened through fsys), others with nil.
 func walk(ctx context.Context, fsys FS, root Root, visit func(protocol.SnapshotEntry, *os.File) error, skip func(protocol.SnapshotSkip)) error {
 	name := rootNames[root]
-	var dir func(rel string, depth int) error
-	dir = func(rel string, depth int) error {
+	var dir func(d *os.File, rel string, depth int) error
+	dir = func(d *os.File, rel string, depth int) error {
 		if depth > 256 {
 			return fmt.Errorf("%s: directories nested deeper than 256", rel)
 		}
-		names, err := readDirNames(fsys, root, rel)
+		names, err := d.Readdirnames(-1)
+		d.Close()
 		if err != nil {
-			if rel != "." && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
-				skip(protocol.SnapshotSkip{Root: name, Path: rel, Reason: "the session may not list it: " + errText(err)})
-				return nil
-			}
-			return err
+			return &fs.PathError{Op: "readdir", Path: rel, Err: err}
 		}
+		slices.Sort(names)
 		for _, n := range names {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -196,7 +194,7 @@ func walk(ctx context.Context, fsys FS, root Root, visit func(protocol.SnapshotE
 			if rel != "." {
 				p = rel + "/" + n
 			}
-			e, recurse, err := entry(fsys, root, p, visit)
+			e, sub, err := entry(fsys, root, p, visit)
 			switch {
 			case errors.Is(err, errSkip):
 				skip(protocol.SnapshotSkip{Root: name, Path: p, Reason: e.Target})
@@ -204,93 +202,96 @@ func walk(ctx context.Context, fsys FS, root Root, visit func(protocol.SnapshotE
 			case err != nil:
 				return err
 			}
-			if recurse {
-				if err := dir(p, depth+1); err != nil {
+			if sub != nil {
+				if err := dir(sub, p, depth+1); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	return dir(".", 0)
+	d, err := fsys.Open(root, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	return dir(d, ".", 0)
 }
 
 // errSkip marks an entry left out; entry puts the reason in Target.
 var errSkip = errors.New("skip")
 
-// entry describes and visits root/p.
-func entry(fsys FS, root Root, p string, visit func(protocol.SnapshotEntry, *os.File) error) (e protocol.SnapshotEntry, isDir bool, err error) {
+// entry describes and visits root/p, and returns a directory open to be
+// read. A file or directory takes one open through fsys; a symlink, a
+// special file or what the session may not read, a second (O_PATH) to
+// say what it is.
+func entry(fsys FS, root Root, p string, visit func(protocol.SnapshotEntry, *os.File) error) (e protocol.SnapshotEntry, sub *os.File, err error) {
 	e = protocol.SnapshotEntry{Root: rootNames[root], Path: p}
+	f, err := fsys.Open(root, p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			f.Close()
+			return e, nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		e.Mode = st.Mode & 0o7777
+		e.MTime = time.Unix(st.Mtim.Unix()).UTC()
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			e.Type = protocol.SnapshotDir
+			if err := visit(e, nil); err != nil {
+				f.Close()
+				return e, nil, err
+			}
+			return e, f, nil
+		case unix.S_IFREG:
+			defer f.Close()
+			e.Type = protocol.SnapshotFile
+			e.Size = st.Size
+			return e, nil, visit(e, f)
+		}
+		f.Close()
+		e.Target = "replaced while the snapshot was taken"
+		return e, nil, errSkip
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		e.Target = "removed while the snapshot was taken"
+		return e, nil, errSkip
+	}
+	if !errors.Is(err, unix.ELOOP) && !errors.Is(err, ErrSpecial) && !errors.Is(err, fs.ErrPermission) {
+		return e, nil, err
+	}
 	pf, err := fsys.Open(root, p, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Target = "removed while the snapshot was taken"
-		return e, false, errSkip
+		return e, nil, errSkip
 	}
 	if err != nil {
-		return e, false, err
+		return e, nil, err
 	}
 	defer pf.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(pf.Fd()), &st); err != nil {
-		return e, false, &fs.PathError{Op: "stat", Path: p, Err: err}
+		return e, nil, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	e.Mode = st.Mode & 0o7777
 	e.MTime = time.Unix(st.Mtim.Unix()).UTC()
 	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		e.Type = protocol.SnapshotDir
-		return e, true, visit(e, nil)
 	case unix.S_IFLNK:
 		e.Type = protocol.SnapshotSymlink
 		e.Mode = 0o777
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(int(pf.Fd()), "", buf)
 		if err != nil {
-			return e, false, &fs.PathError{Op: "readlink", Path: p, Err: err}
+			return e, nil, &fs.PathError{Op: "readlink", Path: p, Err: err}
 		}
 		e.Target = string(buf[:n])
-		return e, false, visit(e, nil)
-	case unix.S_IFREG:
-		e.Type = protocol.SnapshotFile
-		f, err := fsys.Open(root, p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSpecial) {
-				e.Target = "the session may not read it: " + errText(err)
-				return e, false, errSkip
-			}
-			return e, false, err
-		}
-		defer f.Close()
-		var fst unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
-			return e, false, &fs.PathError{Op: "stat", Path: p, Err: err}
-		}
-		if fst.Mode&unix.S_IFMT != unix.S_IFREG {
-			e.Target = "replaced while the snapshot was taken"
-			return e, false, errSkip
-		}
-		e.Size = fst.Size
-		e.Mode = fst.Mode & 0o7777
-		e.MTime = time.Unix(fst.Mtim.Unix()).UTC()
-		return e, false, visit(e, f)
+		return e, nil, visit(e, nil)
+	case unix.S_IFREG, unix.S_IFDIR:
+		e.Target = "the session may not read it (mode " + fmt.Sprintf("%04o", e.Mode) + ")"
+		return e, nil, errSkip
 	}
 	e.Target = "special file (device, fifo or socket)"
-	return e, false, errSkip
-}
-
-// readDirNames lists a directory's names, sorted.
-func readDirNames(fsys FS, root Root, rel string) ([]string, error) {
-	d, err := fsys.Open(root, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, &fs.PathError{Op: "readdir", Path: rel, Err: err}
-	}
-	slices.Sort(names)
-	return names, nil
+	return e, nil, errSkip
 }
 
 // errText is an error's cause without its path.
