@@ -334,7 +334,7 @@ func TestFork(t *testing.T) {
 var benchWorkspaces = []struct{ name, script string }{
 	{"1MB", `head -c 1048576 /dev/urandom > f`},
 	{"100MB", `for i in $(seq 100); do head -c 1048576 /dev/urandom > f$i; done`},
-	{"10000x1KB", `for d in $(seq 100); do mkdir d$d; for i in $(seq 100); do head -c 1024 /dev/urandom > d$d/f$i; done; done`},
+	{"10000x1KB", `d=0; while [ $d -lt 100 ]; do mkdir d$d; i=0; while [ $i -lt 100 ]; do printf '%01024d' $d$i > d$d/f$i; i=$((i+1)); done; d=$((d+1)); done`},
 }
 
 // BenchmarkRestoreToFirstCommand: POST /snapshots/{id}/restore, attach
@@ -359,6 +359,7 @@ func benchRestore(b *testing.B, i int) {
 				b.Fatalf("snapshot = %d %s", code, body)
 			}
 			b.SetBytes(info.Size)
+			b.Logf("workspace: %d entries, %d bytes, %d skipped", info.Entries, info.Size, info.Skipped)
 			for b.Loop() {
 				var res protocol.RestoreResult
 				if code, body := bx.call("POST", "/snapshots/"+info.ID+"/restore", bx.auth(), "", &res); code != http.StatusCreated {
