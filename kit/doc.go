@@ -17,6 +17,8 @@
 //	GET /sessions          the live sessions (key or admin token; sessionsRoute, kit/sessions_route.go)
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	/sessions/{id}/{feature}  a session's own terminals, processes, files and preview ports (the key, the feature's scope or admin, or the session's own credential; sessionRoutes, kit/session_routes.go)
+//	POST /sessions/{id}/snapshot  the session's directories into the snapshot store; POST /sessions/{id}/fork {"count":N} N new sessions copying it (as the session routes; kit/snapshots.go)
+//	GET /snapshots         the stored snapshots; GET|DELETE /snapshots/{id} one's manifest, or remove it; POST /snapshots/{id}/restore a new session from it (key, snapshots or admin token; kit/snapshots.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
@@ -60,6 +62,21 @@
 // frames numbered after n. When the session is gone or the buffer no
 // longer reaches back to n, the client gets a fresh session and an error
 // frame with an empty id and code ResumeFailed.
+//
+// Snapshots (kit/snapshots.go, kit/snapshot; docs/snapshots.md). POST
+// /sessions/{id}/snapshot stores the session's work, input and output
+// directories in the box's snapshot store (local under the state dir, or
+// the s3 adapter's bucket; manifest "snapshots"): each file's bytes once
+// as a blob named by their sha256, then a manifest whose sha256 is the
+// snapshot's id, written last and at once. POST /snapshots/{id}/restore
+// verifies the whole snapshot (manifest hash, paths, every blob's size
+// and hash, quota, the image's closure hash unless forced) before it
+// makes a session and writes its directories; POST /sessions/{id}/fork
+// copies a live session into new sessions (FICLONE where the file system
+// can, else copy_file_range). Files are read and written through the
+// session's helper (kit/sandbox), as the session. A restored or forked
+// session waits detached, as a dropped one does, for its owner to attach
+// with /?resume=<id>&last_seq=0. The kit announces "snapshots".
 //
 // Directives. A prompt line whose first word is /output PATH,
 // /clear-workspace, /environment or /workspace is a directive: the kit
