@@ -270,12 +270,21 @@ func (sn *snapshots) serveOne(w http.ResponseWriter, r *http.Request, rest strin
 	case action == "" && r.Method == http.MethodDelete:
 		sn.mu.Lock()
 		err := sn.store.DeleteManifest(r.Context(), id)
+		removed := 0
+		if l, ok := sn.store.(*snap.Local); ok && err == nil {
+			// No snapshot is being taken (sn.mu): its blobs that no other
+			// snapshot holds go now.
+			var gerr error
+			if removed, gerr = l.GC(r.Context(), 0); gerr != nil {
+				sn.s.log.Warn("snapshot store: collecting blobs", "err", gerr)
+			}
+		}
 		sn.mu.Unlock()
 		if err != nil {
 			sn.fail(w, "delete snapshot "+id, err)
 			return
 		}
-		sn.s.log.Info("snapshot deleted", "snapshot", id)
+		sn.s.log.Info("snapshot deleted", "snapshot", id, "blobs_removed", removed)
 		w.WriteHeader(http.StatusNoContent)
 	case action == "":
 		route.MethodNotAllowed(w, "GET, HEAD, DELETE")

@@ -134,6 +134,17 @@ func TestSnapshotRestore(t *testing.T) {
 	if code, _ := b.text("POST", "/snapshots/"+info.ID+"/restore", b.auth(), ""); code != http.StatusNotFound {
 		t.Errorf("restore of a deleted snapshot = %d, want 404", code)
 	}
+	// Its blobs, which no other snapshot holds, went with it.
+	var blobs []string
+	filepath.WalkDir(filepath.Join(b.root, DefaultStateDir, "snapshots", "blobs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			blobs = append(blobs, p)
+		}
+		return nil
+	})
+	if len(blobs) != 0 {
+		t.Errorf("%d blobs left after the only snapshot was deleted", len(blobs))
+	}
 }
 
 func strAll(xs []any) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,14 +54,25 @@ func OpenLocal(dir string) (*Local, error) {
 	return l, nil
 }
 
-// clearTmp removes temporary files older than age.
+// clearTmp removes temporary files older than age, pending blobs among
+// them (a snapshot that failed left them; one in progress has younger
+// ones).
 func (l *Local) clearTmp(age time.Duration) {
 	ents, _ := os.ReadDir(filepath.Join(l.dir, "tmp"))
+	removed := map[string]bool{}
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= age {
-			os.Remove(filepath.Join(l.dir, "tmp", e.Name()))
+		p := filepath.Join(l.dir, "tmp", e.Name())
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= age && os.Remove(p) == nil {
+			removed[p] = true
 		}
 	}
+	l.mu.Lock()
+	for sum, p := range l.pending {
+		if removed[p] {
+			delete(l.pending, sum)
+		}
+	}
+	l.mu.Unlock()
 }
 
 func validSum(s string) bool { return protocol.ValidSnapshotID(s) }
@@ -272,9 +284,10 @@ func (l *Local) DeleteManifest(_ context.Context, id string) error {
 	return err
 }
 
-// GC removes the blobs no manifest names that are older than age (a
-// snapshot being taken writes its blobs before its manifest), and the
-// temporary files older than age. It returns how many blobs it removed.
+// GC removes the blobs no manifest names, and the temporary files older
+// than age (those of a snapshot being taken are younger: run GC while
+// none is, or with an age longer than a snapshot takes). It returns how
+// many blobs it removed.
 func (l *Local) GC(ctx context.Context, age time.Duration) (int, error) {
 	keep, err := referenced(ctx, l)
 	if err != nil {
@@ -286,17 +299,16 @@ func (l *Local) GC(ctx context.Context, age time.Duration) (int, error) {
 		if err != nil || d.IsDir() || keep[d.Name()] {
 			return nil
 		}
-		if info, err := d.Info(); err == nil && time.Since(info.ModTime()) >= age {
-			if os.Remove(p) == nil {
-				removed++
-			}
+		if os.Remove(p) == nil {
+			removed++
 		}
 		return nil
 	})
 	return removed, err
 }
 
-// referenced collects the blobs the store's manifests name.
+// referenced collects the blobs the store's manifests name, whatever
+// limits the manifests were taken under.
 func referenced(ctx context.Context, st Store) (map[string]bool, error) {
 	ids, err := st.Manifests(ctx)
 	if err != nil {
@@ -304,9 +316,17 @@ func referenced(ctx context.Context, st Store) (map[string]bool, error) {
 	}
 	keep := map[string]bool{}
 	for _, id := range ids {
-		m, err := Load(ctx, st, id, DefaultLimits)
+		b, err := st.Manifest(ctx, id, DefaultLimits.MaxManifest)
 		if err != nil {
-			continue // a corrupt manifest keeps nothing
+			return nil, fmt.Errorf("read snapshot %s: %w", id, err)
+		}
+		var m struct {
+			Entries []struct {
+				Blob string `json:"blob"`
+			} `json:"entries"`
+		}
+		if json.Unmarshal(b, &m) != nil {
+			continue // not a manifest: it keeps nothing
 		}
 		for _, e := range m.Entries {
 			if e.Blob != "" {
