@@ -53,7 +53,8 @@ type snapshots struct {
 	mu sync.Mutex // orders takes against the store's count
 }
 
-// openSnapshots sets up the snapshot store the manifest asks for.
+// snapshots sets up the snapshot store the manifest asks for, and
+// announces the capability.
 func (b *boot) snapshots(s *Server) {
 	spec := s.man.Snapshots
 	if spec == nil {
@@ -123,7 +124,7 @@ func (sn *snapshots) routes() []route.Route {
 	}
 }
 
-// errorStatus maps a snapshot error to its HTTP status.
+// snapshotStatus maps a snapshot error to its HTTP status.
 func snapshotStatus(err error) int {
 	switch {
 	case errors.Is(err, snap.ErrNotFound):
