@@ -299,6 +299,9 @@ func (d *doc) inspect(k string, v any, c *Config) {
 // machine [limits] asks for.
 func (d *doc) acrossTables(c *Config) {
 	d.kubeRequestsWithinLimits(c)
+	if persists(c) && c.Deploy.Kubernetes.Replicas > 1 {
+		d.errorf("deploy.kubernetes.replicas", "%d replicas with sessions.persist: the sessions live on one ReadWriteOnce volume, which one pod mounts; use 1 replica (one Deployment per volume)", c.Deploy.Kubernetes.Replicas)
+	}
 	if c.Agent.Type == protocol.AgentGo && c.Deploy.Railway.Builder == BuilderNixpacks {
 		d.errorf("deploy.railway.builder", "nixpacks cannot build a Go agent (it builds dist/ alone, with the stock kit): use \"dockerfile\", which builds the agent's module with the box directory as the Railway service's Root Directory")
 	}
@@ -454,13 +457,16 @@ func (d *doc) fs(path string, v any, c *Config) {
 }
 
 func (d *doc) sessions(path string, v any, c *Config) {
-	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain")
+	m, ok := d.table(path, v, "shared_dirs", "resume_grace", "max", "max_queue", "drain", "pause", "lifetime", "persist")
 	if !ok {
 		return
 	}
 	s := &protocol.SessionsSpec{}
 	if x, ok := m["shared_dirs"]; ok {
 		s.SharedDirs, _ = d.boolean(path+".shared_dirs", x)
+	}
+	if x, ok := m["persist"]; ok {
+		s.Persist, _ = d.boolean(path+".persist", x)
 	}
 	if x, ok := m["resume_grace"]; ok {
 		if str, ok := d.str(path+".resume_grace", x); ok {
@@ -476,6 +482,22 @@ func (d *doc) sessions(path string, v any, c *Config) {
 				d.errorf(path+".drain", "%v", err)
 			}
 			s.Drain = str
+		}
+	}
+	if x, ok := m["pause"]; ok {
+		if str, ok := d.str(path+".pause", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil && str != "off" {
+				d.errorf(path+".pause", "%v (a duration, or \"off\")", err)
+			}
+			s.Pause = str
+		}
+	}
+	if x, ok := m["lifetime"]; ok {
+		if str, ok := d.str(path+".lifetime", x); ok {
+			if _, err := protocol.ParseDuration(str); err != nil {
+				d.errorf(path+".lifetime", "%v", err)
+			}
+			s.Lifetime = str
 		}
 	}
 	if x, ok := m["max"]; ok {

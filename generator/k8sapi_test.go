@@ -142,6 +142,21 @@ var deploymentSchema = obj(nil, map[string]any{
 })
 
 // serviceSchema is core/v1 Service.
+// pvcSchema: PersistentVolumeClaim (core/v1), the fields a
+// PersistentVolumeClaimSpec takes.
+var pvcSchema = obj(nil, map[string]any{
+	"apiVersion": enumOf("v1"),
+	"kind":       enumOf("PersistentVolumeClaim"),
+	"metadata":   objectMeta,
+	"spec": obj(nil, map[string]any{
+		"accessModes":      arr(enumOf("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")),
+		"resources":        obj(nil, map[string]any{"requests": quantityMap, "limits": quantityMap}),
+		"storageClassName": str,
+		"volumeMode":       enumOf("Filesystem", "Block"),
+		"volumeName":       str,
+	}),
+})
+
 var serviceSchema = obj(nil, map[string]any{
 	"apiVersion": enumOf("v1"),
 	"kind":       enumOf("Service"),

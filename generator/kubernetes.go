@@ -203,6 +203,9 @@ func kubernetes(c *Config) map[string]any {
 		},
 	}
 	items := []any{deployment, service}
+	if persists(c) {
+		items = append(items, kubePersist(c, deployment))
+	}
 	if egress := kubeEgress(c); egress != nil {
 		items = append(items, map[string]any{
 			"apiVersion": "networking.k8s.io/v1",
@@ -216,6 +219,44 @@ func kubernetes(c *Config) map[string]any {
 		})
 	}
 	return map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
+}
+
+// KubeVolumeSize is the size of the volume a persistent box claims.
+const KubeVolumeSize = "10Gi"
+
+// kubePersist gives the Deployment of a box whose sessions persist
+// (sessions.persist) a volume at DataDir, claimed by the returned
+// PersistentVolumeClaim: one pod (Recreate, since a ReadWriteOnce volume
+// attaches to one pod at a time) keeps its state and its sessions'
+// directories there across restarts.
+func kubePersist(c *Config, deployment map[string]any) map[string]any {
+	claim := c.Name + "-data"
+	spec := deployment["spec"].(map[string]any)
+	spec["strategy"] = map[string]any{"type": "Recreate"}
+	pod := spec["template"].(map[string]any)["spec"].(map[string]any)
+	pod["volumes"] = []any{map[string]any{"name": "data", "persistentVolumeClaim": map[string]any{"claimName": claim}}}
+	mountData(pod)
+	return map[string]any{
+		"apiVersion": "v1",
+		"kind":       "PersistentVolumeClaim",
+		"metadata":   kubeMeta(c, claim),
+		"spec":       kubeClaimSpec(),
+	}
+}
+
+// kubeClaimSpec is the PersistentVolumeClaim spec of a persistent box's
+// volume.
+func kubeClaimSpec() map[string]any {
+	return map[string]any{
+		"accessModes": []any{"ReadWriteOnce"},
+		"resources":   map[string]any{"requests": map[string]any{"storage": KubeVolumeSize}},
+	}
+}
+
+// mountData mounts the volume "data" at DataDir in the pod's container.
+func mountData(pod map[string]any) {
+	container := pod["containers"].([]any)[0].(map[string]any)
+	container["volumeMounts"] = []any{map[string]any{"name": "data", "mountPath": DataDir}}
 }
 
 // kubeLabels are the labels of every object and pod of the box.
@@ -517,6 +558,13 @@ func agentSandbox(c *Config) map[string]any {
 				"egress":  egress,
 			},
 		},
+	}
+	if persists(c) {
+		// Each sandbox claims a volume of its own from the template, as
+		// a StatefulSet's pods do; the controller adds it to the pod.
+		spec := template["spec"].(map[string]any)
+		mountData(spec["podTemplate"].(map[string]any)["spec"].(map[string]any))
+		spec["volumeClaimTemplates"] = []any{map[string]any{"metadata": map[string]any{"name": "data"}, "spec": kubeClaimSpec()}}
 	}
 	pool := map[string]any{
 		"apiVersion": agentSandboxGroup,

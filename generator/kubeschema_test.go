@@ -247,8 +247,17 @@ func TestAgentSandbox(t *testing.T) {
 			if v := podSecurityViolations(level, sbPod); len(v) > 0 {
 				t.Errorf("the sandbox pod does not meet %s:\n%s", level, strings.Join(v, "\n"))
 			}
-			// The same pod as the Deployment's.
-			dep, _ := json.Marshal(podSpec(t, fileData(t, res, KubernetesFile)))
+			// The same pod as the Deployment's, but for the volume a
+			// persistent box's Deployment claims (each sandbox claims its
+			// own from the template's volumeClaimTemplates).
+			depPod := podSpec(t, fileData(t, res, KubernetesFile))
+			if persists(c) {
+				if _, ok := tspec["volumeClaimTemplates"]; !ok {
+					t.Errorf("a persistent box's SandboxTemplate claims no volume")
+				}
+				delete(depPod, "volumes")
+			}
+			dep, _ := json.Marshal(depPod)
 			sb, _ := json.Marshal(sbPod)
 			if string(dep) != string(sb) {
 				t.Errorf("the sandbox pod differs from the Deployment's:\n%s\n%s", sb, dep)

@@ -58,8 +58,24 @@ type view struct {
 	AgentType  string
 	// AgentMain and AgentVendorHash build a Go agent's kit.
 	AgentMain, AgentVendorHash string
-	warnings                   []string
+	// Persist: sessions.persist; the kit's root (GLOVEBOX_ROOT) is then
+	// DataDir, where the deploy files mount a volume.
+	Persist   bool
+	DataDir   string
+	FlyVolume string
+	warnings  []string
 }
+
+// DataDir is where a box whose sessions persist keeps its state and its
+// sessions' directories: the kit's root (GLOVEBOX_ROOT), a volume in the
+// deploy files.
+const DataDir = "/data"
+
+// FlyVolume names the Fly volume a persistent box mounts at DataDir.
+const FlyVolume = "glovebox_data"
+
+// persists reports whether c's sessions outlive the kit.
+func persists(c *Config) bool { return c.Sessions != nil && c.Sessions.Persist }
 
 type kv struct{ Key, Value string }
 
@@ -89,6 +105,11 @@ func newView(c *Config, opts Options) *view {
 		if e := c.Env[k]; e.Default != "" && !e.Secret {
 			v.ImageEnv = append(v.ImageEnv, kv{k, e.Default})
 		}
+	}
+	if persists(c) {
+		v.Persist, v.DataDir, v.FlyVolume = true, DataDir, FlyVolume
+		v.ImageEnv = append(v.ImageEnv, kv{"GLOVEBOX_ROOT", DataDir})
+		slices.SortFunc(v.ImageEnv, func(a, b kv) int { return strings.Compare(a.Key, b.Key) })
 	}
 	for _, k := range sortedKeys(c.FS) {
 		p := c.FS[k].Path

@@ -30,6 +30,12 @@ type config struct {
 	maxSessions  int
 	maxQueue     int
 	resumeGrace  time.Duration
+	pauseAfter   time.Duration // sessions.pause; 0: never
+	persist      bool          // sessions.persist (persist.go)
+	// restore: the persistent sessions the boot's reclaim kept, to be
+	// restored (restoreSessions).
+	restore      map[string]sessionRecord
+	lifetime     time.Duration // sessions.lifetime; 0: none
 	sharedDirs   bool
 	pingInterval time.Duration
 	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
@@ -60,6 +66,7 @@ func (c *config) readLimits(m *protocol.Manifest) {
 			c.timeout = d
 		}
 	}
+	c.pauseAfter = m.Sessions.PauseAfter()
 	if ss := m.Sessions; ss != nil {
 		if ss.Max > 0 {
 			c.maxSessions = ss.Max
@@ -72,7 +79,13 @@ func (c *config) readLimits(m *protocol.Manifest) {
 				c.resumeGrace = d
 			}
 		}
+		if ss.Lifetime != "" {
+			if d, err := protocol.ParseDuration(ss.Lifetime); err == nil {
+				c.lifetime = d
+			}
+		}
 		c.sharedDirs = ss.SharedDirs
+		c.persist = ss.Persist
 	}
 	c.maxConns = m.Limits.MaxConnections
 	if c.maxConns <= 0 {

@@ -78,6 +78,28 @@
 // session waits detached, as a dropped one does, for its owner to attach
 // with /?resume=<id>&last_seq=0. The kit announces "snapshots".
 //
+// Persistent sessions. With sessions.persist a session whose client
+// announced resume outlives the kit (persist.go): when the kit stops or
+// dies, its directories, parked outputs and ledger record stay; the next
+// kit on the same state (a restart, a redeploy of the same image) brings
+// it back as a detached session for sessions.resume_grace from its last
+// activity, with no process running until it is used. Its owner resumes
+// it by id as before; the hello says restarted: true (frames the client
+// had not received are gone; GET /runs?session=ID has the prompts that
+// ended), and a prompt the restart cut gets an error frame. An ACP
+// agent that can load sessions continues the conversation
+// (session/load). A client that closes its socket ends its session, as
+// before.
+//
+// Pause and lifetime. A session waiting for a resume with no prompt
+// running is paused after sessions.pause (default 30s; "off" never): its
+// processes are frozen through its cgroup's freezer, keeping their memory
+// and files, until a resume, a prompt or one of the session's own
+// features wakes it (pause.go; GET /sessions says "paused"; without a
+// cgroup freezer it keeps running). sessions.lifetime ends a session that
+// long after it opened, connected or not, with a LimitError frame that
+// says so.
+//
 // Directives. A prompt line whose first word is /output PATH,
 // /clear-workspace, /environment or /workspace is a directive: the kit
 // removes the line from the text the agent gets, emits hook_invoked or

@@ -183,6 +183,7 @@ func New(opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.restoreSessions() // persist.go
 	s.wg.Add(1)
 	go s.pingLoop()
 	if s.inspect != nil {

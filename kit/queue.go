@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -187,6 +188,7 @@ func (q *prompts) runLoop() {
 			ss.obs.running(p.msg.ID)
 		}
 
+		ss.notePrompt(p.msg.ID) // persist.go
 		ss.runPrompt(ctx, p, func() {
 			q.mu.Lock()
 			q.running = nil
@@ -199,6 +201,11 @@ func (q *prompts) runLoop() {
 			q.mu.Unlock()
 		})
 		cancel(nil)
+		if !errors.Is(context.Cause(ss.ctx), errShutdown) {
+			// One the kit's stop cut stays recorded: the client that
+			// resumes after the restart is told (persist.go).
+			ss.notePrompt("")
+		}
 		ss.srv.drain.notePromptEnded()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/glovebox-dev/glovebox/kit/storage"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -28,8 +29,11 @@ func (c *config) ledgerDir() string { return filepath.Join(c.stateDir, "sessions
 func (c *config) noteSession(id string) {
 	dir := c.ledgerDir()
 	if err := os.MkdirAll(dir, 0o700); err == nil {
-		err = os.WriteFile(filepath.Join(dir, id), nil, 0o600)
+		// A persistent session's record may be there already: kept.
+		var f *os.File
+		f, err = os.OpenFile(filepath.Join(dir, id), os.O_WRONLY|os.O_CREATE, 0o600)
 		if err == nil {
+			f.Close()
 			return
 		}
 	}
@@ -45,8 +49,8 @@ func (c *config) forgetSession(id string) {
 
 // reclaimed counts what a boot reclaim removed.
 type reclaimed struct {
-	sessions, dirs, temps, cgroups int
-	bytes                          int64
+	sessions, dirs, temps, cgroups, kept int
+	bytes                                int64
 }
 
 // reclaim removes, at boot, what sessions of an earlier kit process left
@@ -55,12 +59,26 @@ func (c *config) reclaim() reclaimed {
 	var r reclaimed
 	seen := map[string]bool{}
 	entries, _ := os.ReadDir(c.ledgerDir())
+	now := time.Now()
 	for _, e := range entries {
 		id := e.Name()
 		if !storage.ValidID(id) {
 			continue
 		}
 		seen[id] = true
+		if rec, ok := c.readRecord(id); ok && c.keptAtBoot(rec, now) {
+			// A persistent session: its processes go, its directories
+			// and record stay for restoreSessions (persist.go).
+			if c.sb != nil && c.sb.ReclaimProcesses(id) {
+				r.cgroups++
+			}
+			if c.restore == nil {
+				c.restore = map[string]sessionRecord{}
+			}
+			c.restore[id] = rec
+			r.kept++
+			continue
+		}
 		r.sessions++
 		if c.sb != nil && c.sb.Reclaim(id) {
 			r.cgroups++
@@ -76,6 +94,9 @@ func (c *config) reclaim() reclaimed {
 			dirs, _ := os.ReadDir(root)
 			for _, d := range dirs {
 				if !d.IsDir() || !c.isSessionID(d.Name()) {
+					continue
+				}
+				if _, kept := c.restore[d.Name()]; kept {
 					continue
 				}
 				if !seen[d.Name()] {
@@ -107,6 +128,9 @@ func (c *config) reclaim() reclaimed {
 	}
 	if r.sessions > 0 || r.temps > 0 || r.cgroups > 0 {
 		c.log.Info("reclaimed what dead sessions left", "sessions", r.sessions, "directories", r.dirs, "temp_files", r.temps, "cgroups", r.cgroups, "bytes", r.bytes)
+	}
+	if r.kept > 0 {
+		c.log.Info("persistent sessions kept for their clients to resume", "sessions", r.kept)
 	}
 	return r
 }

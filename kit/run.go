@@ -214,6 +214,9 @@ func (ss *session) execute(ctx context.Context, m *protocol.Prompt) (string, map
 	if err := ss.prepare(); err != nil {
 		return "", nil, err
 	}
+	if err := ss.wake(); err != nil {
+		return "", nil, err
+	}
 	t := newTurn(ctx, ss, m.ID)
 	t.text = text
 	ss.prompts.turnNow.Store(t)
@@ -405,5 +408,6 @@ func (ss *session) prepare() error {
 		return codeErr(protocol.CodeAgent, errors.New("start the agent: Open returned no conversation"))
 	}
 	ss.conv = conv
+	ss.noteAgent(conv) // persist.go
 	return nil
 }

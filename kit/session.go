@@ -57,6 +57,11 @@ type session struct {
 	bytesSent  atomic.Int64
 	exitCode   atomic.Int64 // the running prompt's exit event's code, noExit when none
 
+	// pauseMu orders pausing the session's processes and waking them
+	// (pause.go).
+	pauseMu sync.Mutex
+	persist persistence // sessions.persist (persist.go)
+
 	logOnce sync.Once
 	log     *slog.Logger
 	ctx     context.Context // ends with the session
@@ -150,7 +155,18 @@ func (ss *session) end(cause error) {
 				ss.logger().Warn("closing the agent's conversation", "err", err)
 			}
 		}
-		ss.workspace.remove()
+		// A persistent session outlives the kit's stop: its directories
+		// and record stay for the next boot (persist.go).
+		keep := ss.persistent() && errors.Is(cause, errShutdown)
+		if keep {
+			ss.stream.mu.Lock()
+			seq := ss.stream.seq
+			ss.stream.mu.Unlock()
+			ss.saveRecord(seq)
+		} else if ss.persistent() {
+			ss.srv.forgetSession(ss.id)
+		}
+		ss.workspace.remove(keep)
 		ss.srv.removeSession(ss)
 		ss.srv.drain.notePromptEnded()
 		ss.obs.close()

@@ -66,6 +66,7 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 		State:        protocol.SessionIdle,
 		Prompts:      ss.promptsRun.Load(),
 	}
+	info.Persistent = ss.persistent()
 	queued, p := ss.prompts.load()
 	info.Queued = queued
 	if p != nil {
@@ -74,6 +75,9 @@ func (ss *session) describeSession(now time.Time) protocol.SessionInfo {
 	}
 	if ss.stream.conn.Load() == nil {
 		info.State = protocol.SessionDetached
+		if box := ss.obs.box.Load(); box != nil && box.Paused() {
+			info.State = protocol.SessionPaused
+		}
 	}
 	return info
 }

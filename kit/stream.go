@@ -28,6 +28,7 @@ type stream struct {
 	replay     replay
 	graceGen   int
 	graceTimer *time.Timer
+	pauseTimer *time.Timer // armed while detached (pause.go)
 }
 
 // attach makes c the session's connection and greets the client.
@@ -43,7 +44,13 @@ func (st *stream) attach(c *conn) {
 	}
 }
 
-func (st *stream) hello(resumed bool) []byte {
+func (st *stream) hello(resumed bool) []byte { return st.helloAs(resumed, false) }
+
+// helloRestarted is the hello of a resume, restarted saying whether the
+// box restarted since the client last saw the session.
+func (st *stream) helloRestarted(restarted bool) []byte { return st.helloAs(true, restarted) }
+
+func (st *stream) helloAs(resumed, restarted bool) []byte {
 	srv := st.ss.srv
 	h := &protocol.ServerHello{
 		ProtocolVersion: protocol.Version,
@@ -52,6 +59,7 @@ func (st *stream) hello(resumed bool) []byte {
 		Name:            srv.man.Name,
 		Version:         srv.man.Version,
 		Resumed:         resumed,
+		Restarted:       restarted,
 		Egress:          st.ss.egressView(),
 	}
 	if resumed {
@@ -66,6 +74,7 @@ func (st *stream) allowResume() {
 	st.mu.Lock()
 	st.canResume.Store(true)
 	st.mu.Unlock()
+	st.ss.startPersisting()
 }
 
 func (st *stream) resumable() bool { return st.canResume.Load() }
@@ -84,13 +93,18 @@ func (st *stream) resume(c *conn, last uint64) bool {
 		return false
 	}
 	frames, ok := st.replay.since(last, st.seq)
+	restarted := st.ss.restored()
+	if !ok && restarted {
+		// Frames from before the restart are gone: the client is told.
+		frames, ok = nil, true
+	}
 	if !ok {
 		return false
 	}
 	old := st.conn.Swap(c)
 	st.graceGen++
 	st.stopGraceLocked()
-	c.send(st.hello(true))
+	c.send(st.helloRestarted(restarted))
 	for _, f := range frames {
 		if !c.send(f) {
 			break
@@ -114,7 +128,7 @@ func (st *stream) connGone(c *conn, clean bool) {
 	st.conn.Store(nil)
 	wait := st.canResume.Load() && !clean && ss.ctx.Err() == nil
 	if wait {
-		st.startGraceLocked()
+		st.awaitResumeLocked(srv.resumeGrace)
 		ss.logger().Debug("connection dropped; waiting for a resume", "grace", srv.resumeGrace)
 	}
 	st.mu.Unlock()
@@ -123,14 +137,15 @@ func (st *stream) connGone(c *conn, clean bool) {
 	}
 }
 
-// startGraceLocked ends the detached session unless a client resumes
-// it within the resume grace.
-func (st *stream) startGraceLocked() {
+// awaitResumeLocked keeps the detached session for grace, then ends it
+// unless a client resumed it; it pauses it meanwhile (pause.go). st.mu
+// is held.
+func (st *stream) awaitResumeLocked(grace time.Duration) {
 	ss, srv := st.ss, st.ss.srv
 	st.graceGen++
 	gen := st.graceGen
 	srv.wg.Add(1)
-	st.graceTimer = time.AfterFunc(srv.resumeGrace, func() {
+	st.graceTimer = time.AfterFunc(max(grace, 0), func() {
 		defer srv.wg.Done()
 		st.mu.Lock()
 		expired := st.conn.Load() == nil && st.graceGen == gen
@@ -143,6 +158,7 @@ func (st *stream) startGraceLocked() {
 			ss.end(errClosed)
 		}
 	})
+	st.armPauseLocked(gen)
 }
 
 // detach leaves a session no connection has held (restored, forked)
@@ -152,7 +168,7 @@ func (st *stream) detach() {
 	defer st.mu.Unlock()
 	st.canResume.Store(true)
 	if st.ss.ctx.Err() == nil {
-		st.startGraceLocked()
+		st.awaitResumeLocked(st.ss.srv.resumeGrace)
 	}
 }
 
@@ -161,6 +177,7 @@ func (st *stream) stopGraceLocked() {
 		st.ss.srv.wg.Done()
 	}
 	st.graceTimer = nil
+	st.stopPauseLocked()
 }
 
 // end stops the resume grace timer and empties the replay buffer: the
@@ -246,6 +263,9 @@ func (st *stream) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	}
 	if st.canResume.Load() {
 		st.replay.push(seq, body)
+		if r := ss.persist.reserved; r != 0 && seq >= r {
+			st.reserveLocked() // persist.go
+		}
 	}
 	return c, nil
 }

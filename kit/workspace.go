@@ -43,6 +43,9 @@ func (ss *session) sandboxed() (*agent.Session, error) {
 	if err := ss.workspace.prepare(); err != nil {
 		return nil, err
 	}
+	if err := ss.wake(); err != nil {
+		return nil, err
+	}
 	return ss.workspace.info, nil
 }
 
@@ -88,6 +91,7 @@ func (w *workspace) prepare() error {
 		Manifest: srv.man,
 		Log:      ss.logger(),
 		Sandbox:  box,
+		Resume:   ss.persist.resumeAgent,
 	}
 	return nil
 }
@@ -102,7 +106,7 @@ func (w *workspace) clear() {
 // remove closes the sandbox, killing whatever the agent left running and
 // removing the session's directories, and takes the session off the
 // ledger. The session has ended.
-func (w *workspace) remove() {
+func (w *workspace) remove(keep bool) {
 	ss := w.ss
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -111,12 +115,16 @@ func (w *workspace) remove() {
 	// with them (sandbox.OwnThread).
 	sandbox.OwnThread(func() {
 		if w.info != nil && w.info.Sandbox != nil {
-			if err := w.info.Sandbox.Close(); err != nil {
+			close := w.info.Sandbox.Close
+			if keep {
+				close = w.info.Sandbox.Release // persist.go: the directories stay
+			}
+			if err := close(); err != nil {
 				ss.logger().Warn("closing the session's sandbox", "err", err)
 			}
 		}
 	})
-	if w.made {
+	if w.made && !keep {
 		ss.srv.forgetSession(ss.id)
 	}
 }

@@ -120,11 +120,19 @@ func (s *Server) resumeTarget(r *http.Request, rid string, fresh *session, who s
 		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: the session has sent only %d frames", rid, last, old.stream.lastSeq.Load())
 	case !old.stream.resumable():
 		return fresh, fmt.Sprintf("cannot resume session %s: its client did not announce the resume capability", rid)
-	case !old.stream.resume(c, last):
+	}
+	// Its client is back: awake before the client hears so (wake logs
+	// what fails).
+	_ = old.wake()
+	restored := old.restored()
+	if !old.stream.resume(c, last) {
 		old.end(errClosed)
 		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
 	}
 	fresh.end(errClosed)
+	if restored {
+		old.afterRestoredResume() // persist.go
+	}
 	return old, ""
 }
 
@@ -139,6 +147,7 @@ func (s *Server) opened(ss, fresh *session, c *conn, who, resumeFailed string) {
 	}
 	ss.opened.Store(true)
 	s.obs.SessionsTotal.Add(1)
+	s.limitLifetime(ss)
 	ss.stream.attach(c)
 	if resumeFailed != "" {
 		ss.stream.sendError(context.Background(), "", protocol.CodeResumeFailed, resumeFailed)

@@ -26,6 +26,9 @@ const (
 	SessionIdle     = "idle"     // connected, no prompt running
 	SessionRunning  = "running"  // connected, a prompt running
 	SessionDetached = "detached" // its socket dropped; it waits for a resume
+	// SessionPaused: detached, and its processes frozen (sessions.pause)
+	// until a resume or a prompt wakes it.
+	SessionPaused = "paused"
 )
 
 // SessionInfo describes one live session.
@@ -44,6 +47,9 @@ type SessionInfo struct {
 	Queued int `json:"queued"`
 	// Prompts counts the prompts the session has run to their end.
 	Prompts int64 `json:"prompts"`
+	// Persistent: the session outlives the kit (sessions.persist and its
+	// client announced resume). Additive.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // RunningPrompt is a session's running prompt.

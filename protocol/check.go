@@ -91,6 +91,20 @@ func (s *SessionsSpec) check(add addFunc) {
 			add("manifest: sessions.drain: %v", err)
 		}
 	}
+	if s.Pause != "" && s.Pause != "off" {
+		if d, err := ParseDuration(s.Pause); err != nil {
+			add("manifest: sessions.pause: %v (a duration, or \"off\")", err)
+		} else if d <= 0 {
+			add("manifest: sessions.pause: %q is not a positive duration (\"off\" never pauses)", s.Pause)
+		}
+	}
+	if s.Lifetime != "" {
+		if d, err := ParseDuration(s.Lifetime); err != nil {
+			add("manifest: sessions.lifetime: %v", err)
+		} else if d <= 0 {
+			add("manifest: sessions.lifetime: %q is not a positive duration", s.Lifetime)
+		}
+	}
 	if s.Max < 0 || s.MaxQueue < 0 {
 		add("manifest: sessions.max and sessions.max_queue must not be negative")
 	}

@@ -275,10 +275,46 @@ type SessionsSpec struct {
 	Max int `json:"max,omitempty"`
 	// MaxQueue caps prompts queued on one session (default 16).
 	MaxQueue int `json:"max_queue,omitempty"`
+	// Persist keeps sessions across restarts of the kit and redeploys of
+	// the same image: a session whose client announced "resume" keeps
+	// its directories, its parked outputs and (where the agent can load
+	// it) its agent's conversation when the kit stops or dies, and is
+	// resumed by id as before, for sessions.resume_grace from its last
+	// activity. The box's state directory and mounts must be on a volume
+	// (the generated deploy files mount one). Additive.
+	Persist bool `json:"persist,omitempty"`
+	// Pause is how long a session waiting for a resume (its client gone,
+	// no prompt running or queued) keeps running before its processes are
+	// frozen (through its cgroup's freezer) until a resume or a prompt
+	// wakes it: default DefaultPause; "off" never pauses. Additive.
+	Pause string `json:"pause,omitempty"`
+	// Lifetime is the longest a session lives, from its start, connected
+	// or not; default none. Additive.
+	Lifetime string `json:"lifetime,omitempty"`
 	// Drain is how long, after SIGTERM, running prompts may go on before
 	// the kit cuts them and exits (default DefaultDrain). Deploy files
 	// give the platform's kill timeout a few seconds more. Additive.
 	Drain string `json:"drain,omitempty"`
+}
+
+// DefaultPause is how long a session waiting for a resume runs before
+// it is paused, when sessions.pause is not set.
+const DefaultPause = "30s"
+
+// PauseAfter returns sessions.pause as a duration, 0 for "off".
+func (s *SessionsSpec) PauseAfter() time.Duration {
+	v := DefaultPause
+	if s != nil && s.Pause != "" {
+		v = s.Pause
+	}
+	if v == "off" {
+		return 0
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		d, _ = ParseDuration(DefaultPause)
+	}
+	return d
 }
 
 // DefaultDrain is a box's drain time when sessions.drain is not set.

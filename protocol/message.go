@@ -206,6 +206,11 @@ type ServerHello struct {
 	SessionID       string   `json:"session_id"`
 	Capabilities    []string `json:"capabilities"`
 	Resumed         bool     `json:"resumed,omitempty"`
+	// Restarted, with Resumed: the box restarted since the client last
+	// saw the session (a persistent session, sessions.persist): frames
+	// after the client's last_seq that it had not received are lost;
+	// GET /runs?session=ID has the prompts that ended. Additive.
+	Restarted bool `json:"restarted,omitempty"`
 	LastSeq         uint64   `json:"last_seq,omitempty"`
 	Name            string   `json:"name,omitempty"`
 	Version         string   `json:"version,omitempty"`

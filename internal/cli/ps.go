@@ -16,7 +16,7 @@ var psCommand = command{
 func runPs(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var asJSON bool
-	fs := newFlags(stdio, "ps", "ps [--url URL --key KEY | --box NAME] [--json]\n\nLists the box's live sessions (GET /sessions: the key or an admin token): who\nopened each, its state (idle, running, detached: waiting for a resume), the\nrunning prompt and how long it has run, queued prompts, prompts run, and\nwhen it was last active."+"\n"+endpointsHelp)
+	fs := newFlags(stdio, "ps", "ps [--url URL --key KEY | --box NAME] [--json]\n\nLists the box's live sessions (GET /sessions: the key or an admin token): who\nopened each, its state (idle, running, detached: waiting for a resume,\npaused: detached with its processes frozen; persistent: kept across the\nkit's restarts), the running prompt and how long it has run, queued\nprompts, prompts run, and when it was last active."+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the raw JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -49,7 +49,11 @@ func runPs(ctx context.Context, stdio IO, args []string) error {
 		if r := s.Running; r != nil {
 			prompt, running = r.ID, ago(time.Duration(r.DurationMS)*time.Millisecond)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.Owner, s.State, prompt, running,
+		state := s.State
+		if s.Persistent {
+			state += ",persistent"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, s.Owner, state, prompt, running,
 			s.Queued, s.Prompts, ago(now.Sub(s.Created)), ago(now.Sub(s.LastActivity)))
 	}
 	return tw.Flush()

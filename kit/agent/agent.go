@@ -143,6 +143,19 @@ type Session struct {
 	// the session's uid, namespaces and limits and dies with the session.
 	// Nil means sandbox.Plain().
 	Sandbox *sandbox.Session
+	// Resume, for a persistent session the kit restored after a restart,
+	// is the agent's own id of the session's conversation as Resumable
+	// reported it before: an agent that can load it continues that
+	// conversation (ACP session/load) instead of starting a new one.
+	Resume string
+}
+
+// Resumable is implemented by conversations that an agent can continue
+// after the kit restarts (persistent sessions): AgentSession is the
+// agent's own id of the conversation, which the kit keeps with the
+// session and hands back in Session.Resume.
+type Resumable interface {
+	AgentSession() string
 }
 
 // RejectedError is returned by Turn.Ask when the client rejected the slot.

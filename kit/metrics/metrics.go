@@ -35,10 +35,12 @@ var promptBuckets = []float64{0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300
 type Counters struct {
 	SessionsTotal atomic.Int64 // sessions opened
 	ResumesTotal  atomic.Int64 // sessions resumed
-	FramesSent    atomic.Int64 // numbered frames sent
-	EventsSent    atomic.Int64 // event frames sent
-	BytesSent     atomic.Int64 // bytes of numbered frames sent
-	limitErrors   atomic.Int64
+	// SessionsPaused counts pauses of sessions waiting for a resume.
+	SessionsPaused atomic.Int64
+	FramesSent     atomic.Int64 // numbered frames sent
+	EventsSent     atomic.Int64 // event frames sent
+	BytesSent      atomic.Int64 // bytes of numbered frames sent
+	limitErrors    atomic.Int64
 
 	mu       sync.Mutex
 	outcomes map[string]int64 // prompts by outcome: complete or an error code
@@ -142,6 +144,8 @@ func (mt *Metrics) writeSessions(m metricWriter) {
 	m.sample("glovebox_sessions_total", "", itoa(o.SessionsTotal.Load()))
 	m.family("glovebox_session_resumes_total", "counter", "Sessions resumed after a dropped socket.")
 	m.sample("glovebox_session_resumes_total", "", itoa(o.ResumesTotal.Load()))
+	m.family("glovebox_session_pauses_total", "counter", "Sessions paused (their processes frozen) while waiting for a resume.")
+	m.sample("glovebox_session_pauses_total", "", itoa(o.SessionsPaused.Load()))
 	m.family("glovebox_prompts_running", "gauge", "Prompts running now.")
 	m.sample("glovebox_prompts_running", "", itoa(int64(running)))
 	m.family("glovebox_queue_depth", "gauge", "Prompts queued behind a running one, over all sessions.")

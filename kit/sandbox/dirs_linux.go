@@ -89,6 +89,10 @@ func (sb *Sandbox) closeRoots() {
 type sessionDirs struct {
 	paths []string
 	fds   []int
+	// taken: the directory was there already (a session of the same id
+	// that a killed kit left, or a persistent session kept across a
+	// restart): what is in it is given to the session too (giveDirs).
+	taken []bool
 }
 
 // list is the session's directories, without the roots the box has not.
@@ -115,7 +119,7 @@ func (d sessionDirs) close() {
 // same id left by a kit that was killed is taken over. On failure, what
 // it made is removed.
 func (sb *Sandbox) makeDirs(id string) (sessionDirs, error) {
-	d := sessionDirs{paths: make([]string, len(sb.roots)), fds: make([]int, len(sb.roots))}
+	d := sessionDirs{paths: make([]string, len(sb.roots)), fds: make([]int, len(sb.roots)), taken: make([]bool, len(sb.roots))}
 	for i := range d.fds {
 		d.fds[i] = -1
 	}
@@ -136,9 +140,11 @@ func (sb *Sandbox) makeDirs(id string) (sessionDirs, error) {
 			d.paths[i], d.fds[i] = sb.cfg.SessionRoots[i], fd
 			continue
 		}
-		if err := unix.Mkdirat(root, id, 0o700); err != nil && !errors.Is(err, syscall.EEXIST) {
+		err := unix.Mkdirat(root, id, 0o700)
+		if err != nil && !errors.Is(err, syscall.EEXIST) {
 			return fail(fmt.Errorf("sandbox: make the session's directory under %s: %w", sb.cfg.SessionRoots[i], err))
 		}
+		d.taken[i] = err != nil
 		fd, err := openBeneath(root, id, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return fail(fmt.Errorf("sandbox: open the session's directory under %s: %w", sb.cfg.SessionRoots[i], err))
@@ -165,12 +171,68 @@ func (sb *Sandbox) giveDirs(d sessionDirs, uid int) error {
 			if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
 				return fmt.Errorf("sandbox: give %s to the session: %w", d.paths[i], err)
 			}
+			if i < len(d.taken) && d.taken[i] {
+				if err := giveContents(fd, d.paths[i], uid, gid, 0); err != nil {
+					return fmt.Errorf("sandbox: give what %s holds to the session: %w", d.paths[i], err)
+				}
+			}
 		}
 		if err := unix.Chmod(fdPath(fd), mode); err != nil {
 			return fmt.Errorf("sandbox: %s: %w", d.paths[i], err)
 		}
 	}
 	return nil
+}
+
+// maxGiveDepth bounds how deep giveContents goes.
+const maxGiveDepth = 256
+
+// giveContents gives everything below the directory fd (named path) to
+// uid and gid, through descriptors, following no symbolic link (a link
+// itself is given, never its target). A regular file with more than one
+// link is left as it is: its other name may be outside, and giving it
+// would give that away too.
+func giveContents(fd int, path string, uid, gid, depth int) error {
+	if depth > maxGiveDepth {
+		return fmt.Errorf("%s: more than %d directories deep", path, maxGiveDepth)
+	}
+	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dfd), path)
+	defer f.Close()
+	for {
+		names, rerr := f.Readdirnames(1024)
+		for _, name := range names {
+			var st unix.Stat_t
+			if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // gone since
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+				continue
+			}
+			if int(st.Uid) != uid || int(st.Gid) != gid {
+				if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					return fmt.Errorf("%s/%s: %w", path, name, err)
+				}
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				sub, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					continue
+				}
+				err = giveContents(sub, path+"/"+name, uid, gid, depth+1)
+				unix.Close(sub)
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if rerr != nil {
+			return nil
+		}
+	}
 }
 
 // removeDirs removes the session's directories (not the roots, with

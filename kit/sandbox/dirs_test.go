@@ -86,3 +86,64 @@ func TestOpenSessionDirectories(t *testing.T) {
 		t.Errorf("the shared root after Close: %v, want it kept", err)
 	}
 }
+
+// TestReleaseKeepsTheDirectoriesAndOpenTakesThemOver: Release leaves a
+// session's directories; OpenSession of the same id takes them over and
+// gives what they hold to the new session's uid, through no link and no
+// hard-linked file.
+func TestReleaseKeepsTheDirectoriesAndOpenTakesThemOver(t *testing.T) {
+	b := newBox(t, Config{})
+	b.sb.Close()
+	work := filepath.Join(b.root, "work")
+	sb, err := New(Config{Hide: []string{b.state, work}, SessionRoots: []string{work, "", ""}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	id := fmt.Sprintf("k%d", time.Now().UnixNano())
+	ss, err := sb.OpenSession(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ss.Dirs()[0]
+	if out, st := run(t, ss, dir, "mkdir -p a/b && echo kept > a/b/f && ln -s /etc/passwd link && echo x > linked && echo ok"); st.Code != 0 {
+		t.Fatalf("%s %v", out, st)
+	}
+	if err := ss.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a/b/f")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("after Release: %q, %v", b, err)
+	}
+	// As if another uid had made them (a kit before a restart).
+	for _, p := range []string{"a", "a/b", "a/b/f", "linked"} {
+		if err := os.Lchown(filepath.Join(dir, p), 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(b.root, "outside")
+	if err := os.Link(filepath.Join(dir, "linked"), outside); err != nil {
+		t.Fatal(err)
+	}
+	ss2, err := sb.OpenSession(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss2.Close()
+	for _, p := range []string{"a", "a/b", "a/b/f"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(dir, p), &st); err != nil || int(st.Uid) != ss2.UID() {
+			t.Errorf("%s: uid %d (%v), want the new session's %d", p, st.Uid, err, ss2.UID())
+		}
+	}
+	var st syscall.Stat_t
+	if syscall.Stat("/etc/passwd", &st); st.Uid != 0 {
+		t.Errorf("/etc/passwd was given away through the link: uid %d", st.Uid)
+	}
+	if syscall.Stat(outside, &st); st.Uid != 4242 {
+		t.Errorf("a hard-linked file was given away: uid %d", st.Uid)
+	}
+	if out, st := run(t, ss2, dir, "echo more >> a/b/f && cat a/b/f"); st.Code != 0 || out != "kept\nmore\n" {
+		t.Errorf("the new session with the old files: %q %v", out, st)
+	}
+}

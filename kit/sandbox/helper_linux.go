@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -106,6 +105,9 @@ func (ss *Session) Helper() (*Helper, error) {
 
 // proc returns the running helper process, starting one if none runs.
 func (h *Helper) proc() (*helperProc, error) {
+	if err := h.ss.woken(); err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.p != nil && !h.p.isGone() {
@@ -438,8 +440,19 @@ func (h *Helper) RemoveAll(root Root, rel string) error {
 // the caller with unix.InotifyInit1), as the session, and returns its
 // watch descriptor.
 func (h *Helper) Watch(ino *os.File, root Root, rel string, mask uint32) (int, error) {
-	rep, err := h.simple(helperReq{Op: "watch", Root: root, Path: rel, Mask: mask}, int(ino.Fd()))
-	runtime.KeepAlive(ino)
+	// Through its raw descriptor: ino.Fd() would make it blocking, and a
+	// blocked read would not end when ino is closed.
+	rc, err := ino.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var rep helperRep
+	cerr := rc.Control(func(fd uintptr) {
+		rep, err = h.simple(helperReq{Op: "watch", Root: root, Path: rel, Mask: mask}, int(fd))
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
 	return rep.WD, err
 }
 

@@ -162,7 +162,9 @@ func (hs *helperServer) serve(req *helperReq, fds []int) (helperRep, []int) {
 			return fail(err), nil
 		}
 		defer unix.Close(fd)
-		wd, err := unix.InotifyAddWatch(fds[0], "/proc/self/fd/"+strconv.Itoa(fd), req.Mask|unix.IN_ONLYDIR)
+		// The directory is resolved already (never through a link): its
+		// /proc name is a link that must be followed.
+		wd, err := unix.InotifyAddWatch(fds[0], "/proc/self/fd/"+strconv.Itoa(fd), (req.Mask&^unix.IN_DONT_FOLLOW)|unix.IN_ONLYDIR)
 		if err != nil {
 			return fail(err), nil
 		}

@@ -141,7 +141,7 @@ func (m *Monitor) handle(req monRequest) (monReply, []int) {
 	case opOpen:
 		return m.open(req.Session), nil
 	case opReclaim:
-		return m.reclaim(req.Session), nil
+		return m.reclaim(req.Session, req.Keep), nil
 	}
 	m.mu.Lock()
 	ms := m.sessions[req.Session]
@@ -173,7 +173,21 @@ func (m *Monitor) handle(req monRequest) (monReply, []int) {
 	case opKillAll:
 		ms.ss.KillAll()
 		return monReply{}, nil
+	case opPause, opWake:
+		f := ms.ss.Pause
+		if req.Op == opWake {
+			f = ms.ss.Wake
+		}
+		if err := f(); err != nil {
+			return monReply{Error: err.Error()}, nil
+		}
+		return monReply{}, nil
 	case opClose:
+		if req.Keep {
+			ms.ss.mu.Lock()
+			ms.ss.keepDirs = true
+			ms.ss.mu.Unlock()
+		}
 		ms.close()
 		m.mu.Lock()
 		delete(m.sessions, req.Session)
@@ -213,7 +227,7 @@ func (m *Monitor) open(id string) monReply {
 // reclaim removes what a dead kit's session id left: its cgroup and the
 // processes in it, its directories and its temporary directory. A
 // session this monitor has open is refused.
-func (m *Monitor) reclaim(id string) monReply {
+func (m *Monitor) reclaim(id string, keep bool) monReply {
 	m.mu.Lock()
 	_, open := m.sessions[id]
 	m.mu.Unlock()
@@ -222,6 +236,9 @@ func (m *Monitor) reclaim(id string) monReply {
 	}
 	sb := m.sb
 	r := monReply{Reclaimed: sb.Reclaim(id)}
+	if keep {
+		return r
+	}
 	if err := sb.removeDirs(id); err != nil {
 		r.Error = err.Error()
 	}

@@ -329,6 +329,15 @@ func TestFrontRunsSessionsThroughTheMonitor(t *testing.T) {
 		t.Errorf("the helper's file is uid %d's (%v), want the session's %d", hst.Uid, err, ss.UID())
 	}
 	f.Close()
+	// Paused and woken through the monitor, which holds the cgroup.
+	if front.Report().Has(LayerCgroup) {
+		if err := ss.Pause(); err != nil {
+			t.Fatalf("Pause through the monitor: %v", err)
+		}
+		if out, st := run(t, ss, dir, "echo woken"); st.Code != 0 || out != "woken\n" || ss.Paused() {
+			t.Errorf("a command on the paused session: %q %v (paused %v)", out, st, ss.Paused())
+		}
+	}
 	// The monitor measures: the file's 5 bytes, and what the session's
 	// private /tmp holds.
 	if used, err := ss.DiskUsed(); err != nil || used < 5 {

@@ -58,6 +58,10 @@ const (
 	// reclaim: at boot, what a dead kit's session of this id left. A
 	// session open in this monitor is refused: it is not dead.
 	opReclaim = "reclaim"
+	// pause and wake: freeze and thaw the session's processes through
+	// its cgroup's freezer.
+	opPause = "pause"
+	opWake  = "wake"
 )
 
 // monRequest is a request from the front.
@@ -76,6 +80,9 @@ type monRequest struct {
 	EgressPort int    `json:"egress_port,omitempty"`
 	ProxyAddr  string `json:"proxy_addr,omitempty"`
 	Listener   bool   `json:"listener,omitempty"`
+	// Keep (close, reclaim): leave the session's directories, for a
+	// persistent session that a later open takes over.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // dirNames name a session's directories in a chown request, in the
@@ -140,23 +147,26 @@ func (r *monRequest) check() error {
 	super := r.ConfineNet || r.EgressPort != 0 || r.ProxyAddr != "" || r.Listener
 	switch r.Op {
 	case opHello:
-		if r.Session != "" || chown || super {
+		if r.Session != "" || chown || super || r.Keep {
 			return errors.New("hello takes no argument")
 		}
 		return nil
-	case opOpen, opClear, opUsage, opKillAll, opClose, opReclaim:
+	case opOpen, opClear, opUsage, opKillAll, opClose, opReclaim, opPause, opWake:
 		if chown || super {
 			return errors.New("it takes a session id only")
 		}
+		if r.Keep && r.Op != opClose && r.Op != opReclaim {
+			return errors.New("only close and reclaim keep directories")
+		}
 	case opChown:
-		if super {
+		if super || r.Keep {
 			return errors.New("it takes a session, a dir and a path only")
 		}
 		if err := checkRel(r.Dir, r.Path); err != nil {
 			return err
 		}
 	case opSupervise:
-		if chown {
+		if chown || r.Keep {
 			return errors.New("it takes no path")
 		}
 		if r.EgressPort < 0 || r.EgressPort > 65535 {

@@ -520,9 +520,16 @@ func (sb *Sandbox) uidOnly() bool {
 // never for a live session. Other kits' cgroups share the parent, so
 // reclaiming goes by id only. In a front, the monitor also removes the
 // session's directories and temporary directory.
-func (sb *Sandbox) Reclaim(id string) bool {
+func (sb *Sandbox) Reclaim(id string) bool { return sb.reclaim(id, false) }
+
+// ReclaimProcesses is Reclaim for a persistent session whose directories
+// stay for a later OpenSession of the same id: in a front too, the
+// monitor leaves them.
+func (sb *Sandbox) ReclaimProcesses(id string) bool { return sb.reclaim(id, true) }
+
+func (sb *Sandbox) reclaim(id string, keep bool) bool {
 	if sb.mon != nil {
-		r, _, err := sb.mon.call(monRequest{Op: opReclaim, Session: id})
+		r, _, err := sb.mon.call(monRequest{Op: opReclaim, Session: id, Keep: keep})
 		if err != nil {
 			sb.log.Warn("sandbox: reclaim", "session", id, "err", err)
 		}

@@ -238,6 +238,12 @@ func (p *Process) Stop(grace time.Duration) {
 // Reclaim has nothing to reclaim where there are no cgroups.
 func (sb *Sandbox) Reclaim(string) bool { return false }
 
+// ReclaimProcesses does nothing: there are no cgroups.
+func (sb *Sandbox) ReclaimProcesses(string) bool { return false }
+
+// Release is Close.
+func (ss *Session) Release() error { return ss.Close() }
+
 // Warm does nothing: there is no supervisor to start.
 func (ss *Session) Warm() error { return nil }
 
@@ -300,3 +306,15 @@ func (h *Helper) Watch(*os.File, Root, string, uint32) (int, error) { return 0, 
 
 // Dial fails off Linux.
 func (h *Helper) Dial(int) (*os.File, error) { return nil, errNoHelper }
+
+// ErrCannotPause: pausing needs a cgroup freezer, which is Linux only.
+var ErrCannotPause = errors.New("sandbox: pausing a session needs a cgroup freezer (Linux only)")
+
+// Pause fails off Linux.
+func (ss *Session) Pause() error { return ErrCannotPause }
+
+// Wake does nothing off Linux: nothing is ever paused.
+func (ss *Session) Wake() error { return nil }
+
+// Paused is false off Linux.
+func (ss *Session) Paused() bool { return false }

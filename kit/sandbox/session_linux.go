@@ -57,7 +57,12 @@ type Session struct {
 
 	helperMu sync.Mutex
 	helper   *Helper // the session helper, once asked for (helper_linux.go)
-	supNet   [2]int  // ConfineNet and EgressPort as its supervisor was made with
+
+	pauseMu sync.Mutex // orders Pause and Wake (pause_linux.go)
+	paused  bool
+
+	keepDirs bool   // Release: Close leaves the directories
+	supNet   [2]int // ConfineNet and EgressPort as its supervisor was made with
 }
 
 // Start runs spec in the session's sandbox. A nil session starts it in a
@@ -75,6 +80,9 @@ func (ss *Session) Start(spec Spec) (*Process, error) {
 	}
 	if ss.sb.plain {
 		return ss.startPlain(path, spec)
+	}
+	if err := ss.woken(); err != nil {
+		return nil, err
 	}
 	return ss.startVia(path, spec)
 }
@@ -312,6 +320,10 @@ func (ss *Session) KillAll() {
 	if ss == nil {
 		return
 	}
+	// Frozen, its processes would not die, nor its supervisor answer.
+	if err := ss.Wake(); err != nil {
+		ss.sb.log.Warn("sandbox: wake the session to end its processes", "err", err)
+	}
 	ss.mu.Lock()
 	procs := make([]*Process, 0, len(ss.procs))
 	for p := range ss.procs {
@@ -345,6 +357,17 @@ func (ss *Session) KillAll() {
 	}
 }
 
+// Release is Close that keeps the session's directories, for a later
+// OpenSession of the same id (a persistent session, across a restart of
+// the kit): its processes, cgroup, temporary directory and uid go; its
+// work, input and output directories stay, with what they hold.
+func (ss *Session) Release() error {
+	ss.mu.Lock()
+	ss.keepDirs = true
+	ss.mu.Unlock()
+	return ss.Close()
+}
+
 // Close kills every process of the session, removes its cgroup, its
 // temporary directory and the directories OpenSession made, and frees its
 // uid.
@@ -355,6 +378,7 @@ func (ss *Session) Close() error {
 		return nil
 	}
 	ss.closed = true
+	keep := ss.keepDirs
 	ss.mu.Unlock()
 	ss.helperMu.Lock()
 	if ss.helper != nil {
@@ -370,7 +394,8 @@ func (ss *Session) Close() error {
 	}
 	if ss.sb.mon != nil {
 		// Processes, cgroup, directories, uid: the monitor's.
-		return ss.sb.mon.simple(opClose, ss.id)
+		_, _, err := ss.sb.mon.call(monRequest{Op: opClose, Session: ss.id, Keep: keep})
+		return err
 	}
 	if cg != nil {
 		cg.remove()
@@ -380,7 +405,7 @@ func (ss *Session) Close() error {
 			ss.sb.log.Warn("sandbox: remove the session's temporary directory", "dir", ss.tmp, "err", err)
 		}
 	}
-	if ss.ownsDirs {
+	if ss.ownsDirs && !keep {
 		if err := ss.sb.removeDirs(ss.id); err != nil {
 			ss.sb.log.Warn(err.Error())
 		}

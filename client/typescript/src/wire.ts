@@ -420,6 +420,8 @@ export interface ServerHelloFrame {
   /** Capabilities the box has (see capability). */
   capabilities: string[];
   resumed?: boolean;
+  /** With resumed: the box restarted since the client last saw this persistent session; frames after last_seq it had not received are lost (GET /runs?session=ID has the prompts that ended). */
+  restarted?: boolean;
   last_seq?: number;
   name?: string;
   version?: string;

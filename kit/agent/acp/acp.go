@@ -217,6 +217,7 @@ func (a *acpAgent) Open(ctx context.Context, s *agent.Session) (agent.Conversati
 		log:   log,
 		env:   append(baseEnv(s), a.env...),
 		areas: sessionAreas(s),
+		last:  s.Resume,
 	}
 	c.terms = newTerminals(c)
 	// A command that cannot start is the manifest's problem: say so now.

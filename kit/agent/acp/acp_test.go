@@ -263,7 +263,9 @@ func TestCancelIgnoredKillsAgent(t *testing.T) {
 }
 
 func TestAgentDiesMidPrompt(t *testing.T) {
-	c, s, _ := open(t, sdkAgentSpec(t), nil)
+	spec := sdkAgentSpec(t)
+	spec.Env["ACP_TEST_LOAD"] = "0" // an agent that cannot load: a new session
+	c, s, _ := open(t, spec, nil)
 	s.Preamble = "[Glovebox environment]"
 	pid := c.pid()
 	tt, _, err := prompt(t, c, s, "die")
@@ -289,6 +291,56 @@ func TestAgentDiesMidPrompt(t *testing.T) {
 	// Updates sent after session/new of the new process reach this prompt.
 	if len(tt.ofType("available_commands_update")) != 1 {
 		t.Errorf("events %v, want the new process's available_commands_update", tt.types())
+	}
+}
+
+// An agent that can load sessions (loadSession) continues the
+// conversation in the process that replaces one that died: session/load
+// of the same ACP session, whose replayed history is not the next
+// prompt's events.
+func TestAgentDiesAndItsSessionIsLoaded(t *testing.T) {
+	c, s, _ := open(t, sdkAgentSpec(t), nil)
+	mustPrompt(t, c, s, "echo before")
+	first := c.AgentSession()
+	if _, _, err := prompt(t, c, s, "die"); err == nil {
+		t.Fatal("Prompt(die) succeeded")
+	}
+	tt, msg := mustPrompt(t, c, s, "history")
+	if msg != `["echo before","die","history"]` {
+		t.Errorf("history on the new process = %s, want the conversation continued", msg)
+	}
+	for _, e := range tt.ofType("text_delta") {
+		if strings.Contains(fmt.Sprint(e), "replayed") {
+			t.Errorf("the loaded session's replayed history reached the prompt: %v", e)
+		}
+	}
+	if c.AgentSession() != first {
+		t.Errorf("AgentSession = %q after the load, want %q", c.AgentSession(), first)
+	}
+}
+
+// A conversation opened with agent.Session.Resume (a persistent session
+// after the kit restarted) loads that ACP session.
+func TestResumeLoadsTheSession(t *testing.T) {
+	c, s, _ := open(t, sdkAgentSpec(t), nil)
+	mustPrompt(t, c, s, "echo remembered")
+	id := c.AgentSession()
+	c.Close()
+
+	a, err := New(sdkAgentSpec(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := *s
+	s2.Resume = id
+	conv, err := a.Open(t.Context(), &s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conv.Close()
+	_, msg := mustPrompt(t, conv.(*conversation), &s2, "history")
+	if msg != `["echo remembered","history"]` {
+		t.Errorf("history after the resume = %s, want the earlier prompt", msg)
 	}
 }
 

@@ -39,6 +39,22 @@ type conversation struct {
 	cur    *turnState
 	early  []json.RawMessage // updates that arrived between prompts
 	closed bool
+	// last is the latest ACP session id, which a new process of the agent
+	// loads (handshake.go); from agent.Session.Resume at first.
+	last string
+	// loading: a session/load is in flight; the history it replays is
+	// dropped.
+	loading bool
+}
+
+var _ agent.Resumable = (*conversation)(nil)
+
+// AgentSession implements agent.Resumable: the ACP session id the kit
+// keeps with a persistent session.
+func (c *conversation) AgentSession() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
 }
 
 var (
@@ -378,6 +394,10 @@ func (c *conversation) quick(line []byte) bool {
 // next one. raw is the update as sent, for holding.
 func (c *conversation) deliver(sessionID string, raw func() json.RawMessage, handle func(*turnState) error) {
 	c.mu.Lock()
+	if c.loading {
+		c.mu.Unlock()
+		return // a loaded session's history, replayed
+	}
 	if c.proc != nil && c.proc.sessionID != "" && sessionID != c.proc.sessionID {
 		c.log.Warn("acp: session/update for another ACP session", "acp_session", sessionID)
 	}

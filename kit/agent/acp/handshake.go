@@ -15,6 +15,9 @@ type initializeResult struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"agentInfo"`
+	AgentCapabilities struct {
+		LoadSession bool `json:"loadSession"`
+	} `json:"agentCapabilities"`
 }
 
 // handshake sends initialize and session/new.
@@ -37,6 +40,9 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 	p.authMethods = authMethodIDs(ir.AuthMethods)
 	if ir.AgentInfo != nil {
 		p.log.Info("acp: agent initialized", "name", ir.AgentInfo.Name, "version", ir.AgentInfo.Version)
+	}
+	if c.load(ctx, p, ir.AgentCapabilities.LoadSession) {
+		return nil
 	}
 	newSession := map[string]any{"cwd": workDir(c.s), "mcpServers": []any{}}
 	var ns struct {
@@ -64,9 +70,46 @@ func (c *conversation) handshake(ctx context.Context, p *proc) error {
 	}
 	c.mu.Lock()
 	p.sessionID = ns.SessionID
+	c.last = ns.SessionID
 	c.mu.Unlock()
 	p.log.Info("acp: session opened", "acp_session", ns.SessionID)
 	return nil
+}
+
+// load continues the conversation's earlier ACP session with session/load
+// where the agent can (loadSession): the one the kit restored the session
+// with (agent.Session.Resume), or the one of the agent's process that
+// died. The agent replays the conversation as session/update
+// notifications before it answers: they are the past, not the next
+// prompt's events, and are dropped. It reports whether the session was
+// loaded; if not, the caller opens a new one.
+func (c *conversation) load(ctx context.Context, p *proc, can bool) bool {
+	c.mu.Lock()
+	id := c.last
+	c.mu.Unlock()
+	if id == "" {
+		return false
+	}
+	if !can {
+		p.log.Info("acp: the agent cannot load its earlier session (no loadSession capability): its conversation starts anew", "acp_session", id)
+		return false
+	}
+	c.mu.Lock()
+	c.loading = true
+	c.mu.Unlock()
+	err := p.conn.roundTrip(ctx, "session/load", map[string]any{"sessionId": id, "cwd": workDir(c.s), "mcpServers": []any{}}, nil)
+	c.mu.Lock()
+	c.loading = false
+	if err == nil {
+		p.sessionID = id
+	}
+	c.mu.Unlock()
+	if err != nil {
+		p.log.Warn("acp: the agent could not load its earlier session: its conversation starts anew", "acp_session", id, "err", err)
+		return false
+	}
+	p.log.Info("acp: session loaded", "acp_session", id)
+	return true
 }
 
 // startError explains a failed handshake, with the exit status and stderr

@@ -36,7 +36,13 @@ type wsClient struct {
 
 func dial(t testing.TB, srvURL, key string) *wsClient {
 	t.Helper()
-	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+"/", wsconn.DialOptions{
+	return dialPath(t, srvURL, key, "/")
+}
+
+// dialPath is dial to path (a resume's query, say).
+func dialPath(t testing.TB, srvURL, key, path string) *wsClient {
+	t.Helper()
+	c, _, err := wsconn.Dial(testkit.Context(t, "the WebSocket handshake"), "ws"+strings.TrimPrefix(srvURL, "http")+path, wsconn.DialOptions{
 		Header: http.Header{"Authorization": {"Bearer " + key}},
 	})
 	if err != nil {

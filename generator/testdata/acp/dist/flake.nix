@@ -26,7 +26,9 @@
           base = "base";
           packages = [ "nodejs_22" ];
           pythonPackages = [ ];
-          env = { };
+          env = {
+            GLOVEBOX_ROOT = "/data";
+          };
           manifest = ./glovebox.json;
         };
     in

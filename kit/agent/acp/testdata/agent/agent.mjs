@@ -23,9 +23,17 @@
 //   count             how many prompts this process has served
 //   bench N           N one-character chunks
 //   stderr TEXT       writes TEXT to stderr
+//   history           the prompts of this session so far, as JSON
+//
+// The agent supports session/load: every session's prompts are kept in
+// .test-agent/<sessionId>.json under its cwd, and a later process (after
+// the kit restarted) loads them, replaying them as session/update
+// notifications first, as ACP asks.
 //
 // Any other text is echoed back as one chunk.
 import { Readable, Writable } from "node:stream";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import * as acp from "@agentclientprotocol/sdk";
 
 const sessions = new Map(); // sessionId -> { cancelled: boolean, wake: () => void }
@@ -36,14 +44,15 @@ const app = acp.agent({ name: "glovebox-test-agent" });
 
 app.onRequest(acp.methods.agent.initialize, ({ params }) => ({
   protocolVersion: acp.PROTOCOL_VERSION,
-  agentCapabilities: { loadSession: false, promptCapabilities: { embeddedContext: true } },
+  // ACP_TEST_LOAD=0 plays an agent that cannot load sessions.
+  agentCapabilities: { loadSession: process.env.ACP_TEST_LOAD !== "0", promptCapabilities: { embeddedContext: true } },
   agentInfo: { name: "glovebox-test-agent", version: "0.0.0" },
   _meta: { clientCapabilities: params.clientCapabilities },
 }));
 
 app.onRequest(acp.methods.agent.session.new, ({ params, client }) => {
   const sessionId = `sess_${process.pid}_${nextSession++}`;
-  sessions.set(sessionId, { cancelled: false, wake: () => {}, cwd: params.cwd });
+  sessions.set(sessionId, { cancelled: false, wake: () => {}, cwd: params.cwd, history: [] });
   // Sent before any prompt: the kit must not lose it.
   setImmediate(() => {
     client.notify(acp.methods.client.session.update, {
@@ -55,6 +64,29 @@ app.onRequest(acp.methods.agent.session.new, ({ params, client }) => {
     });
   });
   return { sessionId };
+});
+
+const historyFile = (cwd, sessionId) => join(cwd, ".test-agent", sessionId.replace(/[^A-Za-z0-9_-]/g, "_") + ".json");
+
+app.onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
+  let history;
+  try {
+    history = JSON.parse(readFileSync(historyFile(params.cwd, params.sessionId), "utf8"));
+  } catch {
+    throw acp.RequestError.resourceNotFound(params.sessionId);
+  }
+  for (const text of history) {
+    await client.notify(acp.methods.client.session.update, {
+      sessionId: params.sessionId,
+      update: { sessionUpdate: "user_message_chunk", content: { type: "text", text } },
+    });
+    await client.notify(acp.methods.client.session.update, {
+      sessionId: params.sessionId,
+      update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "replayed " + text } },
+    });
+  }
+  sessions.set(params.sessionId, { cancelled: false, wake: () => {}, cwd: params.cwd, history });
+  return {};
 });
 
 app.onNotification(acp.methods.agent.session.cancel, ({ params }) => {
@@ -79,10 +111,20 @@ app.onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
     .map((b) => b.text)
     .at(-1) ?? "";
   const [cmd, ...args] = text.trim().split(/\s+/);
+  s.history.push(text);
+  try {
+    mkdirSync(join(s.cwd, ".test-agent"), { recursive: true });
+    writeFileSync(historyFile(s.cwd, sessionId), JSON.stringify(s.history));
+  } catch {
+    // A read-only cwd: no history kept.
+  }
 
   switch (cmd) {
     case "echo":
       for (let i = 0; i < args.length; i++) await say((i ? " " : "") + args[i]);
+      break;
+    case "history":
+      await say(JSON.stringify(s.history));
       break;
     case "think":
       await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "pondering" } });
