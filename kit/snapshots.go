@@ -227,14 +227,23 @@ func (sn *snapshots) serveList(w http.ResponseWriter, r *http.Request) {
 	if !sn.s.auth.Admit(w, r, protocol.ScopeSnapshots, protocol.ScopeAdmin) {
 		return
 	}
-	ids, err := sn.store.Manifests(r.Context())
+	list, err := sn.list(r.Context())
 	if err != nil {
 		sn.fail(w, "list snapshots", err)
 		return
 	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// list describes the stored snapshots, newest first.
+func (sn *snapshots) list(ctx context.Context) (protocol.SnapshotList, error) {
 	list := protocol.SnapshotList{Snapshots: []protocol.SnapshotInfo{}}
+	ids, err := sn.store.Manifests(ctx)
+	if err != nil {
+		return list, err
+	}
 	for _, id := range ids {
-		m, err := snap.Load(r.Context(), sn.store, id, sn.lim)
+		m, err := snap.Load(ctx, sn.store, id, sn.lim)
 		if err != nil {
 			sn.s.log.Warn("snapshot store: a snapshot does not load", "snapshot", id, "err", err)
 			continue
@@ -247,7 +256,7 @@ func (sn *snapshots) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	writeJSON(w, http.StatusOK, list)
+	return list, nil
 }
 
 // serveOne answers /snapshots/{id}[/restore].

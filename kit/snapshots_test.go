@@ -416,3 +416,25 @@ func benchFork(b *testing.B, i int) {
 		}
 	}
 }
+
+// TestInspectorListsSnapshots: the inspector's API lists the box's
+// snapshots as GET /snapshots does, and its page has their list.
+func TestInspectorListsSnapshots(t *testing.T) {
+	b := execBox(t, withInspector)
+	c := b.dial("/", nil)
+	message(t, c, "1", "echo x > a")
+	var info protocol.SnapshotInfo
+	if code, body := b.call("POST", "/sessions/"+c.hello["session_id"].(string)+"/snapshot", b.auth(), "", &info); code != http.StatusCreated {
+		t.Fatalf("snapshot = %d %s", code, body)
+	}
+	var l protocol.SnapshotList
+	if code, body := b.call("GET", "/inspect/api/snapshots", b.auth(), "", &l); code != 200 || len(l.Snapshots) != 1 || l.Snapshots[0].ID != info.ID {
+		t.Errorf("GET /inspect/api/snapshots = %d %s", code, body)
+	}
+	if code, _ := b.text("GET", "/inspect/api/snapshots", nil, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /inspect/api/snapshots without a credential = %d, want 401", code)
+	}
+	if _, page := b.get("/inspect/", nil); !strings.Contains(string(page), `id="snapshots"`) {
+		t.Errorf("the inspector's page has no snapshot list")
+	}
+}
