@@ -147,7 +147,7 @@ type Options struct {
 	// Snapshots returns GET /snapshots's body; nil when the box has no
 	// snapshot store.
 	Snapshots func(ctx context.Context) ([]byte, error)
-	Now   func() time.Time
+	Now       func() time.Time
 	// Done ends the event streams when the box closes.
 	Done <-chan struct{}
 	// Dir keeps the history on disk; "" keeps it in memory.
