@@ -469,6 +469,7 @@ func (s *Server) detachedSession(owner string, mayRead func(string) bool, fill f
 	}
 	ss.opened.Store(true)
 	s.obs.SessionsTotal.Add(1)
+	s.limitLifetime(ss) // pause.go: sessions.lifetime counts from now
 	ss.stream.detach()
 	return ss, nil
 }
