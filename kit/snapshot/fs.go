@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -168,6 +167,3 @@ func splitRel(rel string) (parent, base string) {
 	}
 	return ".", rel
 }
-
-// isErrno reports whether err wraps errno.
-func isErrno(err error, errno syscall.Errno) bool { return errors.Is(err, errno) }

@@ -223,7 +223,6 @@ type writer struct {
 	top     []rootPath // the top-level entries made
 	dirs    []protocol.SnapshotEntry
 	noAttrs error // why a mode or time could not be set
-	method  string
 }
 
 type rootPath struct {
