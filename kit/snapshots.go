@@ -50,7 +50,8 @@ type snapshots struct {
 	max   int
 	src   snap.Source // the box's part of every snapshot's source
 
-	mu sync.Mutex // orders takes against the store's count
+	mu     sync.Mutex                 // orders takes against the store's count
+	caches map[string]*snap.HashCache // by session: its files' hashes (under mu)
 }
 
 // snapshots sets up the snapshot store the manifest asks for, and
@@ -195,7 +196,7 @@ func (sn *snapshots) take(ctx context.Context, ss *session) (protocol.SnapshotIn
 	src := sn.src
 	src.Session, src.Owner = ss.id, ss.owner
 	start := time.Now()
-	id, m, stats, err := snap.Take(ctx, fsys, roots, sn.store, src, sn.lim, start)
+	id, m, stats, err := snap.TakeCached(ctx, fsys, roots, sn.store, src, sn.lim, start, sn.cache(ss))
 	if err != nil {
 		return protocol.SnapshotInfo{}, err
 	}
@@ -204,6 +205,25 @@ func (sn *snapshots) take(ctx context.Context, ss *session) (protocol.SnapshotIn
 	ss.logger().Info("session snapshotted", "snapshot", id, "entries", info.Entries, "bytes", m.Size,
 		"new_blobs", stats.NewBlobs, "new_bytes", stats.NewBytes, "skipped", info.Skipped, "ms", time.Since(start).Milliseconds())
 	return info, nil
+}
+
+// cache is the session's hash cache, made on its first snapshot; those
+// of ended sessions go. sn.mu is held.
+func (sn *snapshots) cache(ss *session) *snap.HashCache {
+	if sn.caches == nil {
+		sn.caches = map[string]*snap.HashCache{}
+	}
+	for id := range sn.caches {
+		if o := sn.s.live.lookup(id); o == nil || o.ctx.Err() != nil {
+			delete(sn.caches, id)
+		}
+	}
+	c := sn.caches[ss.id]
+	if c == nil {
+		c = snap.NewHashCache()
+		sn.caches[ss.id] = c
+	}
+	return c
 }
 
 var (

@@ -73,6 +73,17 @@ func BenchmarkTake(b *testing.B) {
 				}
 			}
 		})
+		b.Run(s.name+"/unchanged-cached", func(b *testing.B) {
+			st, _ := OpenLocal(b.TempDir())
+			cache := NewHashCache()
+			TakeCached(context.Background(), src, all, st, Source{}, DefaultLimits, time.Now(), cache)
+			b.SetBytes(int64(s.files * s.size))
+			for b.Loop() {
+				if _, _, stats, err := TakeCached(context.Background(), src, all, st, Source{}, DefaultLimits, time.Now(), cache); err != nil || stats.NewBlobs != 0 {
+					b.Fatal(err, stats)
+				}
+			}
+		})
 		b.Run(s.name+"/unchanged", func(b *testing.B) {
 			st, _ := OpenLocal(b.TempDir())
 			Take(context.Background(), src, all, st, Source{}, DefaultLimits, time.Now())

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/protocol"
@@ -512,4 +513,60 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode accepted %d bytes, %d entries", m.Size, len(m.Entries))
 		}
 	})
+}
+
+// noReads is an FS whose regular files cannot be read: their opens give
+// O_PATH descriptors, which fstat but fail every read.
+type noReads struct{ DirFS }
+
+func (n noReads) Open(root Root, rel string, flags int, perm uint32) (*os.File, error) {
+	pf, err := n.DirFS.Open(root, rel, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(pf.Fd()), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && flags&unix.O_PATH == 0 {
+		return pf, nil
+	}
+	pf.Close()
+	return n.DirFS.Open(root, rel, flags, perm)
+}
+
+// TestHashCache: with the session's cache, a second snapshot of
+// unchanged files reads none of them; a changed file is read again.
+func TestHashCache(t *testing.T) {
+	ctx := testkit.Context(t, "cached snapshots")
+	src := newRoots(t)
+	sample(t, src)
+	st, _ := OpenLocal(t.TempDir())
+	cache := NewHashCache()
+	id1, _, _, err := TakeCached(ctx, src, all, st, Source{}, DefaultLimits, time.Now(), cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := Take(ctx, noReads{src}, all, st, Source{}, DefaultLimits, time.Now()); err == nil {
+		t.Fatal("a snapshot without the cache read no file: noReads lets reads through")
+	}
+	_, m2, _, err := TakeCached(ctx, noReads{src}, all, st, Source{}, DefaultLimits, time.Now(), cache)
+	if err != nil {
+		t.Fatalf("a snapshot of unchanged files read one: %v", err)
+	}
+	m1, _ := Load(ctx, st, id1, DefaultLimits)
+	if diff := cmp.Diff(m1.Entries, m2.Entries); diff != "" {
+		t.Errorf("cached snapshot entries (-first +cached):\n%s", diff)
+	}
+
+	write(t, filepath.Join(src[0], "README"), "HELLO\n", 0o644) // same size
+	id3, _, stats, err := TakeCached(ctx, src, all, st, Source{}, DefaultLimits, time.Now(), cache)
+	if err != nil || stats.NewBlobs != 1 {
+		t.Fatalf("snapshot after a change: %v, %d new blobs, want 1", err, stats.NewBlobs)
+	}
+	m3, _ := Load(ctx, st, id3, DefaultLimits)
+	dst := newRoots(t)
+	if _, err := Restore(ctx, st, m3, dst, all); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst[0], "README")); string(b) != "HELLO\n" {
+		t.Errorf("restored README = %q, want the changed bytes", b)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +54,17 @@ type Stats struct {
 // meanwhile are stored as one of their states, or fail the snapshot when
 // a file changes while it is read.
 func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim Limits, now time.Time) (string, *protocol.SnapshotManifest, Stats, error) {
+	return TakeCached(ctx, fsys, roots, st, src, lim, now, nil)
+}
+
+// TakeCached is Take with a cache of the hashes of the files a previous
+// snapshot of the same session read: a file whose inode, size,
+// modification and change times are those it had then, and whose blob
+// the store holds, is not read again. cache may be nil. Keep one cache
+// per session: a change time, which only the kernel sets, is as coarse
+// as the kernel's clock tick, so across sessions a deleted file's inode
+// reused within a tick could pass for it.
+func TakeCached(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim Limits, now time.Time, cache *HashCache) (string, *protocol.SnapshotManifest, Stats, error) {
 	m := &protocol.SnapshotManifest{
 		V: protocol.SnapshotManifestVersion, Box: src.Box, BoxVersion: src.BoxVersion,
 		ClosureSHA256: src.ClosureSHA256, ManifestSHA256: src.ManifestSHA256,
@@ -67,7 +79,7 @@ func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim L
 		}
 		if f != nil {
 			var err error
-			if e, err = storeFile(ctx, st, f, e, stored, &stats); err != nil {
+			if e, err = storeFile(ctx, st, f, e, stored, &stats, cache); err != nil {
 				return err
 			}
 			if m.Size += e.Size; m.Size > lim.MaxSize {
@@ -100,6 +112,51 @@ func Take(ctx context.Context, fsys FS, roots Roots, st Store, src Source, lim L
 	return id, m, stats, nil
 }
 
+// HashCache remembers files' hashes by what fstat says of them (see
+// TakeCached). Safe for concurrent use; the zero value is not: use
+// NewHashCache. A nil cache remembers nothing.
+type HashCache struct {
+	mu sync.Mutex
+	m  map[fileKey]string
+}
+
+// maxCached bounds a cache: past it, it starts again empty.
+const maxCached = 1 << 20
+
+type fileKey struct {
+	dev, ino           uint64
+	size, mtime, ctime int64
+}
+
+func statKey(st *unix.Stat_t) fileKey {
+	return fileKey{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// NewHashCache returns an empty cache.
+func NewHashCache() *HashCache { return &HashCache{m: map[fileKey]string{}} }
+
+func (c *HashCache) get(k fileKey) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sum, ok := c.m[k]
+	return sum, ok
+}
+
+func (c *HashCache) put(k fileKey, sum string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCached {
+		c.m = map[fileKey]string{}
+	}
+	c.m[k] = sum
+}
+
 // changeTries is how many times a file that changes while it is read is
 // read again before the snapshot fails.
 const changeTries = 3
@@ -110,7 +167,7 @@ var errChanged = errors.New("the file changed while it was read")
 // storeFile stores f's bytes as a blob unless st holds them (or this
 // snapshot stored them already), and returns e with its size, time and
 // blob. A file that changes while it is read is read again.
-func storeFile(ctx context.Context, st Store, f *os.File, e protocol.SnapshotEntry, stored map[string]bool, stats *Stats) (protocol.SnapshotEntry, error) {
+func storeFile(ctx context.Context, st Store, f *os.File, e protocol.SnapshotEntry, stored map[string]bool, stats *Stats, cache *HashCache) (protocol.SnapshotEntry, error) {
 	var err error
 	for range changeTries {
 		var fst unix.Stat_t
@@ -119,12 +176,29 @@ func storeFile(ctx context.Context, st Store, f *os.File, e protocol.SnapshotEnt
 		}
 		e.Size, e.Mode = fst.Size, fst.Mode&0o7777
 		e.MTime = time.Unix(fst.Mtim.Unix()).UTC()
+		key := statKey(&fst)
+		if sum, ok := cache.get(key); ok {
+			if stored[sum] {
+				e.Blob = sum
+				return e, nil
+			}
+			if has, herr := st.HasBlob(ctx, sum); herr == nil && has {
+				e.Blob, stored[sum] = sum, true
+				return e, nil
+			}
+		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return e, err
 		}
 		e.Blob, err = hashFile(ctx, f, e.Size)
 		if errors.Is(err, errChanged) {
 			continue
+		}
+		if err == nil {
+			var after unix.Stat_t
+			if unix.Fstat(int(f.Fd()), &after) == nil && statKey(&after) == key {
+				cache.put(key, e.Blob)
+			}
 		}
 		if err != nil || stored[e.Blob] {
 			break
