@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/glovebox-dev/glovebox/kit/sandbox"
 	snap "github.com/glovebox-dev/glovebox/kit/snapshot"
 )
@@ -48,8 +50,16 @@ func mapErr(err error) error {
 	return err
 }
 
+// Open opens through the helper. An open that creates nothing is tried
+// again when the helper ended before it answered (the sweep after a
+// session's last command ends every process of the session, the helper
+// too; the next call starts another): a snapshot taken while a prompt
+// ends goes on.
 func (f helperFS) Open(root snap.Root, rel string, flags int, perm uint32) (*os.File, error) {
 	file, err := f.h.Open(sandbox.Root(root), rel, flags, perm)
+	if errors.Is(err, sandbox.ErrHelperGone) && flags&unix.O_CREAT == 0 {
+		file, err = f.h.Open(sandbox.Root(root), rel, flags, perm)
+	}
 	return file, mapErr(err)
 }
 
