@@ -34,6 +34,7 @@ type Box struct {
 	inflight   map[string]*Result
 	nextID     uint64
 	session    string          // session id from the box's hello
+	attach     bool            // session was given to Attach: the first dial resumes it
 	caps       map[string]bool // capabilities from the box's hello; nil from a v1 box
 	lastSeq    uint64          // highest seq seen in this session
 	drainUntil time.Time       // when the box that said it drains cuts; zero if none did

@@ -75,7 +75,7 @@ func (b *Box) getConn(ctx context.Context) (*conn, error) {
 
 // resumable reports whether the next dial should ask to resume. b.mu is
 // held.
-func (b *Box) resumable() bool { return b.caps[protocol.CapResume] && b.session != "" }
+func (b *Box) resumable() bool { return (b.caps[protocol.CapResume] || b.attach) && b.session != "" }
 
 // dial opens a socket and sends the client hello. With resume, it asks the
 // box to resume the session and reads the box's hello before returning.
@@ -163,7 +163,7 @@ func (b *Box) applyHello(h *protocol.ServerHello) {
 		b.lastSeq = 0
 		b.drainUntil = time.Time{} // a new session: perhaps another instance
 	}
-	b.session = h.SessionID
+	b.session, b.attach = h.SessionID, false
 	b.caps = make(map[string]bool, len(h.Capabilities))
 	for _, c := range h.Capabilities {
 		b.caps[c] = true

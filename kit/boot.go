@@ -101,6 +101,7 @@ func (b *boot) run(opts Options) *Server {
 	b.dirs(&s.config, m, opts)
 	b.phase("checks")
 	b.storage(s)
+	b.snapshots(s) // snapshots.go
 
 	// Agent environment and sandbox.
 	s.baseEnv = agentBaseEnv(opts, m, getenv)
@@ -395,12 +396,15 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 	runs := &runsRoute{auth: s.auth, runs: &s.runs, init: func() { s.runs.init(s) }}
 	// A session's own features: /sessions/{id}/{feature} (session_routes.go).
 	s.terms, s.procs = newTerminals(s), newProcesses(s)
-	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: []sessionFeature{
-		s.terms.feature(),
-		s.procs.feature(),
-		fsFeature(s.log),
-		s.preview.feature(),
-	}}
+	perSession := &sessionRoutes{auth: s.auth, live: &s.live, features: slices.Concat(
+		[]sessionFeature{
+			s.terms.feature(),
+			s.procs.feature(),
+			fsFeature(s.log),
+			s.preview.feature(),
+		},
+		s.snaps.features(), // snapshots.go
+	)}
 	return slices.Concat(
 		hl.routes(),
 		sbom.routes(),
@@ -409,6 +413,7 @@ func (b *boot) mount(s *Server, hl *health, ring *logs.Ring) []route.Route {
 		sessions.routes(),
 		runs.routes(),
 		perSession.routes(),
+		s.snaps.routes(),
 		ring.Routes(s.auth, s.ctx.Done()),
 		files.New(s.auth, s.local, s.log).Routes(),
 		s.uploads.Routes(),

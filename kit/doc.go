@@ -22,6 +22,8 @@
 //	any request to <link>.<preview domain>  a session's port, proxied for the holder of its link (HTTP and WebSocket; previews, kit/preview.go)
 //	POST|GET /sessions/{id}/terminals  start a terminal on a PTY in the session, or list them; GET /sessions/{id}/terminals/{tid} upgrades to its WebSocket, DELETE kills it (exec scope; kit/terminal.go)
 //	POST|GET /sessions/{id}/processes  start a long-running process in the session, or list them; .../{pid}, .../{pid}/output, .../{pid}/stdin, .../{pid}/signal, DELETE (exec scope; kit/processes.go)
+//	POST /sessions/{id}/snapshot  the session's directories into the snapshot store; POST /sessions/{id}/fork {"count":N} N new sessions copying it (as the session routes; kit/snapshots.go)
+//	GET /snapshots         the stored snapshots; GET|DELETE /snapshots/{id} one's manifest, or remove it; POST /snapshots/{id}/restore a new session from it (key, snapshots or admin token; kit/snapshots.go)
 //	GET /files             the parked files; DELETE /files/{id} removes one (kit/files)
 //	GET /logs              recent log records, ?since=, ?follow=1 (key, logs or admin token; kit/logs)
 //	GET /metrics           Prometheus text format (key or metrics token; kit/metrics)
@@ -86,6 +88,21 @@
 // frames numbered after n. When the session is gone or the buffer no
 // longer reaches back to n, the client gets a fresh session and an error
 // frame with an empty id and code ResumeFailed.
+//
+// Snapshots (kit/snapshots.go, kit/snapshot; docs/snapshots.md). POST
+// /sessions/{id}/snapshot stores the session's work, input and output
+// directories in the box's snapshot store (local under the state dir, or
+// the s3 adapter's bucket; manifest "snapshots"): each file's bytes once
+// as a blob named by their sha256, then a manifest whose sha256 is the
+// snapshot's id, written last and at once. POST /snapshots/{id}/restore
+// verifies the whole snapshot (manifest hash, paths, every blob's size
+// and hash, quota, the image's closure hash unless forced) before it
+// makes a session and writes its directories; POST /sessions/{id}/fork
+// copies a live session into new sessions (FICLONE where the file system
+// can, else copy_file_range). Files are read and written through the
+// session's helper (kit/sandbox), as the session. A restored or forked
+// session waits detached, as a dropped one does, for its owner to attach
+// with /?resume=<id>&last_seq=0. The kit announces "snapshots".
 //
 // Persistent sessions. With sessions.persist a session whose client
 // announced resume outlives the kit (persist.go): when the kit stops or

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,15 @@ func (b *boot) inspectOptions(s *Server, now func() time.Time) inspect.Options {
 	}
 	if dirOK(s.stateDir) {
 		o.Dir = filepath.Join(s.stateDir, "inspect")
+	}
+	if sn := s.snaps; sn != nil {
+		o.Snapshots = func(ctx context.Context) ([]byte, error) {
+			l, err := sn.list(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(l)
+		}
 	}
 	if e := s.egress; e != nil && e.audit != nil {
 		o.Audit = func(q egress.Query) ([][]byte, error) {

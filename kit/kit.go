@@ -132,6 +132,7 @@ type Server struct {
 	runs    runRecorder        // signed run records (runs.go)
 	terms   *terminals         // sessions' terminals (terminal.go)
 	procs   *processes         // sessions' processes (processes.go)
+	snaps   *snapshots         // snapshots, restores, forks (snapshots.go); nil: no store
 
 	ctx    context.Context // ends when Close starts
 	cancel context.CancelCauseFunc

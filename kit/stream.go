@@ -161,6 +161,17 @@ func (st *stream) awaitResumeLocked(grace time.Duration) {
 	st.armPauseLocked(gen)
 }
 
+// detach leaves a session no connection has held (restored, forked)
+// waiting for its client to attach with ?resume=ID&last_seq=0.
+func (st *stream) detach() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.canResume.Store(true)
+	if st.ss.ctx.Err() == nil {
+		st.awaitResumeLocked(st.ss.srv.resumeGrace)
+	}
+}
+
 func (st *stream) stopGraceLocked() {
 	if st.graceTimer != nil && st.graceTimer.Stop() {
 		st.ss.srv.wg.Done()

@@ -53,6 +53,9 @@ type Manifest struct {
 	// Preview serves sessions' preview ports under a wildcard domain
 	// (preview.go). Additive; absent means no previews.
 	Preview *PreviewSpec `json:"preview,omitempty"`
+	// Snapshots tunes the snapshot store (snapshot.go). Additive; absent
+	// means the local store with the default limits.
+	Snapshots *SnapshotsSpec `json:"snapshots,omitempty"`
 }
 
 // FilesSpec tunes GET /files/{id}.
@@ -408,6 +411,9 @@ func (m *Manifest) Check() error {
 		}
 	}
 	m.Limits.check(add)
+	if sn := m.Snapshots; sn != nil {
+		sn.check(add)
+	}
 	if err := m.StoragePolicy.Inputs.Check(); err != nil {
 		add("manifest: storage_policy.inputs: %v", err)
 	}

@@ -213,6 +213,15 @@ var schemaTypes = map[string]reflect.Type{
 	"preview_request":     reflect.TypeFor[PreviewRequest](),
 	"preview":             reflect.TypeFor[Preview](),
 	"preview_list":        reflect.TypeFor[PreviewList](),
+	"snapshot_manifest":   reflect.TypeFor[SnapshotManifest](),
+	"snapshot_entry":      reflect.TypeFor[SnapshotEntry](),
+	"snapshot_skip":       reflect.TypeFor[SnapshotSkip](),
+	"snapshot_info":       reflect.TypeFor[SnapshotInfo](),
+	"snapshot_list":       reflect.TypeFor[SnapshotList](),
+	"restore_request":     reflect.TypeFor[RestoreRequest](),
+	"restore_result":      reflect.TypeFor[RestoreResult](),
+	"fork_request":        reflect.TypeFor[ForkRequest](),
+	"fork_result":         reflect.TypeFor[ForkResult](),
 }
 
 // messageDefs are the definitions whose frames carry "type", which Encode

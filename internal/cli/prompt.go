@@ -39,6 +39,7 @@ type promptFlags struct {
 	timeout     time.Duration
 	inlineBelow string
 	serverTTL   string
+	session     string
 }
 
 func runPrompt(ctx context.Context, stdio IO, args []string) error {
@@ -48,6 +49,7 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 	fs.StringArrayVarP(&f.files, "file", "f", nil, "attach a file as an input: PATH or NAME=PATH (repeatable)")
 	fs.StringArrayVar(&f.inputURLs, "input-url", nil, "an input the box fetches itself: NAME=URL (http or https; for files too big to send; repeatable)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per line (wire frames) instead of text")
+	fs.StringVar(&f.session, "session", "", "send the prompt to session ID, restored or forked and waiting (gbx restore, gbx fork), instead of a new one")
 	fs.StringArrayVar(&f.resolve, "resolve", nil, "answer display slots of RENDERER with VALUE (JSON, or else a string): RENDERER=VALUE, * for any (repeatable)")
 	fs.BoolVar(&f.rejectAll, "reject-all", false, "reject every display slot that --resolve does not answer")
 	fs.StringVarP(&f.out, "out", "o", "", "save the outputs into DIR")
@@ -100,6 +102,11 @@ func runPrompt(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if f.session != "" {
+		if err := b.Attach(f.session); err != nil {
+			return err
+		}
+	}
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("prompt timed out after %s", f.timeout))

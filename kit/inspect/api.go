@@ -45,6 +45,18 @@ func (in *Inspector) serveAPI(w http.ResponseWriter, r *http.Request, api string
 		json.NewEncoder(w).Encode(map[string]any{"sessions": in.history.list()})
 	case api == "egress" && r.Method == http.MethodGet:
 		in.egressLines(w, r)
+	case api == "snapshots" && r.Method == http.MethodGet:
+		if in.o.Snapshots == nil {
+			http.NotFound(w, r)
+			return
+		}
+		body, err := in.o.Snapshots(r.Context())
+		if err != nil {
+			http.Error(w, "list snapshots: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
 	case api == "environment" && r.Method == http.MethodGet:
 		body := in.o.Environment()
 		w.Header().Set("Content-Type", "application/json")

@@ -33,9 +33,11 @@
 //	GET  /inspect/api/history               ended sessions and their prompts (history.go)
 //	GET  /inspect/api/egress?session=&since=  the egress audit trail's lines, as GET /egress/log
 //	GET  /inspect/api/environment           what GET /environment says
+//	GET  /inspect/api/snapshots             what GET /snapshots says
 package inspect
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/json"
@@ -146,7 +148,10 @@ type Options struct {
 	// Audit returns the egress audit trail's kept lines for q; nil when
 	// the box has no egress proxy.
 	Audit func(q egress.Query) ([][]byte, error)
-	Now   func() time.Time
+	// Snapshots returns GET /snapshots's body; nil when the box has no
+	// snapshot store.
+	Snapshots func(ctx context.Context) ([]byte, error)
+	Now       func() time.Time
 	// Done ends the event streams when the box closes.
 	Done <-chan struct{}
 	// Dir keeps the history on disk; "" keeps it in memory.

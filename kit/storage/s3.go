@@ -297,13 +297,19 @@ func (a *S3) delete(ctx context.Context, o object) error {
 
 // request builds a signed request for o.
 func (a *S3) request(ctx context.Context, method string, o object, body io.Reader) (*http.Request, error) {
+	return a.requestQuery(ctx, method, o, nil, body)
+}
+
+// requestQuery builds a signed request for o with a query (a bucket's
+// listing has no key).
+func (a *S3) requestQuery(ctx context.Context, method string, o object, q url.Values, body io.Reader) (*http.Request, error) {
 	if !validBucket(o.bucket) {
 		return nil, fmt.Errorf("bad bucket name %q", o.bucket)
 	}
 	if !validRegion(o.region) {
 		return nil, fmt.Errorf("bad region %q", o.region)
 	}
-	if o.key == "" || len(o.key) > 1024 || strings.ContainsRune(o.key, 0) {
+	if (o.key == "" && q == nil) || len(o.key) > 1024 || strings.ContainsRune(o.key, 0) {
 		return nil, fmt.Errorf("bad key %q", o.key)
 	}
 	endpoint := a.opts.Endpoint
@@ -324,6 +330,9 @@ func (a *S3) request(ctx context.Context, method string, o object, body io.Reade
 		u.RawPath = uriEncode(base, false) + "/" + uriEncode(o.key, false)
 	}
 	u.RawQuery = ""
+	if q != nil {
+		u.RawQuery = canonicalQuery(q)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import { Result, setCost, settled, type ReadOptions, type ResultHost } from "./r
 import { listPreviews, mintPreview, revokePreview, type PreviewHost, type PreviewOptions } from "./preview.js";
 import { fetchRun, fetchRunChain, type RunHost, type RunOptions } from "./runs.js";
 import { SessionEgress } from "./sessionegress.js";
+import { deleteSnapshot, forkSession, listSnapshots, restoreSnapshot, snapshotManifest, snapshotSession, type RestoreOptions, type SnapshotHost } from "./snapshots.js";
 import { raceSignal, sleep } from "./signals.js";
 import { decodePage, outputRoute, routeId, type OutputOptions, type OutputPage } from "./processes.js";
 import { dial, dialRaw } from "./socket.js";
@@ -19,6 +20,7 @@ import type {
   EgressEnvironment,
   Environment,
   FileRef,
+  ForkResult,
   Health,
   NetworkSpec,
   Preview,
@@ -26,8 +28,12 @@ import type {
   ProcessOutput,
   ProcessRequest,
   PromptFrame,
+  RestoreResult,
   ServerHelloFrame,
   SignedRun,
+  SnapshotInfo,
+  SnapshotList,
+  SnapshotManifest,
   Terminal as TerminalInfo,
   TerminalRequest,
 } from "./wire.js";
@@ -50,6 +56,7 @@ export class Box {
   #inflight = new Map<string, Result>();
   #nextId = 0;
   #session = "";
+  #attach = false; // #session was given to attach: the first dial resumes it
   #caps: Set<string> | undefined;
   #lastSeq = 0;
   #env: Promise<Environment> | undefined;
@@ -278,7 +285,7 @@ export class Box {
   }
 
   #resumable(): boolean {
-    return !!this.#caps?.has("resume") && this.#session !== "";
+    return (!!this.#caps?.has("resume") || this.#attach) && this.#session !== "";
   }
 
   /** Opens a socket and sends the hello; with resume, waits for the box's hello. */
@@ -439,6 +446,7 @@ export class Box {
           this.#drainUntil = undefined; // a new session: perhaps another instance
         }
         this.#session = m.session_id;
+        this.#attach = false;
         this.#caps = new Set(Array.isArray(m.capabilities) ? m.capabilities.filter((x: unknown) => typeof x === "string") : []);
         this.#egress.hello(m, this.#caps);
         c.hello?.(m as ServerHelloFrame);
@@ -643,6 +651,55 @@ export class Box {
    */
   fs(sessionId?: string): SessionFiles {
     return new SessionFiles(this.#http, () => sessionId ?? this.#session, this.name);
+  }
+
+  /** Snapshots this Box's session, or the session given (POST /sessions/{id}/snapshot). */
+  snapshot(session: string = this.#session): Promise<SnapshotInfo> {
+    return settled(Promise.resolve().then(() => snapshotSession(this.#snapHost(), session)));
+  }
+
+  /** Lists the box's snapshots, newest first (GET /snapshots). */
+  snapshots(): Promise<SnapshotList> {
+    return settled(listSnapshots(this.#snapHost()));
+  }
+
+  /** A snapshot's manifest (GET /snapshots/{id}). */
+  snapshotManifest(id: string): Promise<SnapshotManifest> {
+    return settled(Promise.resolve().then(() => snapshotManifest(this.#snapHost(), id)));
+  }
+
+  /** Deletes a snapshot (DELETE /snapshots/{id}). */
+  deleteSnapshot(id: string): Promise<void> {
+    return settled(Promise.resolve().then(() => deleteSnapshot(this.#snapHost(), id)));
+  }
+
+  /** Makes a new session from a snapshot (POST /snapshots/{id}/restore); attach a Box to it to use it. */
+  restore(id: string, opts: RestoreOptions = {}): Promise<RestoreResult> {
+    return settled(Promise.resolve().then(() => restoreSnapshot(this.#snapHost(), id, opts)));
+  }
+
+  /** Copies this Box's session, or the session given, into count new sessions (POST /sessions/{id}/fork). */
+  fork(count = 1, session: string = this.#session): Promise<ForkResult> {
+    return settled(Promise.resolve().then(() => forkSession(this.#snapHost(), session, count)));
+  }
+
+  /**
+   * Makes this Box's first connection attach to session id (a restored or
+   * forked one, waiting detached) instead of opening a new session.
+   * Throws once the Box has a session.
+   */
+  attach(id: string): void {
+    if (this.#session !== "" || this.#conn || this.#connecting) {
+      throw new GloveboxError(ClientCodes.BadRequest, `box ${JSON.stringify(this.name)}: attach ${id}: this Box has a session already (${this.#session || "connecting"})`);
+    }
+    if (id === "") throw new GloveboxError(ClientCodes.BadRequest, "attach: no session id");
+    this.#session = id;
+    this.#lastSeq = 0;
+    this.#attach = true;
+  }
+
+  #snapHost(): SnapshotHost {
+    return { name: this.name, send: (m, r, b) => this.#http.send(m, r, b), getJSON: (r) => this.#http.getJSON(r, true) };
   }
 
   /** Reads the file the box stores under id (GET /files/{id}). */

@@ -135,6 +135,15 @@ export class BoxHTTP {
   }
 
   /**
+   * Sends method to a JSON route of the box with the credential and body
+   * as JSON; resolves the answer's JSON (undefined for 204); any 2xx
+   * status is success.
+   */
+  async send<T>(method: string, route: string, body?: unknown): Promise<T> {
+    return this.call<T>(method, route, body === undefined ? undefined : JSON.stringify(body), 0);
+  }
+
+  /**
    * Sends a request with the credential to a route and returns its JSON
    * answer (undefined for 204); any status but want is an error.
    */
@@ -202,7 +211,8 @@ export class BoxHTTP {
       if (this.#closed()) throw closedError(this.#name);
       throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what} at ${redact(u.toString())}: ${(e as Error).message}`, { cause: e });
     }
-    if (resp.status === req.want || (req.want === 200 && resp.status === 200)) return resp;
+    // want 0 takes any 2xx.
+    if (resp.status === req.want || (req.want === 0 && resp.status >= 200 && resp.status < 300)) return resp;
     const snippet = (await resp.text().catch(() => "")).slice(0, 200).trim();
     if (resp.status === 401) {
       throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });

@@ -13,6 +13,7 @@ export { EGRESS_ASK_CHOICES, EGRESS_ASK_RENDERER, egressAsk, type EgressAsk, typ
 export { FS_ROOTS, parseFsPath, SessionFiles, type FsCallOptions, type FsListOptions, type FsReadOptions, type FsWriteOptions } from "./fs.js";
 export { type PreviewOptions } from "./preview.js";
 export { RUN_SIGN_CONTEXT, RunVerifyError, canonicalJSON, runChainStart, verifyRun, verifyRunChain, type RunOptions } from "./runs.js";
+export { type RestoreOptions } from "./snapshots.js";
 export { SUBPROTOCOL_BEARER_PREFIX, SUBPROTOCOL_V1, type WebSocketConstructor, type WebSocketLike } from "./socket.js";
 export { Terminal } from "./terminal.js";
 export type { Terminal as TerminalInfo } from "./wire.js";

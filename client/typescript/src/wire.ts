@@ -178,6 +178,21 @@ export type FileKind = (typeof FILE_KINDS)[number];
 /** A file named without raw bytes outside a protocol field: a union on kind. */
 export type FileRef = InlineRef | UrlRef | ServerRef | S3Ref | GcsRef;
 
+/** POST /sessions/{id}/fork's body. */
+export interface ForkRequest {
+  /** How many new sessions (1 to 16; 1 when absent). */
+  count?: number;
+  [field: string]: unknown;
+}
+
+/** A fork's answer: the new sessions, each detached until its client attaches with ?resume=ID&last_seq=0. */
+export interface ForkResult {
+  sessions: string[];
+  /** How the files were copied: copy-on-write clones, or copies. */
+  method: "reflink" | "copy";
+  [field: string]: unknown;
+}
+
 /** One file of a session (GET /sessions/{id}/fs/{root}/{path}?stat=1, and each entry of an fs_list). Mode is the permission bits; mtime RFC 3339 UTC; target a symbolic link's target, never followed. */
 export interface FsEntry {
   name: string;
@@ -424,6 +439,22 @@ export interface RequestRule {
   paths?: string[];
 }
 
+/** POST /snapshots/{id}/restore's body (optional). */
+export interface RestoreRequest {
+  /** Restore a snapshot of another image (files restore as they were; programs built against the other image's store paths may not run). */
+  force?: boolean;
+  [field: string]: unknown;
+}
+
+/** A restore's answer: the new session, detached until its client attaches with ?resume=SESSION&last_seq=0. */
+export interface RestoreResult {
+  session: string;
+  /** A snapshot id: 64 lowercase hex digits, the sha256 of its manifest. */
+  snapshot: string;
+  warnings?: string[];
+  [field: string]: unknown;
+}
+
 /** A session's run records in order: the body of GET /runs?session=ID. */
 export interface RunChain {
   session: string;
@@ -546,6 +577,84 @@ export interface Slot {
   /** Any JSON value. */
   input: unknown;
   id: string;
+}
+
+/** One directory, file or symlink of a snapshot. */
+export interface SnapshotEntry {
+  root: "work" | "input" | "output";
+  /** A clean slash path relative to the root. */
+  path: string;
+  type: "dir" | "file" | "symlink";
+  /** Permission bits (at most 0o7777). */
+  mode: number;
+  size?: number;
+  /** An RFC 3339 time. */
+  mtime: string;
+  /** A file's content: the sha256 (hex) of its bytes. */
+  blob?: string;
+  /** A symlink's target. */
+  target?: string;
+  [field: string]: unknown;
+}
+
+/** A stored snapshot: what GET /snapshots lists and POST /sessions/{id}/snapshot answers. */
+export interface SnapshotInfo {
+  /** A snapshot id: 64 lowercase hex digits, the sha256 of its manifest. */
+  id: string;
+  session: string;
+  owner?: string;
+  /** An RFC 3339 time. */
+  created: string;
+  closure_sha256?: string;
+  size: number;
+  entries: number;
+  /** Entries left out. */
+  skipped?: number;
+  /** Blobs this snapshot stored that the store did not hold (POST only). */
+  new_blobs?: number;
+  /** Their bytes. */
+  new_bytes?: number;
+  [field: string]: unknown;
+}
+
+/** GET /snapshots: the box's snapshots, newest first. */
+export interface SnapshotList {
+  snapshots: SnapshotInfo[];
+  [field: string]: unknown;
+}
+
+/** A snapshot's manifest (GET /snapshots/{id}): every directory, file and symlink of a session's work, input and output directories, sorted by root then path (a directory before what it holds), and where it came from. The snapshot's id is the sha256 (hex) of these bytes as stored. */
+export interface SnapshotManifest {
+  /** The manifest format (1). */
+  v: number;
+  /** The box manifest's name. */
+  box?: string;
+  /** The box manifest's version. */
+  box_version?: string;
+  /** The image's closure hash (provenance.closure_sha256): a restore on another image is refused unless forced. */
+  closure_sha256?: string;
+  /** The sha256 of the box manifest the kit loaded. */
+  manifest_sha256?: string;
+  /** The snapshotted session. */
+  session: string;
+  /** The identity that opened it: key, sub:NAME or token:HASH. */
+  owner?: string;
+  /** An RFC 3339 time. */
+  created: string;
+  /** The sum of the files' sizes, in bytes. */
+  size: number;
+  entries: SnapshotEntry[];
+  /** Entries left out: special files, files the session may not read. */
+  skipped?: SnapshotSkip[];
+  [field: string]: unknown;
+}
+
+/** An entry a snapshot left out, and why. */
+export interface SnapshotSkip {
+  root: string;
+  path: string;
+  reason: string;
+  [field: string]: unknown;
 }
 
 /** A text frame on a terminal's WebSocket (GET /sessions/{id}/terminals/{tid}; its binary frames are the terminal's bytes both ways): resize and signal from the client; error and, last, exit from the box. */

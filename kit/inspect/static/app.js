@@ -83,7 +83,9 @@ function showMain() {
   raw = new VList($("events"), (v, i) => rawRow(v.raw[i]), (v) => v.raw.length);
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showTab(b.dataset.tab));
   loadEnvironment();
+  loadSnapshots();
   setInterval(refresh, 2000);
+  setInterval(loadSnapshots, 10000);
 }
 
 function showTab(name) {

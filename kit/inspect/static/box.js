@@ -86,3 +86,21 @@ async function loadEnvironment() {
   $("environment").replaceChildren(el("dl", { class: "glance" }, ...rows),
     el("details", {}, el("summary", {}, "JSON"), el("pre", { id: "environment-json" }, JSON.stringify(env, null, 2))));
 }
+
+// The box's snapshots (GET /snapshots), newest first: which session each
+// came from, its size and when. Restoring one is gbx restore's.
+async function loadSnapshots() {
+  const r = await call("snapshots");
+  if (!r.ok) {
+    $("snapshots").replaceChildren(el("li", { class: "empty meta" }, r.status === 404 ? "no snapshot store" : "could not list the snapshots"));
+    return;
+  }
+  const list = (await r.json()).snapshots || [];
+  if (!list.length) {
+    $("snapshots").replaceChildren(el("li", { class: "empty meta" }, "none: gbx snapshot SESSION takes one"));
+    return;
+  }
+  $("snapshots").replaceChildren(...list.map((s) => el("li", { class: "empty", title: s.id },
+    el("code", {}, s.id.slice(0, 12)), " ",
+    el("span", { class: "meta" }, `session ${s.session.slice(0, 8)} · ${s.entries} entries · ${fmtBytes(s.size)} · ${new Date(s.created).toLocaleString()}` + (s.skipped ? ` · ${s.skipped} skipped` : "")))));
+}
