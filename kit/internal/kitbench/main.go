@@ -59,13 +59,14 @@ type config struct {
 	firstWarm    int
 	sandboxes    []int
 	sandboxAgent string
+	original     string // the original's stand-in (v1Server), "" to skip its rows
 }
 
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent}
+		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, original: v1Server()}
 }
 
 func run() error {
@@ -93,7 +94,7 @@ func run() error {
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
 		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent}
+			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, original: v1Server()}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -142,7 +143,14 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 			defer s.stop()
 			var rows []row
 			if cfg.roundTrips > 0 {
-				rs, err := roundTrips(s, cfg.roundTrips)
+				var orig *served
+				if cfg.original != "" {
+					if orig, err = startOriginal(cfg.original); err != nil {
+						return nil, fmt.Errorf("the original's stand-in: %w", err)
+					}
+					defer orig.stop()
+				}
+				rs, err := roundTrips(s, orig, cfg.roundTrips)
 				if err != nil {
 					return rows, err
 				}
