@@ -137,6 +137,7 @@ func newServer(opts Options, m *protocol.Manifest, log *slog.Logger, getenv func
 			resumeGrace:  DefaultResumeGrace,
 			pingInterval: opts.PingInterval,
 			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
+			parkAfter:    cmp.Or(opts.parkAfter, parkAfter),
 			caps:         capabilities,
 		},
 		live:   live{sessions: map[string]*session{}, conns: map[*conn]struct{}{}},
