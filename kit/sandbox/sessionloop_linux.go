@@ -310,7 +310,7 @@ func killDescendants(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	self := os.Getpid()
 	for {
-		pids := descendants(self)
+		pids := liveDescendants(self)
 		if len(pids) == 0 {
 			return true
 		}

@@ -55,6 +55,7 @@ type config struct {
 	burstRuns    int
 	roundTrips   int
 	table        int
+	commands     int
 	first        int
 	firstWarm    int
 	sandboxes    []int
@@ -66,7 +67,7 @@ type config struct {
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, sandboxAgent: sandboxAgent, original: v1Server()}
+		roundTrips: 300, table: 3, commands: 20, firstWarm: -1, sandboxAgent: sandboxAgent, original: v1Server()}
 }
 
 func run() error {
@@ -79,6 +80,7 @@ func run() error {
 	first := flag.Int("first", 0, "how many new sessions to time to the first event of echo hi, sandbox on and off")
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
 	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
+	cmds := flag.Int("commands", 200, "how many commands to time on a live session, every layer and sandbox off, alternated with a fork/exec (and sandbox-agent's run)")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
 	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows")
 	quick := flag.Bool("quick", false, "every measure but --first and --sandboxes, with small counts (CI); other counts are ignored")
@@ -93,7 +95,7 @@ func run() error {
 	}
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
-		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
+		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN, commands: *cmds,
 			first: *first, firstWarm: *firstWarm, sandboxAgent: *sandboxAgent, original: v1Server()}
 		var err error
 		for _, l := range []struct {
@@ -177,6 +179,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.table > 0 {
 		step("time to the first command, warm and cold", func() ([]row, error) { return table(cfg.kit, cfg.table, agentJS, cfg.sandboxAgent) })
+	}
+	if cfg.commands > 0 {
+		step("a command on a live session", func() ([]row, error) { return commands(cfg.kit, cfg.commands, cfg.sandboxAgent) })
 	}
 	if cfg.first > 0 {
 		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })
