@@ -48,7 +48,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.promptEnded(p, code, nil)
-		ss.stream.sendError(bg, p.msg.ID, code, text)
+		ss.stream.sendErrorNow(bg, p.msg.ID, code, text)
 		return
 	}
 	// Logged and counted before the client hears of it, so that whoever

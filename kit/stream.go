@@ -253,9 +253,19 @@ func (st *stream) sendMessage(ctx context.Context, m protocol.ServerMessage) err
 }
 
 func (st *stream) sendError(ctx context.Context, id, code, msg string) {
+	st.sendErrorVia(ctx, id, code, msg, st.sendSeq)
+}
+
+// sendErrorNow is sendError for the runner of the prompt that failed:
+// it writes the frame itself when no writer runs (sendSeqNow).
+func (st *stream) sendErrorNow(ctx context.Context, id, code, msg string) {
+	st.sendErrorVia(ctx, id, code, msg, st.sendSeqNow)
+}
+
+func (st *stream) sendErrorVia(ctx context.Context, id, code, msg string, send func(context.Context, []byte) error) {
 	b, err := protocol.Encode(&protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}})
 	if err == nil {
-		err = st.sendSeqNow(ctx, b[:len(b)-1])
+		err = send(ctx, b[:len(b)-1])
 	}
 	if err != nil {
 		st.ss.logger().Debug("error frame not sent", "id", id, "err", err)
