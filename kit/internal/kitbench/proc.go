@@ -130,7 +130,9 @@ func rss(pid int) (int64, error) {
 }
 
 func isolation(k *kitProc) (string, error) {
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(k.port) + "/health")
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(k.port)+"/health", nil)
+	req.Header.Set("Authorization", "Bearer "+k.key) // only the key's request gets the layers
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err
 	}
