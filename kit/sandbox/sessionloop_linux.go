@@ -232,7 +232,7 @@ func (s *sessionSupervisor) reap() {
 		id, ok := s.cmds[pid]
 		delete(s.cmds, pid)
 		s.mu.Unlock()
-		if ok {
+		if ok && !s.finishNow(id, ws) {
 			go s.finish(id, pid, ws)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // liveDescendants lists the live (not zombie) processes below pid, like
@@ -75,4 +76,26 @@ func zombie(pid int) bool {
 	}
 	s := b[i+2]
 	return s == 'Z' || s == 'X'
+}
+
+// finishNow reports a command's exit from the reaper itself, sparing it
+// the wake-up of another thread, when finish would wait for nothing: in a
+// pid namespace that the command left empty, with no other command
+// running. Otherwise (something to end, which may take the grace period)
+// it does nothing and reports false: finish does it on a goroutine.
+func (s *sessionSupervisor) finishNow(id uint64, ws syscall.WaitStatus) bool {
+	if !s.pidns {
+		return false
+	}
+	s.cleanMu.Lock()
+	s.mu.Lock()
+	last := len(s.cmds) == 0
+	s.mu.Unlock()
+	if !last || !emptied() {
+		s.cleanMu.Unlock()
+		return false
+	}
+	s.cleanMu.Unlock()
+	send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws), Emptied: true})
+	return true
 }
