@@ -50,6 +50,21 @@
 // arrival order; abort cancels the running prompt or removes a queued one;
 // closing the socket cancels both.
 //
+// A connection's goroutines (conn.go, ws.go, park_linux.go). A connection
+// that has sent nothing since it opened, or for a second after its last
+// frame (parkAfter), is parked: its socket waits in one kit-wide epoll set
+// and it holds no goroutine. Between frames its reader waits in the Go
+// runtime's poller, which wakes it with less work than the parker. A
+// prompt sent to a session with no runner runs on the reader that read
+// it, the connection parked meanwhile, so that whatever the client sends
+// then (an abort, a ping) wakes a reader of its own; a runner goroutine
+// takes the queue where the connection cannot park. A pong, and a
+// prompt's complete or error frame, are written by the goroutine that
+// makes them when no writer runs; every other frame goes through the
+// connection's queue to a writer goroutine that holds a burst's frames
+// and writes them together. A prompt's run record is signed by its own
+// goroutine once the prompt's last frame is written.
+//
 // Resume. Frames about prompts (event, display_push, display_clear,
 // complete, error) carry seq 1, 2, 3... per session. A client that sends
 // {"type":"hello","capabilities":["resume"]} keeps its session through a

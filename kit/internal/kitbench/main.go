@@ -7,7 +7,17 @@
 // prompt answered, warm and cold, exec and SDK ACP agent, beside a bare
 // fork/exec. Optional: the first event of `echo hi` with the sandbox's
 // layers on and off (--first), the memory and setup time per sandboxed
-// session and of its supervisor (--sandboxes). The client is this
+// session and of its supervisor (--sandboxes).
+//
+// Peers, each alternated with the kit's figure in the same loop so that a
+// ratio is of one run: the original TypeScript kit's stand-in for the ping
+// and prompt round trips and the server CPU per 1,000 prompts (Node and
+// the ws library, client/typescript/test/v1server.mjs; it needs node and
+// npm ci in client/typescript, and is skipped without them); a fork/exec
+// of sh -c true and, with --sandbox-agent, sandbox-agent's process run,
+// beside a command on a live session (--commands). KITBENCH_CPUPROFILE=FILE
+// writes the serve role's CPU profile (go tool pprof kitbench FILE). The
+// client is this
 // process; the kit is another: the glovebox-kit binary given, or, for
 // events and round trips, this binary re-executed in a server role
 // (kit.New with a Go agent). As installed, the kit starts its sandbox
