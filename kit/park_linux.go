@@ -98,18 +98,6 @@ func (p *parker) wake(c *conn) {
 	p.start(c)
 }
 
-// take removes c from the set for a goroutine that reads it on, and
-// reports whether c was still parked (else a reader was started for it).
-func (p *parker) take(c *conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c.parkTok == 0 {
-		return false
-	}
-	p.takeLocked(c)
-	return true
-}
-
 // poll starts a reader for every parked connection that turns readable
 // (or hangs up), until stop.
 func (p *parker) poll() {

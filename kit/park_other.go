@@ -14,6 +14,5 @@ func newParker(func(*conn)) (*parker, error) {
 
 func (*parker) park(*conn, uintptr) bool { return false }
 func (*parker) wake(*conn)               {}
-func (*parker) take(*conn) bool          { return false }
 func (*parker) stop()                    {}
 func (*parker) parkedCount() int         { return 0 }

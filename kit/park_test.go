@@ -217,39 +217,6 @@ func TestReaderParksAfterLingering(t *testing.T) {
 	}
 }
 
-// TestPromptRunsOnTheReader: a prompt sent to a session with no runner
-// runs on the goroutine that read it, with the connection parked
-// meanwhile (with parkAfter an hour, nothing else parks it); what the
-// client sends while it runs (a ping, the prompt's abort) wakes a reader
-// of its own, and the session goes on serving prompts in order after it.
-func TestPromptRunsOnTheReader(t *testing.T) {
-	started := make(chan string, 4)
-	b := newBox(t, scripted(started), func(_ *protocol.Manifest, o *Options) { o.parkAfter = time.Hour })
-	rc := dialParkable(t, b)
-	waitParked(t, b, 1)
-	rc.write(t, clientFrame(0x1, []byte(`{"type":"prompt","id":"p1","text":"block"}`)))
-	if id := <-started; id != "p1" {
-		t.Fatalf("started %q, want p1", id)
-	}
-	testkit.Until(t, "the connection parked while its prompt runs", func() bool { return b.srv.parkedConns() == 1 })
-	rc.write(t, pingMessage(7))
-	rc.expectPong(t, 7)
-	rc.write(t, clientFrame(0x1, []byte(`{"type":"abort","id":"p1"}`)))
-	if m := rc.message(t); !strings.Contains(m, `"type":"error"`) || !strings.Contains(m, `"id":"p1"`) || !strings.Contains(m, protocol.CodeAborted) {
-		t.Fatalf("got %s, want p1's error, aborted", m)
-	}
-	for i, id := range []string{"p2", "p3"} {
-		rc.write(t, clientFrame(0x1, fmt.Appendf(nil, `{"type":"prompt","id":%q,"text":"echo %d"}`, id, i)))
-		<-started
-		if m := rc.message(t); !strings.Contains(m, `"type":"event"`) || !strings.Contains(m, `"id":"`+id+`"`) {
-			t.Fatalf("got %s, want %s's event", m, id)
-		}
-		if m := rc.message(t); !strings.Contains(m, `"type":"complete"`) || !strings.Contains(m, `"id":"`+id+`"`) {
-			t.Fatalf("got %s, want %s's complete", m, id)
-		}
-	}
-}
-
 // lingering counts the goroutines waiting in conn.linger.
 func lingering() int {
 	buf := make([]byte, 1<<20)

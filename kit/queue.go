@@ -48,15 +48,13 @@ const runnerLinger = 2 * time.Second
 // maxFinished bounds the ids a resumable session remembers.
 const maxFinished = 256
 
-// enqueue queues a prompt, or answers it with an error at once. It
-// reports true when the queue has no runner: the caller must then run
-// runLoop, on a goroutine of its own or its own (run).
-func (q *prompts) enqueue(m *protocol.Prompt) (start bool) {
+// enqueue queues a prompt, or answers it with an error at once.
+func (q *prompts) enqueue(m *protocol.Prompt) {
 	ss := q.ss
 	q.mu.Lock()
 	if q.ended {
 		q.mu.Unlock()
-		return false
+		return
 	}
 	dup := q.running != nil && q.running.msg.ID == m.ID
 	for _, p := range q.queue {
@@ -66,31 +64,31 @@ func (q *prompts) enqueue(m *protocol.Prompt) (start bool) {
 		q.mu.Unlock()
 		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
 			fmt.Sprintf("prompt id %q is already queued or running on this session: use a new id", m.ID))
-		return false
+		return
 	}
 	if slices.Contains(q.finished, m.ID) {
 		q.mu.Unlock()
 		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDuplicateID,
 			fmt.Sprintf("prompt id %q already ran on this session: use a new id", m.ID))
-		return false
+		return
 	}
 	if ss.srv.drain.draining.Load() {
 		q.mu.Unlock()
 		ss.stream.sendError(context.Background(), m.ID, protocol.CodeDraining,
 			fmt.Sprintf("prompt %q refused: %s", m.ID, drainMessage))
-		return false
+		return
 	}
 	if len(q.queue) >= ss.srv.maxQueue {
 		q.mu.Unlock()
 		ss.stream.sendError(context.Background(), m.ID, protocol.CodeQueueFull,
 			fmt.Sprintf("prompt %q refused: %d prompts are already queued on this session", m.ID, len(q.queue)))
-		return false
+		return
 	}
 	q.queue = append(q.queue, &promptRun{msg: m})
 	if ss.observed() {
 		ss.obs.queued(m.ID, m.Text, sortedKeys(m.Inputs))
 	}
-	start = !q.runner
+	start := !q.runner
 	if start {
 		q.runner = true
 		if q.wake == nil {
@@ -102,13 +100,13 @@ func (q *prompts) enqueue(m *protocol.Prompt) (start bool) {
 	wake := q.wake
 	q.mu.Unlock()
 	if start {
-		return true
+		go q.runLoop()
+		return
 	}
 	select {
 	case wake <- struct{}{}:
 	default: // a wake-up is already pending
 	}
-	return false
 }
 
 // abort cancels the running prompt with that id, or removes it from the
@@ -138,11 +136,7 @@ func (q *prompts) abort(id string) bool {
 
 // runLoop runs queued prompts one at a time, and exits once the queue has
 // stayed empty for its linger or the session ends.
-func (q *prompts) runLoop() { q.run(true) }
-
-// run is runLoop; without linger it returns as soon as the queue is empty
-// (a reader that runs the prompts it read itself: ws.go's runHere).
-func (q *prompts) run(linger bool) {
+func (q *prompts) runLoop() {
 	ss := q.ss
 	defer ss.srv.wg.Done()
 	defer q.wg.Done()
@@ -160,11 +154,6 @@ func (q *prompts) run(linger bool) {
 			return
 		}
 		if len(q.queue) == 0 {
-			if !linger {
-				q.runner = false
-				q.mu.Unlock()
-				return
-			}
 			q.mu.Unlock()
 			if idle == nil {
 				idle = time.NewTimer(ss.srv.runnerLinger)

@@ -230,47 +230,14 @@ func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 		now := time.Now()
 		c.setReadDeadline(now.Add(wait))
 		ss.lastActive.Store(now.UnixNano())
-		runner := ss.handle(c, data)
+		ss.handle(c, data)
 		release()
 		active = true
-		if runner && s.runHere(ss, c, register) {
-			return false, true // another reader has the connection now
-		}
 	}
 }
 
-// runHere runs the prompts of a queue that has no runner on the reader's
-// own goroutine, with the connection parked meanwhile: whatever the
-// client sends while they run (an abort, a ping) wakes a reader of its
-// own, as for an idle connection. Handing the prompt to a runner
-// goroutine instead wakes a second thread for every prompt, the larger
-// part of a short prompt's round trip on a machine with idle cores. It
-// reports true when another reader took the connection meanwhile, false
-// when the caller reads on. A connection that cannot park (bytes already
-// waiting, its deadline passed, no parker) gets a runner goroutine.
-func (s *Server) runHere(ss *session, c *conn, register func(fd uintptr) bool) (gone bool) {
-	if time.Now().UnixNano() >= c.readBy.Load() || !c.ws.Park(register) {
-		go ss.prompts.runLoop()
-		return false
-	}
-	ss.prompts.run(false)
-	return !s.unpark(c)
-}
-
-// unpark takes c out of the parker for its running reader, unless the
-// parker has started another reader for it meanwhile; it reports whether
-// it did.
-func (s *Server) unpark(c *conn) bool {
-	p := s.parker.Load()
-	if p == nil {
-		return false
-	}
-	return p.take(c)
-}
-
-// handle dispatches one client frame. It reports true when the frame was
-// a prompt queued with no runner: the caller runs the queue (runHere).
-func (ss *session) handle(c *conn, data []byte) (runner bool) {
+// handle dispatches one client frame.
+func (ss *session) handle(c *conn, data []byte) {
 	m, err := protocol.DecodeClient(data)
 	if err != nil {
 		if errors.Is(err, protocol.ErrUnknownType) {
@@ -285,7 +252,7 @@ func (ss *session) handle(c *conn, data []byte) (runner bool) {
 		b, _ := protocol.Encode(&protocol.Pong{TS: m.TS})
 		c.sendNow(b) // the reader writes it: no writer to wake
 	case *protocol.Prompt:
-		return ss.prompts.enqueue(m)
+		ss.prompts.enqueue(m)
 	case *protocol.Abort:
 		ss.prompts.abort(m.ID)
 	case *protocol.DisplayResolve:
@@ -304,7 +271,6 @@ func (ss *session) handle(c *conn, data []byte) (runner bool) {
 	case *protocol.EgressSet:
 		ss.egressFrame(c, m.Rules)
 	}
-	return false
 }
 
 // ownerKind is what the logs say of a session's owner: "key", "sub:NAME",
