@@ -54,11 +54,9 @@
 // that has sent nothing since it opened, or for a second after its last
 // frame (parkAfter), is parked: its socket waits in one kit-wide epoll set
 // and it holds no goroutine. Between frames its reader waits in the Go
-// runtime's poller, which wakes it with less work than the parker. A
-// prompt sent to a session with no runner runs on the reader that read
-// it, the connection parked meanwhile, so that whatever the client sends
-// then (an abort, a ping) wakes a reader of its own; a runner goroutine
-// takes the queue where the connection cannot park. A pong, and a
+// runtime's poller, which wakes it with less work than the parker.
+// Prompts run on the session's runner goroutine, which lingers a moment
+// after the queue empties (queue.go). A pong, and a
 // prompt's complete or error frame, are written by the goroutine that
 // makes them when no writer runs; every other frame goes through the
 // connection's queue to a writer goroutine that holds a burst's frames
