@@ -312,11 +312,11 @@ func (c *conn) setReadDeadline(t time.Time) {
 	c.ws.SetReadDeadline(t)
 }
 
-// linger waits, for at most the server's parkAfter, for the client's next frame (pongs
-// are taken on the way), and reports whether one came: the runtime's own
-// poller wakes the reader then, sooner and with less work than the
-// parker's wake-up and a fresh reader. An error other than the linger's
-// end is left for the frame read to meet.
+// linger waits, for at most the server's parkAfter, for the client's next
+// frame (pongs are taken on the way), and reports whether one came: the
+// runtime's own poller wakes the reader then, sooner and with less work
+// than the parker's wake-up and a fresh reader. An error other than the
+// linger's end is left for the frame read to meet.
 func (c *conn) linger() bool {
 	c.lingerBy = time.Now().Add(c.srv.parkAfter).UnixNano()
 	c.setReadDeadline(time.Unix(0, c.readBy.Load()))
