@@ -65,9 +65,10 @@ type front struct {
 }
 
 // frontOf returns, in a front, what its monitor handed it, after making
-// sure the process runs as the kit user with no privilege. The first
-// time, still root, it drops and executes itself again (dropPrivileges):
-// it returns only on failure. Elsewhere it returns nil.
+// sure the process runs as the kit user with no privilege. The monitor
+// starts it so (startDropped); a front started still root drops and
+// executes itself again (dropPrivileges), and frontOf then returns only
+// on failure. Elsewhere it returns nil.
 func frontOf(env Env) (*front, error) {
 	fdStr := env.getenv(privsepFDEnv)
 	if fdStr == "" {
