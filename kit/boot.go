@@ -142,6 +142,7 @@ func newServer(opts Options, m *protocol.Manifest, log *slog.Logger, getenv func
 			resumeGrace:  DefaultResumeGrace,
 			pingInterval: opts.PingInterval,
 			runnerLinger: cmp.Or(opts.runnerLinger, runnerLinger),
+			parkAfter:    cmp.Or(opts.parkAfter, parkAfter),
 			caps:         capabilities,
 			maxTerminals: cmp.Or(opts.MaxTerminals, DefaultMaxTerminals),
 			maxProcesses: cmp.Or(opts.MaxProcesses, DefaultMaxProcesses),

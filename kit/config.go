@@ -41,6 +41,7 @@ type config struct {
 	sharedDirs   bool
 	pingInterval time.Duration
 	runnerLinger time.Duration // how long an idle prompt runner waits (queue.go)
+	parkAfter    time.Duration // how long a reader that handled a frame waits before parking (conn.go)
 	maxConns     int           // limits.max_connections (listen.go)
 	caps         []string      // the capabilities the kit announces
 }

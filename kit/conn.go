@@ -2,6 +2,8 @@ package kit
 
 import (
 	"context"
+	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,11 @@ const (
 	// straight into the message, so a bigger buffer saves few syscalls and
 	// costs every idle connection.
 	readBufferSize = 288
+	// parkAfter is how long a reader that has just handled a frame waits
+	// for the next one before it parks the connection. A connection that
+	// has sent nothing since it opened (or since it last parked) parks at
+	// once: idle connections still hold no goroutine.
+	parkAfter = time.Second
 )
 
 // Frames with a meaning of their own in a connection's queue. Real frames
@@ -61,6 +68,10 @@ type conn struct {
 	// readBy is the read deadline in Unix nanoseconds: the ping loop
 	// wakes a parked connection once it has passed.
 	readBy atomic.Int64
+	// lingerBy, while the reader waits for the next frame before parking
+	// (Unix nanoseconds, 0 otherwise), ends that wait sooner than readBy.
+	// Only the reader uses it (the pong handler runs on the reader).
+	lingerBy int64
 	// Under the parker's mu: the token and socket of a parked connection
 	// (parkTok 0: not parked).
 	parkTok uint64
@@ -200,6 +211,19 @@ func (c *conn) send(b []byte) bool {
 	}
 }
 
+// sendNow is send, writing on the caller's goroutine when no writer runs
+// (writeNow).
+func (c *conn) sendNow(b []byte) bool {
+	c.enqueue(context.Background(), b)
+	c.writeNow()
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // ping queues a ping unless the queue is full (a busy connection needs
 // none).
 func (c *conn) ping() {
@@ -226,10 +250,38 @@ func (c *conn) kick() {
 
 // writeLoop writes queued frames until the queue is empty. The frames of
 // a burst are held and written together when the queue runs dry.
-func (c *conn) writeLoop() {
+func (c *conn) writeLoop() { c.writeFrames(nil, false, -1) }
+
+// writeNow makes the writes queued so far on the caller's goroutine when
+// no writer runs, instead of starting one: a lone frame (a pong, a
+// prompt's complete) then costs no goroutine and no wake-up of another
+// thread. It writes at most max frames so, and never a close frame (whose
+// write waits for the peer's answer, which the caller may be the one to
+// read): what is left goes to a writer goroutine. A running writer makes
+// the writes otherwise.
+func (c *conn) writeNow() {
+	if c.writing.CompareAndSwap(false, true) {
+		c.wg.Add(1)
+		c.writeFrames(nil, false, outboundQueue)
+	}
+}
+
+// writeFrames writes b first if has, then the queued frames until the
+// queue is empty. With max >= 0 it is writeNow's: after max frames, or
+// before a close frame, it hands the rest to a writer goroutine.
+func (c *conn) writeFrames(b []byte, has bool, max int) {
 	defer c.wg.Done()
-	for {
-		if b, ok := c.pop(); ok {
+	for n := 0; ; n++ {
+		if !has {
+			b, has = c.pop()
+		}
+		if has {
+			if max >= 0 && (n >= max || b == nil) {
+				c.wg.Add(1)
+				go c.writeFrames(b, true, -1)
+				return
+			}
+			has = false
 			c.ws.Hold()
 			if !c.write(b) {
 				return // writing stays set: no writer after a failure
@@ -250,9 +302,28 @@ func (c *conn) writeLoop() {
 }
 
 // setReadDeadline sets the read deadline and notes it for the ping loop.
+// While the reader lingers, the socket's deadline is the linger's end if
+// that comes first.
 func (c *conn) setReadDeadline(t time.Time) {
 	c.readBy.Store(t.UnixNano())
+	if c.lingerBy != 0 && c.lingerBy < t.UnixNano() {
+		t = time.Unix(0, c.lingerBy)
+	}
 	c.ws.SetReadDeadline(t)
+}
+
+// linger waits, for at most the server's parkAfter, for the client's next
+// frame (pongs are taken on the way), and reports whether one came: the
+// runtime's own poller wakes the reader then, sooner and with less work
+// than the parker's wake-up and a fresh reader. An error other than the
+// linger's end is left for the frame read to meet.
+func (c *conn) linger() bool {
+	c.lingerBy = time.Now().Add(c.srv.parkAfter).UnixNano()
+	c.setReadDeadline(time.Unix(0, c.readBy.Load()))
+	err := c.ws.WaitReadable()
+	c.lingerBy = 0
+	c.setReadDeadline(time.Unix(0, c.readBy.Load()))
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (c *conn) write(b []byte) bool {

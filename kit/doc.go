@@ -77,6 +77,18 @@
 // writes block in the PTY); a process that floods its output costs its
 // rings. The exec scope reaches every session's; a connect token, the
 // sessions it opened.
+// A connection's goroutines (conn.go, ws.go, park_linux.go). A connection
+// that has sent nothing since it opened, or for a second after its last
+// frame (parkAfter), is parked: its socket waits in one kit-wide epoll set
+// and it holds no goroutine. Between frames its reader waits in the Go
+// runtime's poller, which wakes it with less work than the parker.
+// Prompts run on the session's runner goroutine, which lingers a moment
+// after the queue empties (queue.go). A pong, and a
+// prompt's complete or error frame, are written by the goroutine that
+// makes them when no writer runs; every other frame goes through the
+// connection's queue to a writer goroutine that holds a burst's frames
+// and writes them together. A prompt's run record is signed by its own
+// goroutine once the prompt's last frame is written.
 //
 // Resume. Frames about prompts (event, display_push, display_clear,
 // complete, error) carry seq 1, 2, 3... per session. A client that sends

@@ -86,6 +86,10 @@ type Options struct {
 	// runnerLinger shortens how long an idle prompt runner waits, for
 	// tests (default runnerLinger).
 	runnerLinger time.Duration
+	// parkAfter replaces how long a reader that handled a frame waits for
+	// the next before it parks its connection, for tests (default
+	// parkAfter).
+	parkAfter time.Duration
 	// memoryQuiet and collect replace memoryQuiet and debug.FreeOSMemory
 	// (memory.go), for tests.
 	memoryQuiet time.Duration

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -183,6 +184,49 @@ func TestParkedConnectionReadsFrames(t *testing.T) {
 	rc.write(t, big)
 	rc.expectPong(t, 1002)
 	waitParked(t, b, 1)
+}
+
+// TestReaderLingersAfterAFrame: a connection that has sent nothing parks
+// at once; once its reader has handled a frame, it waits for the next in
+// the runtime's poller for parkAfter, reads the frames that come
+// meanwhile there (the parker wakes nothing), and parks once parkAfter
+// passes without one.
+func TestReaderLingersAfterAFrame(t *testing.T) {
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.parkAfter = time.Hour })
+	rc := dialParkable(t, b)
+	waitParked(t, b, 1)
+	for i := range 10 {
+		rc.write(t, pingMessage(i))
+		rc.expectPong(t, i)
+		testkit.Until(t, "the reader waiting in linger, unparked", func() bool {
+			return lingering() == 1 && b.srv.parkedConns() == 0
+		})
+	}
+}
+
+// TestReaderParksAfterLingering: once parkAfter passes without a frame,
+// the reader parks the connection, which answers when woken.
+func TestReaderParksAfterLingering(t *testing.T) {
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.parkAfter = time.Millisecond })
+	rc := dialParkable(t, b)
+	waitParked(t, b, 1)
+	for i := range 3 {
+		rc.write(t, pingMessage(i))
+		rc.expectPong(t, i)
+		waitParked(t, b, 1)
+	}
+}
+
+// lingering counts the goroutines waiting in conn.linger.
+func lingering() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "kit.(*conn).linger(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // TestParkedSilentClientIsDropped: a client that answers no ping is

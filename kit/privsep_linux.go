@@ -65,9 +65,10 @@ type front struct {
 }
 
 // frontOf returns, in a front, what its monitor handed it, after making
-// sure the process runs as the kit user with no privilege. The first
-// time, still root, it drops and executes itself again (dropPrivileges):
-// it returns only on failure. Elsewhere it returns nil.
+// sure the process runs as the kit user with no privilege. The monitor
+// starts it so (startDropped); a front started still root drops and
+// executes itself again (dropPrivileges), and frontOf then returns only
+// on failure. Elsewhere it returns nil.
 func frontOf(env Env) (*front, error) {
 	fdStr := env.getenv(privsepFDEnv)
 	if fdStr == "" {
@@ -122,19 +123,12 @@ func parseUser(s string) (uid, gid int, err error) {
 // executes it again: the capability bounding set and no_new_privs are
 // per thread, so they are set on this thread, which then executes the
 // program, whose every thread inherits them. It returns only on failure.
+// (The monitor starts its front dropped already, startDropped; this is
+// for a front started some other way.)
 func dropPrivileges(uid, gid int) error {
 	runtime.LockOSThread() // never unlocked: the thread executes or fails
-	for c := 0; c <= lastCap(); c++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
-		if errors.Is(err, syscall.EPERM) {
-			// No CAP_SETPCAP (a container dropped it): the set stays,
-			// harmless to a uid other than root with no_new_privs and
-			// no capability in any other set.
-			break
-		}
-		if err != nil && !errors.Is(err, syscall.EINVAL) {
-			return fmt.Errorf("privilege separation: drop capability %d from the bounding set: %w", c, err)
-		}
+	if err := dropBounding(); err != nil {
+		return err
 	}
 	// Every thread: Go applies these to all of them.
 	if err := syscall.Setgroups(nil); err != nil {
@@ -159,6 +153,48 @@ func dropPrivileges(uid, gid int) error {
 	err = syscall.Exec("/proc/self/exe", os.Args, []string{envFDVar + "=" + strconv.Itoa(int(f.Fd()))})
 	f.Close()
 	return fmt.Errorf("privilege separation: execute the front again: %w", err)
+}
+
+// dropBounding empties the calling thread's capability bounding set.
+func dropBounding() error {
+	for c := 0; c <= lastCap(); c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, syscall.EPERM) {
+			// No CAP_SETPCAP (a container dropped it): the set stays,
+			// harmless to a uid other than root with no_new_privs and
+			// no capability in any other set.
+			break
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("privilege separation: drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// startDropped starts the front as uid:gid with no privilege, as
+// dropPrivileges would leave it, without the second start of the kit's
+// binary that costs: an OS thread of its own empties its capability
+// bounding set and sets no_new_privs (both per thread, and copied to the
+// child it forks), and the child takes the kit user's uid, gid and no
+// groups before it executes. That thread never runs anything else: its
+// goroutine ends locked to it, and the runtime ends the thread.
+func startDropped(cmd *exec.Cmd, uid, gid int) error {
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		if err := dropBounding(); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- fmt.Errorf("privilege separation: no_new_privs: %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
 }
 
 // lastCap is the highest capability the kernel knows.
@@ -527,7 +563,8 @@ func startFront(env Env, plan *monitorPlan, lnFile *os.File) (*exec.Cmd, *os.Fil
 	envF, err := envFile(append(os.Environ(),
 		initChildEnv+"=1",
 		privsepFDEnv+"=4", privsepListenEnv+"=5", privsepManifestEnv+"=6",
-		privsepUserEnv+"="+strconv.Itoa(plan.uid)+":"+strconv.Itoa(plan.gid)))
+		privsepUserEnv+"="+strconv.Itoa(plan.uid)+":"+strconv.Itoa(plan.gid),
+		privsepDropEnv+"=1")) // startDropped
 	if err != nil {
 		monEnd.Close()
 		return nil, nil, fmt.Errorf("privilege separation: %w", err)
@@ -551,7 +588,7 @@ func startFront(env Env, plan *monitorPlan, lnFile *os.File) (*exec.Cmd, *os.Fil
 		// alone, which passes it on once.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startDropped(cmd, plan.uid, plan.gid); err != nil {
 		monEnd.Close()
 		return nil, nil, fmt.Errorf("privilege separation: start the front: %w", err)
 	}

@@ -41,13 +41,14 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 		err = context.Cause(ctx)
 	}
 	done()
+	defer ss.srv.runs.sealQueued(ss.srv) // once the client has its last frame
 	// Frames about a prompt go out even when its context ended.
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		code, text := ss.describe(ctx, err)
 		ss.logger().Debug("prompt failed", "id", p.msg.ID, "code", code, "err", err)
 		ss.promptEnded(p, code, nil)
-		ss.stream.sendError(bg, p.msg.ID, code, text)
+		ss.stream.sendErrorNow(bg, p.msg.ID, code, text)
 		return
 	}
 	// Logged and counted before the client hears of it, so that whoever
@@ -63,7 +64,7 @@ func (ss *session) runPrompt(ctx context.Context, p *promptRun, done func()) {
 // status its agent reported, and its outputs. Never its text.
 func (ss *session) promptEnded(p *promptRun, outcome string, outputs map[string]protocol.FileRef) {
 	d := time.Since(p.started)
-	ss.srv.runs.ended(ss, p, outcome) // runs.go: signed by its own goroutine
+	ss.srv.runs.ended(ss, p, outcome) // runs.go: signed by its own goroutine once the client has its last frame
 	ss.promptsRun.Add(1)
 	if o := ss.srv.obs; o != nil {
 		o.Prompt(outcome, d)
@@ -109,7 +110,7 @@ func (ss *session) sendComplete(ctx context.Context, id, msg string, outputs map
 		}
 		b = append(b, j...)
 	}
-	return ss.stream.sendSeq(ctx, b)
+	return ss.stream.sendSeqNow(ctx, b)
 }
 
 // describe maps a prompt's failure to a protocol error code and message,

@@ -245,8 +245,8 @@ func (rr *runRecorder) noteLimit(ss *session, limit string) {
 
 // ended completes the draft of a prompt that just ended (what it knows
 // at once: ids, outcome, exit status, times) and queues it for sealLoop,
-// starting or waking it. It runs before the prompt's frame goes out, so
-// it does nothing costly: the text's digest is seal's.
+// which sealQueued starts or wakes. It runs before the prompt's frame goes
+// out, so it does nothing costly: the text's digest is seal's.
 func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	srv := ss.srv
 	rr.init(srv)
@@ -267,6 +267,18 @@ func (rr *runRecorder) ended(ss *session, p *promptRun, outcome string) {
 	d.chain.draft = nil
 	d.chain.pending = append(d.chain.pending, d)
 	rr.queue = append(rr.queue, d)
+}
+
+// sealQueued has the records ended so far signed, starting the signing
+// goroutine if none runs. The prompt's runner calls it once the prompt's
+// last frame is written: signing takes a core for tens of microseconds,
+// which the client reading that frame would otherwise wait for.
+func (rr *runRecorder) sealQueued(srv *Server) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if len(rr.queue) == 0 {
+		return
+	}
 	if !rr.sealing {
 		rr.sealing = true
 		srv.wg.Add(1) // a prompt's runner holds srv.wg: Close has not stopped waiting

@@ -31,6 +31,7 @@ func BenchmarkRunRecord(b *testing.B) {
 			rr.noteFile(ss, kind, "f.txt", h)
 		}
 		rr.ended(ss, p, "complete")
+		rr.sealQueued(srv)
 		rr.mu.Lock()
 		c := rr.chains[ss.id]
 		done := c.pending[len(c.pending)-1].done

@@ -232,6 +232,17 @@ func (st *stream) sendSeq(ctx context.Context, body []byte) error {
 	return err
 }
 
+// sendSeqNow is sendSeq for the last frame of a turn (complete, error):
+// the caller, which has nothing else to do, writes it when no writer runs
+// (conn.writeNow).
+func (st *stream) sendSeqNow(ctx context.Context, body []byte) error {
+	c, err := st.queueSeq(ctx, body)
+	if c != nil {
+		c.writeNow()
+	}
+	return err
+}
+
 func (st *stream) queueSeq(ctx context.Context, body []byte) (*conn, error) {
 	ss := st.ss
 	st.mu.Lock()
@@ -280,7 +291,21 @@ func (st *stream) sendMessage(ctx context.Context, m protocol.ServerMessage) err
 }
 
 func (st *stream) sendError(ctx context.Context, id, code, msg string) {
-	if err := st.sendMessage(ctx, &protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}}); err != nil {
+	st.sendErrorVia(ctx, id, code, msg, st.sendSeq)
+}
+
+// sendErrorNow is sendError for the runner of the prompt that failed:
+// it writes the frame itself when no writer runs (sendSeqNow).
+func (st *stream) sendErrorNow(ctx context.Context, id, code, msg string) {
+	st.sendErrorVia(ctx, id, code, msg, st.sendSeqNow)
+}
+
+func (st *stream) sendErrorVia(ctx context.Context, id, code, msg string, send func(context.Context, []byte) error) {
+	b, err := protocol.Encode(&protocol.Error{ID: id, Error: protocol.ErrorBody{Code: code, Message: msg}})
+	if err == nil {
+		err = send(ctx, b[:len(b)-1])
+	}
+	if err != nil {
 		st.ss.logger().Debug("error frame not sent", "id", id, "err", err)
 	}
 }

@@ -209,11 +209,18 @@ const closeAbnormal = 1006
 func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 	wait := 2 * s.pingInterval
 	register := func(fd uintptr) bool { return s.park(c, fd) }
+	active := false // a frame was handled: linger before parking
 	for {
-		if time.Now().UnixNano() < c.readBy.Load() && c.ws.Park(register) {
+		var err error
+		switch {
+		case active && c.linger():
+			// A frame came (or an error the read meets).
+		case time.Now().UnixNano() < c.readBy.Load() && c.ws.Park(register):
 			return false, true
+		default:
+			err = c.ws.WaitReadable()
 		}
-		err := c.ws.WaitReadable()
+		active = false
 		var data []byte
 		release := func() {}
 		if err == nil {
@@ -234,6 +241,7 @@ func (s *Server) readLoop(ss *session, c *conn) (clean, parked bool) {
 		ss.lastActive.Store(now.UnixNano())
 		ss.handle(c, data)
 		release()
+		active = true
 	}
 }
 
@@ -251,7 +259,7 @@ func (ss *session) handle(c *conn, data []byte) {
 	switch m := m.(type) {
 	case *protocol.Ping:
 		b, _ := protocol.Encode(&protocol.Pong{TS: m.TS})
-		c.send(b)
+		c.sendNow(b) // the reader writes it: no writer to wake
 	case *protocol.Prompt:
 		ss.prompts.enqueue(m)
 	case *protocol.Abort:

@@ -300,7 +300,7 @@ func (s *sessionSupervisor) reap() {
 		switch {
 		case ok && aside:
 			send(&ctlMsg{Op: "exit", ID: id, Status: uint32(ws)})
-		case ok:
+		case ok && !s.finishNow(id, ws):
 			go s.finish(id, pid, ws)
 		}
 	}
@@ -378,7 +378,7 @@ func killDescendants(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	self := os.Getpid()
 	for {
-		pids := descendants(self)
+		pids := liveDescendants(self)
 		if len(pids) == 0 {
 			return true
 		}

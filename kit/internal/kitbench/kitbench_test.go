@@ -56,6 +56,7 @@ func TestServedRowsAndTable(t *testing.T) {
 		"ping to pong, one connection",
 		"prompt round trip, no-op Go agent, same connection",
 		"prompt round trip / ping",
+		"server CPU per 1,000 prompts (user+system)",
 		"events/s to one client, burst of 100",
 		"events/s to one client, burst of 100, a session's second prompt",
 		"events/s to one client, burst of 1000",
@@ -79,6 +80,53 @@ func TestServedRowsAndTable(t *testing.T) {
 		}
 	}
 	t.Log("\n" + out.String())
+}
+
+// TestOriginalRows runs the round trips against the kit's serve role and
+// the original's stand-in (Node and ws, client/typescript's v1 box)
+// alternately, and checks the stand-in answered and the ratio rows are
+// made. It needs node and npm ci in client/typescript.
+func TestOriginalRows(t *testing.T) {
+	v1 := v1Server()
+	if v1 == "" {
+		t.Skip("no node, or no client/typescript/node_modules (npm ci there)")
+	}
+	before := runtime.NumGoroutine()
+	defer testkit.Goroutines(t, before)
+	s, err := startServed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	orig, err := startOriginal(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.stop()
+	rows, err := roundTrips(s, orig, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ping to pong, one connection",
+		"prompt round trip, no-op Go agent, same connection",
+		"prompt round trip / ping",
+		"server CPU per 1,000 prompts (user+system)",
+		"ping to pong, the original's stand-in (Node, ws)",
+		"prompt round trip, the original's stand-in",
+		"server CPU per 1,000 prompts, the original's stand-in",
+		"ping, kit / original",
+		"prompt round trip, kit / original",
+		"server CPU per 1,000 prompts, kit / original",
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows, want %d: %+v", len(rows), len(want), rows)
+	}
+	for i, w := range want {
+		if r := rows[i]; r.measure != w || r.median == "" || r.runs != 20 {
+			t.Errorf("row %d: %+v; want measure %q with a median over 20 runs", i, r, w)
+		}
+	}
 }
 
 // TestServedStops checks that the serve role's process ends when its

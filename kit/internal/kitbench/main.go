@@ -7,7 +7,17 @@
 // prompt answered, warm and cold, exec and SDK ACP agent, beside a bare
 // fork/exec. Optional: the first event of `echo hi` with the sandbox's
 // layers on and off (--first), the memory and setup time per sandboxed
-// session and of its supervisor (--sandboxes). The client is this
+// session and of its supervisor (--sandboxes).
+//
+// Peers, each alternated with the kit's figure in the same loop so that a
+// ratio is of one run: the original TypeScript kit's stand-in for the ping
+// and prompt round trips and the server CPU per 1,000 prompts (Node and
+// the ws library, client/typescript/test/v1server.mjs; it needs node and
+// npm ci in client/typescript, and is skipped without them); a fork/exec
+// of sh -c true and, with --sandbox-agent, sandbox-agent's process run,
+// beside a command on a live session (--commands). KITBENCH_CPUPROFILE=FILE
+// writes the serve role's CPU profile (go tool pprof kitbench FILE). The
+// client is this
 // process; the kit is another: the glovebox-kit binary given, or, for
 // events and round trips, this binary re-executed in a server role
 // (kit.New with a Go agent). As installed, the kit starts its sandbox
@@ -56,6 +66,7 @@ type config struct {
 	burstRuns    int
 	roundTrips   int
 	table        int
+	commands     int
 	first        int
 	firstWarm    int
 	sandboxes    []int
@@ -63,13 +74,14 @@ type config struct {
 	sandboxAgent string
 	fs           int // runs of each files measure (fs.go)
 	previews     int
+	original     string // the original's stand-in (v1Server), "" to skip its rows
 }
 
 // quickConfig is what CI runs: every measure but --first and
 // --sandboxes, with small counts.
 func quickConfig(kitPath, sandboxAgent string) config {
 	return config{kit: kitPath, starts: 3, conns: []int{200}, bursts: []int{1000, 10000}, burstRuns: 3,
-		roundTrips: 300, table: 3, firstWarm: -1, exec: 50, sandboxAgent: sandboxAgent, fs: 1, previews: 200}
+		roundTrips: 300, table: 3, commands: 20, firstWarm: -1, exec: 50, sandboxAgent: sandboxAgent, fs: 1, previews: 200, original: v1Server()}
 }
 
 func run() error {
@@ -82,6 +94,7 @@ func run() error {
 	first := flag.Int("first", 0, "how many new sessions to time to the first event of echo hi, sandbox on and off")
 	sandboxes := flag.String("sandboxes", "", "sandboxed session counts to measure memory and setup time for")
 	tableN := flag.Int("table", 20, "how many new sessions to time, warm and cold, exec and SDK ACP agent")
+	cmds := flag.Int("commands", 200, "how many commands to time on a live session, every layer and sandbox off, alternated with a fork/exec (and sandbox-agent's run)")
 	firstWarm := flag.Int("first-warm", -1, "[agent] warm for --first's kits (-1: the manifest's default)")
 	execN := flag.Int("exec", 0, "how many keystroke echoes to time through a terminal (and a tenth as many process starts to first output)")
 	sandboxAgent := flag.String("sandbox-agent", "", "base URL of a running sandbox-agent server (no token), timed beside the first-prompt rows, --exec's and --fs's")
@@ -99,8 +112,8 @@ func run() error {
 	}
 	cfg := quickConfig(*kitPath, *sandboxAgent)
 	if !*quick {
-		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN,
-			first: *first, firstWarm: *firstWarm, exec: *execN, sandboxAgent: *sandboxAgent, fs: *fsRuns, previews: *previews}
+		cfg = config{kit: *kitPath, starts: *starts, burstRuns: *burstRuns, roundTrips: *rounds, table: *tableN, commands: *cmds,
+			first: *first, firstWarm: *firstWarm, exec: *execN, sandboxAgent: *sandboxAgent, fs: *fsRuns, previews: *previews, original: v1Server()}
 		var err error
 		for _, l := range []struct {
 			name, s string
@@ -149,7 +162,14 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 			defer s.stop()
 			var rows []row
 			if cfg.roundTrips > 0 {
-				rs, err := roundTrips(s, cfg.roundTrips)
+				var orig *served
+				if cfg.original != "" {
+					if orig, err = startOriginal(cfg.original); err != nil {
+						return nil, fmt.Errorf("the original's stand-in: %w", err)
+					}
+					defer orig.stop()
+				}
+				rs, err := roundTrips(s, orig, cfg.roundTrips)
 				if err != nil {
 					return rows, err
 				}
@@ -179,6 +199,9 @@ func measure(cfg config, agentJS string) (rows []row, err error) {
 	}
 	if cfg.exec > 0 {
 		step("terminals and processes", func() ([]row, error) { return execRows(cfg.kit, cfg.exec, cfg.sandboxAgent) })
+	}
+	if cfg.commands > 0 {
+		step("a command on a live session", func() ([]row, error) { return commands(cfg.kit, cfg.commands, cfg.sandboxAgent) })
 	}
 	if cfg.first > 0 {
 		step("first event of echo hi, sandbox on and off", func() ([]row, error) { return firstCommand(cfg.kit, cfg.first, cfg.firstWarm) })

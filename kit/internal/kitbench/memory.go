@@ -24,7 +24,7 @@ func idle(kitPath string, n int, withBase bool) ([]row, error) {
 	}
 	defer k.stop()
 	time.Sleep(500 * time.Millisecond)
-	base, err := rss(k.cmd.Process.Pid)
+	base, err := kitRSS(k.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func idle(kitPath string, n int, withBase bool) ([]row, error) {
 		cs = append(cs, c)
 	}
 	time.Sleep(2 * time.Second)
-	after, err := rss(k.cmd.Process.Pid)
+	after, err := kitRSS(k.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func sessions(kitPath string, n int) ([]row, error) {
 	}
 	defer k.stop()
 	time.Sleep(300 * time.Millisecond)
-	base, err := rss(k.cmd.Process.Pid)
+	base, err := kitRSS(k.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func sessions(kitPath string, n int) ([]row, error) {
 		ds = append(ds, time.Since(t0))
 	}
 	time.Sleep(time.Second)
-	after, err := rss(k.cmd.Process.Pid)
+	after, err := kitRSS(k.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +121,35 @@ func sessions(kitPath string, n int) ([]row, error) {
 		fmt.Fprintln(os.Stderr, "kitbench: supervisors' memory:", err)
 	}
 	return rows, nil
+}
+
+// kitRSS is the RSS of the kit process pid and of its children that are
+// not sandbox supervisors: a kit started as root serves from an
+// unprivileged child (the front) while it stays the root monitor, and a
+// connection's memory is the front's.
+func kitRSS(pid int) (int64, error) {
+	sum, err := rss(pid)
+	if err != nil {
+		return 0, err
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, kid := range strings.Fields(string(b)) {
+			cmdline, _ := os.ReadFile("/proc/" + kid + "/cmdline")
+			if strings.HasPrefix(string(cmdline), sandbox.InitName+"\x00") {
+				continue
+			}
+			n, err := strconv.Atoi(kid)
+			if err != nil {
+				continue
+			}
+			if r, err := rss(n); err == nil {
+				sum += r
+			}
+		}
+	}
+	return sum, nil
 }
 
 // supervisorMemory reads smaps_rollup of every sandbox supervisor the kit

@@ -133,7 +133,7 @@ func rss(pid int) (int64, error) {
 // tells anyone else nothing about the sandbox).
 func isolation(k *kitProc) (string, error) {
 	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(k.port)+"/health", nil)
-	req.Header.Set("Authorization", "Bearer "+k.key)
+	req.Header.Set("Authorization", "Bearer "+k.key) // only the key's request gets the layers
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err

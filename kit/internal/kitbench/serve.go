@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,11 @@ import (
 // a Go agent, for events and round trips) or "http" (a minimal Go HTTP
 // server, the floor of start to /health). Unset: the client, as run.
 const roleEnv = "KITBENCH_ROLE"
+
+// profileEnv, set in kitbench's environment, names a file the serve role
+// writes its CPU profile to (go tool pprof reads it): where the kit's time
+// goes under the round trips and bursts, the client in another process.
+const profileEnv = "KITBENCH_CPUPROFILE"
 
 // role runs the role roleEnv names, if any, and reports whether it did.
 func role() (bool, error) {
@@ -111,16 +117,29 @@ func serveKit(out io.Writer) error {
 		io.Copy(io.Discard, os.Stdin) // the client closes it, or dies
 		stop()
 	}()
+	if path := os.Getenv(profileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Fprintln(out, ln.Addr().String(), key)
 	return srv.Serve(ctx, ln)
 }
 
-// served is a kitbench in the serve role, in its own process.
+// served is a server of round trips and events in its own process:
+// kitbench in the serve role, or the original's stand-in (no hello).
 type served struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	addr  string
-	key   string
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	addr    string
+	key     string
+	noHello bool
 }
 
 // startServed re-executes this binary in the serve role and reads its
@@ -132,6 +151,12 @@ func startServed() (*served, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), roleEnv+"=serve")
+	return startProc(cmd)
+}
+
+// startProc starts cmd, a server that prints "address key" on its
+// standard output and serves until its standard input closes.
+func startProc(cmd *exec.Cmd) (*served, error) {
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -190,6 +215,9 @@ func (s *served) dial() (*wsconn.Conn, error) {
 		return nil, err
 	}
 	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	if s.noHello {
+		return c, nil
+	}
 	if _, err := c.ReadMessage(); err != nil { // hello
 		c.Close()
 		return nil, fmt.Errorf("hello: %w", err)
@@ -241,46 +269,142 @@ func untilEnd(c *wsconn.Conn) (int, error) {
 }
 
 // roundTrips times n pings and n no-op prompts, alternating, on one
-// connection.
-func roundTrips(s *served, n int) ([]row, error) {
-	c, err := s.dial()
-	if err != nil {
-		return nil, err
+// connection to s, and to orig too when it is not nil (the original's
+// stand-in: each ping and prompt to one then the other, so that both see
+// the same machine); then the servers' CPU time over n prompts each, in
+// alternating blocks.
+func roundTrips(s, orig *served, n int) ([]row, error) {
+	servers := []*served{s}
+	if orig != nil {
+		servers = append(servers, orig)
 	}
-	defer c.Close()
-	var ping, prompt []time.Duration
+	conns := make([]*wsconn.Conn, len(servers))
+	for i, sv := range servers {
+		c, err := sv.dial()
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	ping := make([][]time.Duration, len(servers))
+	prompt := make([][]time.Duration, len(servers))
 	for i := range n {
-		t0 := time.Now()
-		if err := c.WriteText([]byte(`{"type":"ping","ts":1}`)); err != nil {
-			return nil, err
-		}
-		for {
-			b, err := c.ReadMessage()
+		for k, c := range conns {
+			d, err := pingOnce(c)
 			if err != nil {
-				return nil, fmt.Errorf("ping: %w", err)
+				return nil, err
 			}
-			if strings.Contains(string(b), `"pong"`) {
-				break
+			ping[k] = append(ping[k], d)
+		}
+		for k, c := range conns {
+			d, err := promptOnce(c, i)
+			if err != nil {
+				return nil, err
 			}
+			prompt[k] = append(prompt[k], d)
 		}
-		ping = append(ping, time.Since(t0))
-		t0 = time.Now()
-		if err := c.WriteText([]byte(`{"type":"prompt","id":"r` + strconv.Itoa(i) + `","text":"rt"}`)); err != nil {
-			return nil, err
-		}
-		if _, err := untilEnd(c); err != nil {
-			return nil, fmt.Errorf("prompt: %w", err)
-		}
-		prompt = append(prompt, time.Since(t0))
 	}
-	pm, p99 := pct(ping)
-	rm, r99 := pct(prompt)
-	return []row{
-		durRow("ping to pong, one connection", ping, "the floor of the next two"),
-		durRow("prompt round trip, no-op Go agent, same connection", prompt, "ping"),
-		{measure: "prompt round trip / ping", median: fmt.Sprintf("%.2fx", float64(rm)/float64(pm)),
-			spread: fmt.Sprintf("p99 %.2fx", float64(r99)/float64(p99)), runs: n, floor: "goal <= 1.5x"},
-	}, nil
+	cpu := make([]time.Duration, len(servers))
+	const block = 250
+	for done := 0; done < n; done += block {
+		for k, c := range conns {
+			before, err := cpuTime(servers[k].cmd.Process.Pid)
+			if err != nil {
+				return nil, err
+			}
+			for i := range min(block, n-done) {
+				if _, err := promptOnce(c, n+done+i); err != nil {
+					return nil, err
+				}
+			}
+			after, err := cpuTime(servers[k].cmd.Process.Pid)
+			if err != nil {
+				return nil, err
+			}
+			cpu[k] += after - before
+		}
+	}
+	per1000 := func(d time.Duration) time.Duration { return d * 1000 / time.Duration(n) }
+	pm, p99 := pct(ping[0])
+	rm, r99 := pct(prompt[0])
+	rows := []row{
+		durRow("ping to pong, one connection", ping[0], "the floor of the next two"),
+		durRow("prompt round trip, no-op Go agent, same connection", prompt[0], "ping"),
+		{measure: "prompt round trip / ping", median: ratio(rm, pm), spread: "p99 " + ratio(r99, p99), runs: n, floor: "goal <= 1.5x"},
+		{measure: "server CPU per 1,000 prompts (user+system)", median: dur(per1000(cpu[0])), spread: "total", runs: n, floor: "the kit's process"},
+	}
+	if orig == nil {
+		return rows, nil
+	}
+	om, o99 := pct(ping[1])
+	qm, q99 := pct(prompt[1])
+	return append(rows,
+		durRow("ping to pong, the original's stand-in (Node, ws)", ping[1], "alternated with the kit's"),
+		durRow("prompt round trip, the original's stand-in", prompt[1], "alternated with the kit's"),
+		row{measure: "server CPU per 1,000 prompts, the original's stand-in", median: dur(per1000(cpu[1])), spread: "total", runs: n, floor: "its node process"},
+		row{measure: "ping, kit / original", median: ratio(pm, om), spread: "p99 " + ratio(p99, o99), runs: n, floor: "goal <= 1.0x"},
+		row{measure: "prompt round trip, kit / original", median: ratio(rm, qm), spread: "p99 " + ratio(r99, q99), runs: n, floor: "goal <= 0.4x"},
+		row{measure: "server CPU per 1,000 prompts, kit / original", median: ratio(cpu[0], cpu[1]), spread: "total", runs: n, floor: "goal <= 0.4x"},
+	), nil
+}
+
+func ratio(a, b time.Duration) string { return fmt.Sprintf("%.2fx", float64(a)/float64(b)) }
+
+// pingOnce times one ping to its pong.
+func pingOnce(c *wsconn.Conn) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.WriteText([]byte(`{"type":"ping","ts":1}`)); err != nil {
+		return 0, err
+	}
+	for {
+		b, err := c.ReadMessage()
+		if err != nil {
+			return 0, fmt.Errorf("ping: %w", err)
+		}
+		if strings.Contains(string(b), `"pong"`) {
+			return time.Since(t0), nil
+		}
+	}
+}
+
+// promptOnce times one no-op prompt to its complete.
+func promptOnce(c *wsconn.Conn, i int) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.WriteText([]byte(`{"type":"prompt","id":"r` + strconv.Itoa(i) + `","text":"rt"}`)); err != nil {
+		return 0, err
+	}
+	if _, err := untilEnd(c); err != nil {
+		return 0, fmt.Errorf("prompt: %w", err)
+	}
+	return time.Since(t0), nil
+}
+
+// cpuTime is the CPU time, user and system, of every thread of process
+// pid so far (the first field of each thread's schedstat, nanoseconds).
+func cpuTime(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %q", dir, t.Name(), b)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, nil
 }
 
 // events times bursts of n text_delta events to one client, each on a

@@ -81,11 +81,14 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) ([]row, error) {
 			return nil, fmt.Errorf("sandbox-agent: %w", err)
 		}
 		rows = append(rows, durRow("sandbox-agent: POST /v1/processes/run sh -c true, request to result", ds, "its own, at "+sandboxAgent))
-		ds, err = sandboxAgentSessions(sandboxAgent, max(n, 5)*5)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox-agent: %w", err)
+		const mock = "sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)"
+		if ds, err = sandboxAgentSessions(sandboxAgent, max(n, 5)*5); err != nil {
+			// Its agents are installed apart (sandbox-agent install-agent
+			// mock): the row says so, the other rows are measured.
+			rows = append(rows, row{measure: mock, median: "-", spread: "-", floor: "not measured: " + err.Error()})
+		} else {
+			rows = append(rows, durRow(mock, ds, "its own, at "+sandboxAgent))
 		}
-		rows = append(rows, durRow("sandbox-agent: mock agent, session/new + session/prompt answered (one running agent process for all)", ds, "its own, at "+sandboxAgent))
 	}
 
 	type variant struct {
@@ -137,6 +140,116 @@ func table(kitPath string, n int, agentJS, sandboxAgent string) ([]row, error) {
 	return rows, nil
 }
 
+// promptTrue runs the prompt `true` on c and reads to its complete.
+func promptTrue(c *wsconn.Conn, id string) error {
+	if err := c.WriteText([]byte(`{"type":"prompt","id":"` + id + `","text":"true","inputs":{}}`)); err != nil {
+		return err
+	}
+	for {
+		b, err := c.ReadMessage()
+		if err != nil {
+			return err
+		}
+		var m struct{ Type string }
+		json.Unmarshal(b, &m)
+		if m.Type == "error" {
+			return fmt.Errorf("prompt failed: %s", b)
+		}
+		if m.Type == "complete" {
+			return nil
+		}
+	}
+}
+
+// commands times a command on a live session, prompt `true` to its
+// complete, every layer and sandbox off, n times each, alternated in one
+// loop with kitbench's own fork/exec of sh -c true and, given its URL,
+// sandbox-agent's process run of it: the ratios are of figures taken in
+// the same minutes.
+func commands(kitPath string, n int, sandboxAgent string) ([]row, error) {
+	type live struct {
+		name string
+		k    *kitProc
+		c    *wsconn.Conn
+		ds   []time.Duration
+	}
+	var ls []*live
+	defer func() {
+		for _, l := range ls {
+			if l.c != nil {
+				l.c.Close()
+			}
+			l.k.stop()
+		}
+	}()
+	for _, v := range []struct{ name, manifest string }{
+		{"every layer", `{"name":"bench","agent":{"type":"exec","warm":0}}`},
+		{"sandbox off", `{"name":"bench","agent":{"type":"exec","warm":0},"sandbox":{"enabled":false}}`},
+	} {
+		k, _, err := startWith(kitPath, v.manifest)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		l := &live{name: v.name, k: k}
+		ls = append(ls, l)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		l.c, _, err = wsconn.Dial(ctx, "ws://127.0.0.1:"+strconv.Itoa(k.port)+"/", wsconn.DialOptions{Header: http.Header{"Authorization": {"Bearer " + k.key}}})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		l.c.SetReadDeadline(time.Now().Add(time.Hour))
+		if _, err := l.c.ReadMessage(); err != nil { // hello
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		if err := promptTrue(l.c, "warm"); err != nil { // the session's supervisor starts
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	var floor, sa []time.Duration
+	for i := range n {
+		t0 := time.Now()
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			return nil, err
+		}
+		floor = append(floor, time.Since(t0))
+		if sandboxAgent != "" {
+			d, err := sandboxAgentOnce(client, sandboxAgent)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox-agent: %w", err)
+			}
+			sa = append(sa, d)
+		}
+		for _, l := range ls {
+			t0 := time.Now()
+			if err := promptTrue(l.c, "c"+strconv.Itoa(i)); err != nil {
+				return nil, fmt.Errorf("%s: %w", l.name, err)
+			}
+			l.ds = append(l.ds, time.Since(t0))
+		}
+	}
+	fm, _ := pct(floor)
+	rows := []row{durRow("fork/exec of sh -c true, to its exit, alternated with the next rows", floor, "the floor")}
+	var sm time.Duration
+	if len(sa) > 0 {
+		sm, _ = pct(sa)
+		rows = append(rows, durRow("sandbox-agent: POST /v1/processes/run sh -c true, alternated", sa, "its own, at "+sandboxAgent))
+	}
+	for _, l := range ls {
+		lm, l99 := pct(l.ds)
+		_, f99 := pct(floor)
+		rows = append(rows,
+			durRow("a command on a live session, "+l.name+": prompt `true` to its complete", l.ds, "the floor; sandbox-agent"),
+			row{measure: "  the same / fork/exec floor", median: ratio(lm, fm), spread: "p99 " + ratio(l99, f99), runs: n, floor: "goal <= 1.5x"})
+		if len(sa) > 0 {
+			_, s99 := pct(sa)
+			rows = append(rows, row{measure: "  sandbox-agent's run / the same", median: ratio(sm, lm), spread: "p99 " + ratio(s99, l99), runs: n, floor: "goal >= 1.0x"})
+		}
+	}
+	return rows, nil
+}
+
 // sessionAndPrompts dials a new session and times it to its first prompt's
 // complete; with more it then times five more prompts, prompt to result.
 func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, error) {
@@ -152,25 +265,7 @@ func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, e
 	if _, err := c.ReadMessage(); err != nil {
 		return 0, nil, err
 	}
-	prompt := func(id string) error {
-		if err := c.WriteText([]byte(`{"type":"prompt","id":"` + id + `","text":"true","inputs":{}}`)); err != nil {
-			return err
-		}
-		for {
-			b, err := c.ReadMessage()
-			if err != nil {
-				return err
-			}
-			var m struct{ Type string }
-			json.Unmarshal(b, &m)
-			if m.Type == "error" {
-				return fmt.Errorf("prompt failed: %s", b)
-			}
-			if m.Type == "complete" {
-				return nil
-			}
-		}
-	}
+	prompt := func(id string) error { return promptTrue(c, id) }
 	if err := prompt("p0"); err != nil {
 		return 0, nil, err
 	}
@@ -188,24 +283,34 @@ func sessionAndPrompts(k *kitProc, more bool) (time.Duration, []time.Duration, e
 	return first, next, nil
 }
 
+// sandboxAgentOnce times one run of sh -c true by sandbox-agent's
+// one-shot process API.
+func sandboxAgentOnce(client *http.Client, base string) (time.Duration, error) {
+	t0 := time.Now()
+	resp, err := client.Post(base+"/v1/processes/run", "application/json", strings.NewReader(`{"command":"sh","args":["-c","true"]}`))
+	if err != nil {
+		return 0, err
+	}
+	var r struct{ ExitCode *int }
+	err = json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		return 0, fmt.Errorf("run sh -c true: status %s, %v", resp.Status, err)
+	}
+	return time.Since(t0), nil
+}
+
 // sandboxAgentRun times sandbox-agent's one-shot process API running
 // sh -c true, over a kept-alive HTTP connection.
 func sandboxAgentRun(base string, n int) ([]time.Duration, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var ds []time.Duration
 	for range n {
-		t0 := time.Now()
-		resp, err := client.Post(base+"/v1/processes/run", "application/json", strings.NewReader(`{"command":"sh","args":["-c","true"]}`))
+		d, err := sandboxAgentOnce(client, base)
 		if err != nil {
 			return nil, err
 		}
-		var r struct{ ExitCode *int }
-		err = json.NewDecoder(resp.Body).Decode(&r)
-		resp.Body.Close()
-		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
-			return nil, fmt.Errorf("run sh -c true: status %s, %v", resp.Status, err)
-		}
-		ds = append(ds, time.Since(t0))
+		ds = append(ds, d)
 	}
 	return ds, nil
 }
