@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,6 +70,19 @@ func (f helperFS) Mkdir(root snap.Root, rel string, perm uint32) error {
 
 func (f helperFS) RemoveAll(root snap.Root, rel string) error {
 	return mapErr(f.h.RemoveAll(sandbox.Root(root), rel))
+}
+
+var _ snap.AttrFS = helperFS{}
+
+// Chmod sets a mode as the session: the kit's front may not change a
+// file the session owns.
+func (f helperFS) Chmod(root snap.Root, rel string, perm uint32) error {
+	return mapErr(f.h.Chmod(sandbox.Root(root), rel, perm))
+}
+
+// Chtimes sets times as the session.
+func (f helperFS) Chtimes(root snap.Root, rel string, t time.Time) error {
+	return mapErr(f.h.Chtimes(sandbox.Root(root), rel, t))
 }
 
 func (f helperFS) Rename(root snap.Root, from, to string) error {

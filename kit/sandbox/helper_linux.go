@@ -38,7 +38,7 @@ import (
 // helperReq is a request to a session helper; helperRep its answer.
 type helperReq struct {
 	ID    uint64 `json:"id"`
-	Op    string `json:"op"` // open, mkdir, mkdirall, rename, remove, removeall, watch, dial
+	Op    string `json:"op"` // open, mkdir, mkdirall, rename, remove, removeall, chmod, chtimes, watch, dial
 	Root  Root   `json:"root"`
 	Path  string `json:"path,omitempty"`
 	Flags int    `json:"flags,omitempty"`
@@ -48,6 +48,7 @@ type helperReq struct {
 	To     string `json:"to,omitempty"`
 	Mask   uint32 `json:"mask,omitempty"` // watch
 	Port   int    `json:"port,omitempty"` // dial
+	Time   int64  `json:"time,omitempty"` // chtimes: Unix nanoseconds
 }
 
 type helperRep struct {
@@ -433,6 +434,20 @@ func (h *Helper) Remove(root Root, rel string) error {
 // itself. Nothing there is not an error.
 func (h *Helper) RemoveAll(root Root, rel string) error {
 	_, err := h.simple(helperReq{Op: "removeall", Root: root, Path: rel})
+	return err
+}
+
+// Chmod sets the permission bits of root/rel (never through a symbolic
+// link: a link is refused).
+func (h *Helper) Chmod(root Root, rel string, perm uint32) error {
+	_, err := h.simple(helperReq{Op: "chmod", Root: root, Path: rel, Perm: perm})
+	return err
+}
+
+// Chtimes sets the access and modification times of root/rel to t; a
+// symbolic link's own times, never its target's.
+func (h *Helper) Chtimes(root Root, rel string, t time.Time) error {
+	_, err := h.simple(helperReq{Op: "chtimes", Root: root, Path: rel, Time: t.UnixNano()})
 	return err
 }
 

@@ -313,6 +313,8 @@ func FuzzHelperServe(f *testing.F) {
 		`{"op":"remove","path":"/"}`,
 		`{"op":"watch","path":""}`,
 		`{"op":"dial","port":80}`,
+		`{"op":"chmod","path":"../outside/keep","perm":511}`,
+		`{"op":"chtimes","path":"link/keep","time":1}`,
 		`{"op":"nope"}`,
 	} {
 		f.Add(s)
@@ -347,4 +349,40 @@ func FuzzHelperServe(f *testing.F) {
 			t.Fatalf("%s: outside holds %d entries", msg, len(out))
 		}
 	})
+}
+
+// TestHelperChmodChtimes: modes and times set as the session, never
+// through a symbolic link.
+func TestHelperChmodChtimes(t *testing.T) {
+	b := newBox(t, Config{})
+	ss, dir := b.session(t, "attrs")
+	if out, st := run(t, ss, dir, "echo x > f && ln -s /etc/passwd link && echo ok"); st.Code != 0 {
+		t.Fatal(out, st)
+	}
+	h := helperOf(t, ss)
+	if err := h.Chmod(RootWork, "f", 0o640); err != nil {
+		t.Fatalf("Chmod: %v", err)
+	}
+	when := time.Unix(1700000000, 5)
+	if err := h.Chtimes(RootWork, "f", when); err != nil {
+		t.Fatalf("Chtimes: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "f"))
+	if err != nil || st.Mode().Perm() != 0o640 || !st.ModTime().Equal(when) {
+		t.Errorf("f: %v %v (%v), want 0640 at %v", st.Mode().Perm(), st.ModTime(), err, when)
+	}
+	if err := h.Chmod(RootWork, "link", 0o777); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("Chmod of a link = %v, want refused", err)
+	}
+	var pw syscall.Stat_t
+	syscall.Stat("/etc/passwd", &pw)
+	if pw.Mode&0o777 == 0o777 {
+		t.Error("/etc/passwd was changed through the link")
+	}
+	if err := h.Chtimes(RootWork, "link", when); err != nil {
+		t.Errorf("Chtimes of a link (its own times): %v", err)
+	}
+	if err := h.Chmod(RootWork, "../x", 0o777); !errors.Is(err, ErrOutside) {
+		t.Errorf("Chmod(../x) = %v, want ErrOutside", err)
+	}
 }

@@ -153,6 +153,27 @@ func (hs *helperServer) serve(req *helperReq, fds []int) (helperRep, []int) {
 			}
 			return err
 		})), nil
+	case "chmod":
+		fd, err := hs.beneath(req.Root, req.Path, unix.O_PATH, 0)
+		if err != nil {
+			return fail(err), nil
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fail(err), nil
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return fail(unix.ELOOP), nil
+		}
+		// Through the descriptor's /proc name: the file resolved
+		// beneath the root, whatever was swapped in since.
+		return fail(unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), req.Perm&0o7777, 0)), nil
+	case "chtimes":
+		ts := []unix.Timespec{unix.NsecToTimespec(req.Time), unix.NsecToTimespec(req.Time)}
+		return fail(hs.atParent(req.Root, req.Path, func(dir int, base string) error {
+			return unix.UtimesNanoAt(dir, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+		})), nil
 	case "watch":
 		if len(fds) != 1 {
 			return helperRep{Err: "bad", Msg: "watch: no inotify descriptor"}, nil

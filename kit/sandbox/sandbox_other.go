@@ -327,3 +327,9 @@ func (ss *Session) Wake() error { return nil }
 
 // Paused is false off Linux.
 func (ss *Session) Paused() bool { return false }
+
+// Chmod fails off Linux.
+func (h *Helper) Chmod(Root, string, uint32) error { return errNoHelper }
+
+// Chtimes fails off Linux.
+func (h *Helper) Chtimes(Root, string, time.Time) error { return errNoHelper }

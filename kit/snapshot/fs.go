@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -44,6 +45,17 @@ type FS interface {
 	RemoveAll(root Root, rel string) error
 	// Rename is rename(2) of root/from to root/to.
 	Rename(root Root, from, to string) error
+}
+
+// AttrFS is an FS that sets modes and times itself: the kit's, whose
+// helper does it as the session, where the kit (an unprivileged front)
+// may not change a file the session owns through the descriptor it was
+// handed. A restore uses it when its FS has it.
+type AttrFS interface {
+	// Chmod sets root/rel's permission bits; a symbolic link is refused.
+	Chmod(root Root, rel string, perm uint32) error
+	// Chtimes sets root/rel's access and modification times to t.
+	Chtimes(root Root, rel string, t time.Time) error
 }
 
 // DirFS is an FS over plain directories, by root index ("" where there is

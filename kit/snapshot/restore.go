@@ -298,8 +298,13 @@ func (w *writer) file(e protocol.SnapshotEntry, fill func(*os.File) error) error
 	w.made(e)
 	err = fill(f)
 	if err == nil {
-		w.attr(f.Chmod(os.FileMode(e.Mode & 0o777)))
-		w.attr(futimes(f, e.MTime))
+		if a, ok := w.fsys.(AttrFS); ok {
+			w.attr(a.Chmod(r, e.Path, e.Mode&0o777))
+			w.attr(a.Chtimes(r, e.Path, e.MTime))
+		} else {
+			w.attr(f.Chmod(os.FileMode(e.Mode & 0o777)))
+			w.attr(futimes(f, e.MTime))
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -312,6 +317,11 @@ func (w *writer) file(e protocol.SnapshotEntry, fill func(*os.File) error) error
 func (w *writer) finish() []string {
 	for _, e := range slices.Backward(w.dirs) {
 		r, _ := rootIndex(e.Root)
+		if a, ok := w.fsys.(AttrFS); ok {
+			w.attr(a.Chtimes(r, e.Path, e.MTime))
+			w.attr(a.Chmod(r, e.Path, e.Mode&0o777))
+			continue
+		}
 		d, err := w.fsys.Open(r, e.Path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			w.attr(err)
