@@ -53,8 +53,7 @@ type persistence struct {
 	on       bool       // persistent: the box persists and the client announced resume
 	reserved uint64     // frame numbers the record reserves (under stream.mu)
 	agent    string     // the agent's conversation id, once known
-	conv     agent.Resumable
-	running  string // the prompt running, if any
+	running  string     // the prompt running, if any
 	// restored: the session came back from a record at boot; until a
 	// client resumes it, the frames before the restart are gone.
 	restored    bool
@@ -110,16 +109,18 @@ func (ss *session) notePrompt(id string) {
 	ss.saveRecord(seq)
 }
 
-// noteAgent records the agent's id of the session's conversation, now
-// and whenever the record is written again.
+// noteAgent keeps the session's conversation where the agent can name it
+// (agent.Resumable: its id may come later, with the agent's handshake,
+// so it is asked each time), and records it for a persistent session.
 func (ss *session) noteAgent(conv agent.Conversation) {
 	r, ok := conv.(agent.Resumable)
-	if !ok || !ss.persistent() {
+	if !ok {
 		return
 	}
-	ss.persist.mu.Lock()
-	ss.persist.conv = r // its id may come later (an agent's handshake): read at each write
-	ss.persist.mu.Unlock()
+	ss.resumable.Store(&r)
+	if !ss.persistent() {
+		return
+	}
 	ss.stream.mu.Lock()
 	seq := ss.persist.reserved
 	ss.stream.mu.Unlock()
@@ -135,10 +136,8 @@ func (ss *session) saveRecord(seq uint64) {
 	if !p.on {
 		return
 	}
-	if p.conv != nil {
-		if id := p.conv.AgentSession(); id != "" {
-			p.agent = id
-		}
+	if id := ss.agentSession(); id != "" {
+		p.agent = id
 	}
 	rec := sessionRecord{Owner: ss.owner, Created: ss.created.UTC(), Active: time.Now().UTC(), Seq: seq, Agent: p.agent, Running: p.running}
 	b, _ := json.Marshal(rec)
@@ -228,6 +227,20 @@ func (s *Server) restoreSessions() {
 		ss.logger().Info("persistent session restored", "owner", ownerKind(rec.Owner), "interrupted", rec.Running != "")
 	}
 	s.restore = nil
+}
+
+// agentSession is the agent's id of the session's conversation, where
+// the agent names one: the running conversation's, else the one the
+// session was made to continue (a restore, a persistent session).
+func (ss *session) agentSession() string {
+	if r := ss.resumable.Load(); r != nil {
+		if id := (*r).AgentSession(); id != "" {
+			return id
+		}
+	}
+	ss.persist.mu.Lock()
+	defer ss.persist.mu.Unlock()
+	return ss.persist.resumeAgent
 }
 
 // restored reports whether ss came back from a record and no client has

@@ -61,6 +61,9 @@ type session struct {
 	// (pause.go).
 	pauseMu sync.Mutex
 	persist persistence // sessions.persist (persist.go)
+	// resumable is the agent's conversation where the agent can name it
+	// (agent.Resumable), for snapshots and persistent sessions.
+	resumable atomic.Pointer[agent.Resumable]
 
 	logOnce sync.Once
 	log     *slog.Logger

@@ -186,7 +186,7 @@ func (sn *snapshots) take(ctx context.Context, ss *session) (protocol.SnapshotIn
 		return protocol.SnapshotInfo{}, fmt.Errorf("the box holds %d snapshots, its most (snapshots.max_snapshots): delete some with DELETE /snapshots/{id}: %w", len(ids), errQuota)
 	}
 	src := sn.src
-	src.Session, src.Owner = ss.id, ss.owner
+	src.Session, src.Owner, src.Agent = ss.id, ss.owner, ss.agentSession()
 	start := time.Now()
 	id, m, stats, err := snap.TakeCached(ctx, fsys, roots, sn.store, src, sn.lim, start, sn.cache(ss))
 	if err != nil {
@@ -360,6 +360,7 @@ func (sn *snapshots) serveRestore(w http.ResponseWriter, r *http.Request, id str
 		warnings = append(warnings, warn)
 	}
 	ss, err := sn.s.detachedSession(who, mayRead, func(ss *session) error {
+		ss.persist.resumeAgent = m.Agent // its agent loads the conversation (persist.go)
 		fsys, roots, err := ss.filesFS()
 		if err != nil {
 			return err
@@ -428,8 +429,10 @@ func (sn *snapshots) fork(ctx context.Context, parent *session, n int) (protocol
 	start := time.Now()
 	res := protocol.ForkResult{Sessions: []string{}, Method: "reflink"}
 	var made []*session
+	agentID := parent.agentSession()
 	for range n {
 		ss, err := sn.s.detachedSession(parent.owner, parent.mayReadFile, func(ss *session) error {
+			ss.persist.resumeAgent = agentID // each fork's agent loads its copy of the conversation
 			to, troots, err := ss.filesFS()
 			if err != nil {
 				return err

@@ -57,6 +57,12 @@ type SnapshotManifest struct {
 	Session string    `json:"session"`
 	Owner   string    `json:"owner,omitempty"`
 	Created time.Time `json:"created"`
+	// Agent is the agent's own id of the session's conversation (an ACP
+	// session id), where the agent has one: a session restored or forked
+	// from the snapshot has its agent load it (ACP session/load) when the
+	// agent can. What the agent keeps of the conversation is in the
+	// session's directories (its HOME is the work directory). Additive.
+	Agent string `json:"agent,omitempty"`
 	// Size is the sum of the files' sizes.
 	Size    int64           `json:"size"`
 	Entries []SnapshotEntry `json:"entries"`

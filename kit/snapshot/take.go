@@ -37,6 +37,7 @@ var DefaultLimits = Limits{MaxSize: 10 << 30, MaxEntries: 1_000_000, MaxManifest
 type Source struct {
 	Box, BoxVersion, ClosureSHA256, ManifestSHA256 string
 	Session, Owner                                 string
+	Agent                                          string // the agent's conversation id (SnapshotManifest.Agent)
 }
 
 // Stats say what taking a snapshot stored anew.
@@ -68,7 +69,7 @@ func TakeCached(ctx context.Context, fsys FS, roots Roots, st Store, src Source,
 	m := &protocol.SnapshotManifest{
 		V: protocol.SnapshotManifestVersion, Box: src.Box, BoxVersion: src.BoxVersion,
 		ClosureSHA256: src.ClosureSHA256, ManifestSHA256: src.ManifestSHA256,
-		Session: src.Session, Owner: src.Owner, Created: now.UTC().Truncate(time.Millisecond),
+		Session: src.Session, Owner: src.Owner, Agent: src.Agent, Created: now.UTC().Truncate(time.Millisecond),
 		Entries: []protocol.SnapshotEntry{},
 	}
 	var stats Stats

@@ -641,6 +641,8 @@ export interface SnapshotManifest {
   owner?: string;
   /** An RFC 3339 time. */
   created: string;
+  /** The agent's own id of the session's conversation (an ACP session id): a session restored or forked from the snapshot has its agent load it where the agent can. */
+  agent?: string;
   /** The sum of the files' sizes, in bytes. */
   size: number;
   entries: SnapshotEntry[];

@@ -3,6 +3,8 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -81,5 +83,57 @@ func TestPersistentSessionContinuesItsConversation(t *testing.T) {
 		if strings.Contains(d["text"].(string), "replayed") {
 			t.Errorf("the loaded conversation's replay reached the client: %v", d)
 		}
+	}
+}
+
+// A session restored or forked from a snapshot continues the snapshotted
+// session's conversation: the snapshot names the agent's session, whose
+// files (the agent keeps them under its HOME, the work directory) it
+// holds, and the new session's agent loads it.
+func TestSnapshotCarriesTheConversation(t *testing.T) {
+	command := testAgent(t)
+	k := serveACP(t, &protocol.AgentSpec{Type: protocol.AgentACP, Command: command}, 0)
+	c := dial(t, k.url, k.key)
+	defer c.close()
+	sid := c.next()["session_id"].(string)
+	c.prompt("p1", "echo keep this", nil)
+	if end := last(c.finish("p1")); end["type"] != "complete" {
+		t.Fatalf("p1: %v", end)
+	}
+	post := func(path, body string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, k.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+k.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, out) != nil {
+			t.Fatalf("POST %s = %d %s", path, resp.StatusCode, b)
+		}
+	}
+	var info protocol.SnapshotInfo
+	post("/sessions/"+sid+"/snapshot", "", &info)
+	var res protocol.RestoreResult
+	post("/snapshots/"+info.ID+"/restore", "", &res)
+	var fork protocol.ForkResult
+	post("/sessions/"+sid+"/fork", `{"count":1}`, &fork)
+	for _, id := range []string{res.Session, fork.Sessions[0]} {
+		c2 := dialPath(t, k.url, k.key, "/?resume="+id+"&last_seq=0")
+		if h := c2.next(); h["session_id"] != id {
+			t.Fatalf("attach to %s: %v", id, h)
+		}
+		c2.prompt("p2", "history", nil)
+		end := last(c2.finish("p2"))
+		var history []string
+		if end["type"] != "complete" || json.Unmarshal([]byte(end["message"].(string)), &history) != nil {
+			t.Fatalf("%s: p2 ended with %v", id, end)
+		}
+		if strings.Join(history, "|") != "echo keep this|history" {
+			t.Errorf("%s: the conversation is %q, want the snapshotted one continued", id, history)
+		}
+		c2.close()
 	}
 }
