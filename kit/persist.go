@@ -131,13 +131,14 @@ func (ss *session) noteAgent(conv agent.Conversation) {
 // seq, atomically (a temporary file renamed over it).
 func (ss *session) saveRecord(seq uint64) {
 	p := &ss.persist
+	agentID := ss.agentSession() // before p.mu, which it takes
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
 		return
 	}
-	if id := ss.agentSession(); id != "" {
-		p.agent = id
+	if agentID != "" {
+		p.agent = agentID
 	}
 	rec := sessionRecord{Owner: ss.owner, Created: ss.created.UTC(), Active: time.Now().UTC(), Seq: seq, Agent: p.agent, Running: p.running}
 	b, _ := json.Marshal(rec)

@@ -132,9 +132,11 @@ func (st *stream) connGone(c *conn, clean bool) {
 		ss.logger().Debug("connection dropped; waiting for a resume", "grace", srv.resumeGrace)
 	}
 	st.mu.Unlock()
-	if !wait {
+	if !wait && srv.ctx.Err() == nil {
 		ss.end(errClosed)
 	}
+	// The box is shutting down: Close ends the session, with its own
+	// cause (a persistent session is kept, persist.go).
 }
 
 // awaitResumeLocked keeps the detached session for grace, then ends it

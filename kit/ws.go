@@ -126,7 +126,11 @@ func (s *Server) resumeTarget(r *http.Request, rid string, fresh *session, who s
 	_ = old.wake()
 	restored := old.restored()
 	if !old.stream.resume(c, last) {
-		old.end(errClosed)
+		// A resume that fails as the box shuts down leaves the session to
+		// the shutdown, which keeps a persistent one (persist.go).
+		if s.ctx.Err() == nil {
+			old.end(errClosed)
+		}
 		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
 	}
 	fresh.end(errClosed)
