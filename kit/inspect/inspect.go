@@ -132,13 +132,37 @@ type SessionRow struct {
 	Resources []ResourceSample `json:"resources,omitempty"`
 }
 
+// Grant is what a credential allows the page, recorded with its cookie
+// at login.
+type Grant struct {
+	// Ends is when the grant ends: a token's expiry; zero for the key,
+	// whose grant the cookie's lifetime bounds.
+	Ends time.Time
+	// Terminals: it may open terminals in sessions, a shell as the
+	// session (the key, or a token that carries the exec or admin scope
+	// besides inspect). An inspect token alone reads sessions and answers
+	// their slots; it never becomes a shell.
+	Terminals bool
+}
+
+// Terminals opens terminals in live sessions for the page, as the box's
+// own /sessions/{id}/terminals does.
+type Terminals interface {
+	// ServeTerminals answers r as /sessions/{session}/terminals{rest}
+	// (rest "" or "/{tid}"): create, list, attach (a WebSocket upgrade)
+	// or kill; 404 when no live session has that id.
+	ServeTerminals(w http.ResponseWriter, r *http.Request, session, rest string)
+}
+
 // Options are what the inspector reads of the box.
 type Options struct {
 	Sessions Sessions
 	// Grant checks a bearer for the inspect scope (the key, or a token
-	// that grants it) and returns when its grant ends; zero for the
-	// key, whose grant the cookie's lifetime bounds.
-	Grant func(bearer string) (ends time.Time, ok bool)
+	// that grants it) and returns what it allows.
+	Grant func(bearer string) (g Grant, ok bool)
+	// Terminals opens terminals in live sessions; nil: the page opens
+	// none.
+	Terminals Terminals
 	// Files serves GET /files/{id} from the box's own store.
 	Files http.Handler
 	// Environment returns GET /environment's body.
@@ -163,7 +187,7 @@ type Inspector struct {
 	history *history // ended sessions (history.go)
 
 	mu      sync.Mutex
-	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry
+	cookies map[[sha256.Size]byte]Grant // cookie hash -> its grant, expiry set
 }
 
 // New returns the inspector of a box.
@@ -172,7 +196,7 @@ func New(o Options) *Inspector {
 	if err != nil {
 		o.Log.Warn("inspector history: kept in memory only", "err", err)
 	}
-	return &Inspector{o: o, static: Static(), history: h, cookies: map[[sha256.Size]byte]time.Time{}}
+	return &Inspector{o: o, static: Static(), history: h, cookies: map[[sha256.Size]byte]Grant{}}
 }
 
 // Routes mounts the inspector's paths: /inspect and under it.
@@ -238,34 +262,33 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// bearerGrant checks a bearer for the inspect scope and returns when
-// its grant ends.
-func (in *Inspector) bearerGrant(bearer string) (time.Time, bool) {
-	ends, ok := in.o.Grant(bearer)
-	if ok && ends.IsZero() {
-		ends = in.o.Now().Add(cookieTTL)
+// bearerGrant checks a bearer for the inspect scope and returns its
+// grant, with an end.
+func (in *Inspector) bearerGrant(bearer string) (Grant, bool) {
+	g, ok := in.o.Grant(bearer)
+	if ok && g.Ends.IsZero() {
+		g.Ends = in.o.Now().Add(cookieTTL)
 	}
-	return ends, ok
+	return g, ok
 }
 
 // authorized accepts a bearer (key or inspect token) or a live
-// inspector cookie.
-func (in *Inspector) authorized(r *http.Request) bool {
+// inspector cookie, and returns what it allows.
+func (in *Inspector) authorized(r *http.Request) (Grant, bool) {
 	if bearer, ok := route.Bearer(r); ok {
-		_, ok := in.bearerGrant(bearer)
-		return ok
+		return in.bearerGrant(bearer)
 	}
 	ck, err := r.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
-		return false
+		return Grant{}, false
 	}
 	sum := sha256.Sum256([]byte(ck.Value))
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	exp, ok := in.cookies[sum]
-	if ok && !in.o.Now().Before(exp) {
+	g, ok := in.cookies[sum]
+	if ok && !in.o.Now().Before(g.Ends) {
 		delete(in.cookies, sum)
-		return false
+		return Grant{}, false
 	}
-	return ok
+	return g, ok
 }
