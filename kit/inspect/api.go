@@ -44,7 +44,7 @@ func (in *Inspector) serveAPI(w http.ResponseWriter, r *http.Request, api string
 	parts := strings.Split(api, "/")
 	switch {
 	case api == "sessions" && r.Method == http.MethodGet:
-		in.listSessions(w)
+		in.listSessions(w, g.Terminals && in.o.Terminals != nil)
 	case api == "history" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"sessions": in.history.list()})
@@ -142,7 +142,9 @@ func (in *Inspector) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (in *Inspector) listSessions(w http.ResponseWriter) {
+// listSessions answers the live sessions, and whether this login may
+// open terminals in them (the page shows its Terminal button then).
+func (in *Inspector) listSessions(w http.ResponseWriter, terminals bool) {
 	list := in.o.Sessions.All()
 	out := make([]SessionRow, 0, len(list))
 	for _, ss := range list {
@@ -155,7 +157,7 @@ func (in *Inspector) listSessions(w http.ResponseWriter) {
 		return out[i].ID < out[j].ID
 	})
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"sessions": out})
+	json.NewEncoder(w).Encode(map[string]any{"sessions": out, "terminals": terminals})
 }
 
 // events streams a session's frames as server-sent events: the

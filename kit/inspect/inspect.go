@@ -56,7 +56,9 @@ import (
 var static embed.FS
 
 // Static returns the page's files: index.html, app.css and its scripts
-// (app.js last, after format.js, terminal.js, session.js and box.js).
+// (app.js last, after format.js, terminal.js, session.js, shell.js and
+// box.js), and under vendor/xterm the terminal emulator shell.js draws
+// with (xterm.js, MIT; its README says which version).
 func Static() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -242,7 +244,8 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 		name = "index.html"
 	}
 	data, err := fs.ReadFile(in.static, name)
-	if err != nil || strings.Contains(name, "/") {
+	// The page's own files, and the vendored terminal emulator's.
+	if err != nil || strings.Contains(name, "/") && !strings.HasPrefix(name, "vendor/") {
 		http.NotFound(w, r)
 		return
 	}
@@ -253,6 +256,8 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 	case ".css":
 		h.Set("Content-Type", "text/css; charset=utf-8")
+	case ".md", "", ".addon-fit":
+		h.Set("Content-Type", "text/plain; charset=utf-8") // README, LICENSE
 	default:
 		h.Set("Content-Type", "application/octet-stream")
 	}
