@@ -94,7 +94,7 @@ function attachShell(sid, info) {
   const base = location.pathname.replace(/[^/]*$/, "");
   const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${base}${api}${shellPath(sid, info.id)}`);
   ws.binaryType = "arraybuffer";
-  const sh = { key, sid, tid: info.id, term, ws, box, exited: false, ro: null };
+  const sh = { key, sid, tid: info.id, term, ws, box, exited: false, gone: false, ro: null };
   shells.set(key, sh);
   renderShellButton(current());
 
@@ -133,12 +133,14 @@ function attachShell(sid, info) {
   };
   ws.onclose = (ev) => {
     box.classList.add("ended");
+    // 1001: the box closed it as the session ended; nothing left to kill.
+    if (ev.code === 1001) sh.gone = true;
     if (!sh.exited) note.textContent = ev.reason || (ev.code === 1006 ? "the connection was refused or lost" : "disconnected");
   };
 }
 
 // closeShell closes a terminal's pane and kills it (DELETE), unless its
-// command has ended already.
+// command or its session has ended already.
 async function closeShell(key) {
   const sh = shells.get(key);
   if (!sh) return;
@@ -149,7 +151,7 @@ async function closeShell(key) {
   sh.box.remove();
   if (!shells.size) $("shells").hidden = true;
   renderShellButton(current());
-  if (sh.exited) return;
+  if (sh.exited || sh.gone) return;
   try {
     const r = await call(shellPath(sh.sid, sh.tid), { method: "DELETE" });
     if (!r.ok && r.status !== 404) status(`close terminal ${sh.tid}: HTTP ${r.status}`);
