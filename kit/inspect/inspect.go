@@ -12,8 +12,20 @@
 // in. The cookie is random, HttpOnly, SameSite=Strict, scoped to /inspect,
 // Secure over https, and lives no longer than the token (at most
 // eight hours). Requests that change something (login, logout, slot
-// answers, aborts) must also carry the header X-Glovebox-Inspect, which a
-// cross-site form cannot send.
+// answers, aborts, terminals started or killed: every method but GET and
+// HEAD) must also carry the header X-Glovebox-Inspect, which a cross-site
+// form cannot send.
+//
+// Terminals. The page opens interactive terminals into live sessions (a
+// shell in the session's sandbox, drawn by the vendored xterm.js under
+// static/vendor/xterm) through the box's own terminals (Options.Terminals,
+// the same code as /sessions/{id}/terminals). Reading sessions is not a
+// shell: the cookie keeps the Grant of the credential it was exchanged
+// for, and only a Grant with Terminals (the key, or a token with the exec
+// or admin scope besides inspect) reaches these routes; others get 403.
+// The WebSocket that attaches a terminal is a GET the cookie rides on, so
+// its Origin must name this box's host (a page of another port on the
+// same host is the same site, and would carry the cookie too).
 //
 // What it keeps. Live sessions' recent frames (the kit keeps them); ended
 // sessions and their prompts (status, times, exit status, the limit that
@@ -25,7 +37,7 @@
 //	GET  /inspect/                          the page (index.html, app.js, app.css)
 //	POST /inspect/api/login                 bearer -> cookie
 //	POST /inspect/api/logout                forget the cookie
-//	GET  /inspect/api/sessions              live sessions and their prompts (JSON)
+//	GET  /inspect/api/sessions              live sessions and their prompts (JSON), and whether this login opens terminals
 //	GET  /inspect/api/sessions/{id}/events  the session's frames (text/event-stream)
 //	POST /inspect/api/sessions/{id}/slots/{slot}  {"value":...} or {"reject":"why"}
 //	POST /inspect/api/sessions/{id}/prompts/{prompt}/abort  abort it, as the client's abort message
@@ -33,6 +45,8 @@
 //	GET  /inspect/api/history               ended sessions and their prompts (history.go)
 //	GET  /inspect/api/egress?session=&since=  the egress audit trail's lines, as GET /egress/log
 //	GET  /inspect/api/environment           what GET /environment says
+//	POST|GET /inspect/api/sessions/{id}/terminals       start a terminal in the session, or list them (key or inspect+exec)
+//	GET|DELETE /inspect/api/sessions/{id}/terminals/{tid}  attach (WebSocket, same origin only), describe, or kill it
 package inspect
 
 import (

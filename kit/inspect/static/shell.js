@@ -159,3 +159,13 @@ async function closeShell(key) {
     status(`close terminal ${sh.tid}: box unreachable`);
   }
 }
+
+// Leaving the page kills its terminals, as Close would: nothing reattaches
+// them. A browser that dies without pagehide leaves them running until
+// their session ends.
+addEventListener("pagehide", () => {
+  for (const sh of shells.values()) {
+    if (sh.exited || sh.gone) continue;
+    fetch(api + shellPath(sh.sid, sh.tid), { method: "DELETE", keepalive: true, credentials: "same-origin", headers: { "X-Glovebox-Inspect": "1" } }).catch(() => {});
+  }
+});

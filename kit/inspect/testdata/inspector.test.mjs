@@ -449,6 +449,26 @@ test("a terminal in the inspector, for a login that may have a shell", { skip },
   await within(30000, "the second terminal to end with its session", page.locator(`[data-shell="${key2}"].ended`).waitFor());
   await page.locator(`[data-shell="${key2}"] button.close-shell`).click();
   await within(30000, "the shells pane to hide", page.locator("#shells").waitFor({ state: "hidden" }));
+
+  // Leaving the page kills the terminals it holds open.
+  const s2 = await session();
+  const item2 = page.locator(`#sessions li[data-session="${s2.sid}"]`);
+  await within(30000, "the second session in the list", item2.waitFor());
+  await item2.click();
+  await button.click();
+  const third = page.locator(`#shells .shell[data-session="${s2.sid}"]`);
+  await within(30000, "a terminal in the second session", third.locator(".shell-state", { hasText: "connected" }).waitFor());
+  const tid3 = (await third.getAttribute("data-shell")).split("/")[1];
+  await page.goto("about:blank");
+  await within(30000, "the page's terminal to end as it left", (async () => {
+    for (;;) {
+      const r = await fetch(`${kit.http}/sessions/${s2.sid}/terminals`, { headers: { Authorization: "Bearer " + kit.key } });
+      const t = (await r.json()).find((t) => t.id === tid3);
+      if (!t || t.state === "exited") return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })());
+  s2.ws.close();
   const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
   assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
 });
