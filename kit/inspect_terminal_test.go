@@ -140,6 +140,14 @@ func TestInspectorTerminalAuth(t *testing.T) {
 			tm := b.attach(base+"/"+ti.ID, withOrigin(page, b.url))
 			tm.send("echo hi-$((40+2))\r")
 			tm.until("hi-42")
+			// The session's shell, in its work directory, as kit/terminal.go
+			// starts it.
+			info, err := b.srv.live.lookup(id).sandboxed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm.send("pwd\r")
+			tm.until(info.Dirs.Work)
 			tm.control(protocol.TermControl{Type: protocol.TermResize, Cols: 120, Rows: 40})
 			tm.send("stty size\r")
 			tm.until("40 120")
