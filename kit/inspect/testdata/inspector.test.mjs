@@ -469,6 +469,9 @@ test("a terminal in the inspector, for a login that may have a shell", { skip },
     }
   })());
   s2.ws.close();
+  // Back to the page, for the tests after this one.
+  await page.goto(`${kit.http}/inspect/`);
+  await within(30000, "the page again", page.locator("#main").waitFor({ state: "visible" }));
   const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
   assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
 });
