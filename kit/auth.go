@@ -12,6 +12,7 @@ import (
 
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/files"
+	"github.com/glovebox-dev/glovebox/kit/inspect"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/protocol"
 )
@@ -180,14 +181,16 @@ func (a *auth) tokenClaims(tok string) (protocol.TokenClaims, bool) {
 
 // inspectGrant checks a bearer for the inspector (kit/inspect): the key,
 // whose grant has no end of its own (zero), or a token with the inspect
-// scope, until it expires.
-func (a *auth) inspectGrant(bearer string) (time.Time, bool) {
+// scope, until it expires. Either opens terminals from the page only
+// when it would reach them on /sessions/{id}/terminals for every
+// session: the key, or a token with the exec or admin scope too.
+func (a *auth) inspectGrant(bearer string) (inspect.Grant, bool) {
 	if a.isKey(bearer) {
-		return time.Time{}, true
+		return inspect.Grant{Terminals: true}, true
 	}
 	c, ok := a.tokenClaims(bearer)
 	if !ok || !c.Allows(protocol.ScopeInspect) {
-		return time.Time{}, false
+		return inspect.Grant{}, false
 	}
-	return c.Expires, true
+	return inspect.Grant{Ends: c.Expires, Terminals: c.Allows(protocol.ScopeExec) || c.Allows(protocol.ScopeAdmin)}, true
 }

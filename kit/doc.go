@@ -13,7 +13,7 @@
 //	GET /egress/log        the egress audit trail (key, audit or admin token; kit/audit_route.go)
 //	PUT /uploads/{name}    a file streamed into the store, answered with its server FileRef (key or upload token; kit/upload)
 //	POST|PATCH|HEAD|DELETE /uploads/...  the same, resumable (kit/upload)
-//	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect)
+//	/inspect/...           the inspector, when enabled: it reads sessions, answers their slots and aborts their prompts (key, inspect token or its cookie; kit/inspect); with the key or an inspect+exec token, opens terminals in them (/inspect/api/sessions/{id}/terminals, kit/inspected.go)
 //	GET /sessions          the live sessions (key or admin token; sessionsRoute, kit/sessions_route.go)
 //	GET|POST /sessions/{id}/egress  a session's own egress rules, shown or replaced (key or admin token; kit/egress_session.go)
 //	/sessions/{id}/{feature}  a session's own terminals, processes, files and preview ports (the key, the feature's scope or admin, or the session's own credential; sessionRoutes, kit/session_routes.go)
@@ -89,6 +89,16 @@
 // connection's queue to a writer goroutine that holds a burst's frames
 // and writes them together. A prompt's run record is signed by its own
 // goroutine once the prompt's last frame is written.
+//
+// The inspector's page opens terminals too (its Terminal button), through
+// its own /inspect/api/sessions/{id}/terminals[/{tid}], which hands the
+// request to the same terminals (inspectedTerminals, kit/inspected.go):
+// the page holds no bearer, only its HttpOnly cookie. The cookie records
+// at login what its credential allows; only the key, or a token with the
+// exec (or admin) scope besides inspect, opens terminals, so an inspect
+// token never becomes a shell. The WebSocket attaches only from a page of
+// the box's own origin, and requests that change something carry the
+// inspector's CSRF header.
 //
 // Resume. Frames about prompts (event, display_push, display_clear,
 // complete, error) carry seq 1, 2, 3... per session. A client that sends

@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,8 +17,9 @@ import (
 type inspected struct{ live *live }
 
 var (
-	_ inspect.Sessions = inspected{}
-	_ inspect.Session  = inspectedSession{}
+	_ inspect.Sessions  = inspected{}
+	_ inspect.Session   = inspectedSession{}
+	_ inspect.Terminals = inspectedTerminals{}
 )
 
 func (i inspected) All() []inspect.Session {
@@ -83,11 +85,26 @@ func (i inspectedSession) Abort(promptID string) bool {
 	return true
 }
 
+// inspectedTerminals opens the sessions' terminals (terminal.go) for the
+// inspector's page, which has checked the login's grant: the same
+// terminals, limits and sandbox as /sessions/{id}/terminals.
+type inspectedTerminals struct{ s *Server }
+
+func (i inspectedTerminals) ServeTerminals(w http.ResponseWriter, r *http.Request, id, rest string) {
+	ss := i.s.live.lookup(id)
+	if ss == nil || !ss.opened.Load() || i.s.terms == nil {
+		http.Error(w, "inspect: no live session "+id+" on this box", http.StatusNotFound)
+		return
+	}
+	i.s.terms.serve(w, r, ss, rest)
+}
+
 // inspectOptions are what the inspector reads of the box s: its history
 // goes under the state directory when that is usable.
 func (b *boot) inspectOptions(s *Server, now func() time.Time) inspect.Options {
 	o := inspect.Options{
 		Sessions: inspected{&s.live}, Grant: s.auth.inspectGrant, Files: s.local,
+		Terminals:   inspectedTerminals{s},
 		Environment: s.environmentBody, Now: now, Done: s.ctx.Done(), Log: s.log,
 	}
 	if dirOK(s.stateDir) {

@@ -7,21 +7,25 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/glovebox-dev/glovebox/internal/wsconn"
 	"github.com/glovebox-dev/glovebox/kit/egress"
 	"github.com/glovebox-dev/glovebox/kit/route"
 	"github.com/glovebox-dev/glovebox/kit/storage"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // serveAPI answers /inspect/api/...: login and logout, then, for the
 // key, an inspect token or a live cookie, the routes the package doc
 // lists.
 func (in *Inspector) serveAPI(w http.ResponseWriter, r *http.Request, api string) {
-	if r.Method == http.MethodPost && r.Header.Get(Header) == "" {
-		http.Error(w, "inspect: POST requests need the "+Header+" header", http.StatusForbidden)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(Header) == "" {
+		http.Error(w, "inspect: "+r.Method+" requests need the "+Header+" header", http.StatusForbidden)
 		return
 	}
 	if api == "login" {
@@ -32,14 +36,15 @@ func (in *Inspector) serveAPI(w http.ResponseWriter, r *http.Request, api string
 		in.logout(w, r)
 		return
 	}
-	if !in.authorized(r) {
+	g, ok := in.authorized(r)
+	if !ok {
 		route.Unauthorized(w)
 		return
 	}
 	parts := strings.Split(api, "/")
 	switch {
 	case api == "sessions" && r.Method == http.MethodGet:
-		in.listSessions(w)
+		in.listSessions(w, g.Terminals && in.o.Terminals != nil)
 	case api == "history" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"sessions": in.history.list()})
@@ -71,6 +76,8 @@ func (in *Inspector) serveAPI(w http.ResponseWriter, r *http.Request, api string
 		r2.URL.RawQuery = "" // never ?consume: the inspector only looks
 		w.Header().Set("Content-Disposition", "attachment")
 		in.o.Files.ServeHTTP(w, r2)
+	case (len(parts) == 3 || len(parts) == 4) && parts[0] == "sessions" && parts[2] == "terminals":
+		in.terminals(w, r, g, parts[1], strings.TrimPrefix(api, "sessions/"+parts[1]+"/terminals"))
 	case len(parts) == 3 && parts[0] == "sessions" && parts[2] == "events" && r.Method == http.MethodGet:
 		in.events(w, r, parts[1])
 	case len(parts) == 4 && parts[0] == "sessions" && parts[2] == "slots" && r.Method == http.MethodPost:
@@ -92,21 +99,22 @@ func (in *Inspector) login(w http.ResponseWriter, r *http.Request) {
 		route.Unauthorized(w)
 		return
 	}
-	exp, ok := in.bearerGrant(bearer)
+	g, ok := in.bearerGrant(bearer)
 	if !ok {
 		route.Unauthorized(w)
 		return
 	}
 	now := in.o.Now()
-	if limit := now.Add(cookieTTL); exp.After(limit) {
-		exp = limit
+	if limit := now.Add(cookieTTL); g.Ends.After(limit) {
+		g.Ends = limit
 	}
+	exp := g.Ends
 	var b [32]byte
 	rand.Read(b[:])
 	val := base64.RawURLEncoding.EncodeToString(b[:])
 	in.mu.Lock()
 	for k, e := range in.cookies {
-		if !now.Before(e) {
+		if !now.Before(e.Ends) {
 			delete(in.cookies, k)
 		}
 	}
@@ -114,13 +122,13 @@ func (in *Inspector) login(w http.ResponseWriter, r *http.Request) {
 		var oldest [sha256.Size]byte
 		var first time.Time
 		for k, e := range in.cookies {
-			if first.IsZero() || e.Before(first) {
-				oldest, first = k, e
+			if first.IsZero() || e.Ends.Before(first) {
+				oldest, first = k, e.Ends
 			}
 		}
 		delete(in.cookies, oldest)
 	}
-	in.cookies[sha256.Sum256([]byte(val))] = exp
+	in.cookies[sha256.Sum256([]byte(val))] = g
 	in.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: val, Path: Prefix,
@@ -129,7 +137,7 @@ func (in *Inspector) login(w http.ResponseWriter, r *http.Request) {
 		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
 	})
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"expires": exp.UTC().Format(time.RFC3339)})
+	json.NewEncoder(w).Encode(map[string]any{"expires": exp.UTC().Format(time.RFC3339), "terminals": g.Terminals && in.o.Terminals != nil})
 }
 
 func (in *Inspector) logout(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +154,9 @@ func (in *Inspector) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (in *Inspector) listSessions(w http.ResponseWriter) {
+// listSessions answers the live sessions, and whether this login may
+// open terminals in them (the page shows its Terminal button then).
+func (in *Inspector) listSessions(w http.ResponseWriter, terminals bool) {
 	list := in.o.Sessions.All()
 	out := make([]SessionRow, 0, len(list))
 	for _, ss := range list {
@@ -159,7 +169,7 @@ func (in *Inspector) listSessions(w http.ResponseWriter) {
 		return out[i].ID < out[j].ID
 	})
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"sessions": out})
+	json.NewEncoder(w).Encode(map[string]any{"sessions": out, "terminals": terminals})
 }
 
 // events streams a session's frames as server-sent events: the
@@ -313,4 +323,31 @@ func (in *Inspector) egressLines(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// terminals hands /inspect/api/sessions/{id}/terminals[/{tid}] to the
+// box's own terminals: a login whose grant allows them (the key, or a
+// token with the exec scope too), and, for the WebSocket that attaches
+// one, a page of this origin (the cookie rides along with any page of
+// the same site, another port of the host included).
+func (in *Inspector) terminals(w http.ResponseWriter, r *http.Request, g Grant, id, rest string) {
+	switch {
+	case in.o.Terminals == nil:
+		http.Error(w, "inspect: this box opens no terminals", http.StatusNotFound)
+	case !g.Terminals:
+		http.Error(w, "inspect: this login reads sessions but opens no terminals: log in with the box key, or a token with the "+protocol.ScopeExec+" scope besides "+protocol.ScopeInspect, http.StatusForbidden)
+	case wsconn.IsUpgrade(r) && !sameOrigin(r):
+		http.Error(w, "inspect: a terminal attaches only from the inspector's own page (Origin "+strconv.Quote(r.Header.Get("Origin"))+" is not this box's)", http.StatusForbidden)
+	default:
+		if r.Method == http.MethodPost {
+			in.o.Log.Info("terminal opened from the inspector", "session", id)
+		}
+		in.o.Terminals.ServeTerminals(w, r, id, rest)
+	}
+}
+
+// sameOrigin reports whether r's Origin names the host r was sent to.
+func sameOrigin(r *http.Request) bool {
+	u, err := url.Parse(r.Header.Get("Origin"))
+	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, r.Host)
 }

@@ -12,8 +12,20 @@
 // in. The cookie is random, HttpOnly, SameSite=Strict, scoped to /inspect,
 // Secure over https, and lives no longer than the token (at most
 // eight hours). Requests that change something (login, logout, slot
-// answers, aborts) must also carry the header X-Glovebox-Inspect, which a
-// cross-site form cannot send.
+// answers, aborts, terminals started or killed: every method but GET and
+// HEAD) must also carry the header X-Glovebox-Inspect, which a cross-site
+// form cannot send.
+//
+// Terminals. The page opens interactive terminals into live sessions (a
+// shell in the session's sandbox, drawn by the vendored xterm.js under
+// static/vendor/xterm) through the box's own terminals (Options.Terminals,
+// the same code as /sessions/{id}/terminals). Reading sessions is not a
+// shell: the cookie keeps the Grant of the credential it was exchanged
+// for, and only a Grant with Terminals (the key, or a token with the exec
+// or admin scope besides inspect) reaches these routes; others get 403.
+// The WebSocket that attaches a terminal is a GET the cookie rides on, so
+// its Origin must name this box's host (a page of another port on the
+// same host is the same site, and would carry the cookie too).
 //
 // What it keeps. Live sessions' recent frames (the kit keeps them); ended
 // sessions and their prompts (status, times, exit status, the limit that
@@ -25,7 +37,7 @@
 //	GET  /inspect/                          the page (index.html, app.js, app.css)
 //	POST /inspect/api/login                 bearer -> cookie
 //	POST /inspect/api/logout                forget the cookie
-//	GET  /inspect/api/sessions              live sessions and their prompts (JSON)
+//	GET  /inspect/api/sessions              live sessions and their prompts (JSON), and whether this login opens terminals
 //	GET  /inspect/api/sessions/{id}/events  the session's frames (text/event-stream)
 //	POST /inspect/api/sessions/{id}/slots/{slot}  {"value":...} or {"reject":"why"}
 //	POST /inspect/api/sessions/{id}/prompts/{prompt}/abort  abort it, as the client's abort message
@@ -34,6 +46,8 @@
 //	GET  /inspect/api/egress?session=&since=  the egress audit trail's lines, as GET /egress/log
 //	GET  /inspect/api/environment           what GET /environment says
 //	GET  /inspect/api/snapshots             what GET /snapshots says
+//	POST|GET /inspect/api/sessions/{id}/terminals       start a terminal in the session, or list them (key or inspect+exec)
+//	GET|DELETE /inspect/api/sessions/{id}/terminals/{tid}  attach (WebSocket, same origin only), describe, or kill it
 package inspect
 
 import (
@@ -58,7 +72,9 @@ import (
 var static embed.FS
 
 // Static returns the page's files: index.html, app.css and its scripts
-// (app.js last, after format.js, terminal.js, session.js and box.js).
+// (app.js last, after format.js, terminal.js, session.js, shell.js and
+// box.js), and under vendor/xterm the terminal emulator shell.js draws
+// with (xterm.js, MIT; its README says which version).
 func Static() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -134,13 +150,37 @@ type SessionRow struct {
 	Resources []ResourceSample `json:"resources,omitempty"`
 }
 
+// Grant is what a credential allows the page, recorded with its cookie
+// at login.
+type Grant struct {
+	// Ends is when the grant ends: a token's expiry; zero for the key,
+	// whose grant the cookie's lifetime bounds.
+	Ends time.Time
+	// Terminals: it may open terminals in sessions, a shell as the
+	// session (the key, or a token that carries the exec or admin scope
+	// besides inspect). An inspect token alone reads sessions and answers
+	// their slots; it never becomes a shell.
+	Terminals bool
+}
+
+// Terminals opens terminals in live sessions for the page, as the box's
+// own /sessions/{id}/terminals does.
+type Terminals interface {
+	// ServeTerminals answers r as /sessions/{session}/terminals{rest}
+	// (rest "" or "/{tid}"): create, list, attach (a WebSocket upgrade)
+	// or kill; 404 when no live session has that id.
+	ServeTerminals(w http.ResponseWriter, r *http.Request, session, rest string)
+}
+
 // Options are what the inspector reads of the box.
 type Options struct {
 	Sessions Sessions
 	// Grant checks a bearer for the inspect scope (the key, or a token
-	// that grants it) and returns when its grant ends; zero for the
-	// key, whose grant the cookie's lifetime bounds.
-	Grant func(bearer string) (ends time.Time, ok bool)
+	// that grants it) and returns what it allows.
+	Grant func(bearer string) (g Grant, ok bool)
+	// Terminals opens terminals in live sessions; nil: the page opens
+	// none.
+	Terminals Terminals
 	// Files serves GET /files/{id} from the box's own store.
 	Files http.Handler
 	// Environment returns GET /environment's body.
@@ -168,7 +208,7 @@ type Inspector struct {
 	history *history // ended sessions (history.go)
 
 	mu      sync.Mutex
-	cookies map[[sha256.Size]byte]time.Time // cookie hash -> expiry
+	cookies map[[sha256.Size]byte]Grant // cookie hash -> its grant, expiry set
 }
 
 // New returns the inspector of a box.
@@ -177,7 +217,7 @@ func New(o Options) *Inspector {
 	if err != nil {
 		o.Log.Warn("inspector history: kept in memory only", "err", err)
 	}
-	return &Inspector{o: o, static: Static(), history: h, cookies: map[[sha256.Size]byte]time.Time{}}
+	return &Inspector{o: o, static: Static(), history: h, cookies: map[[sha256.Size]byte]Grant{}}
 }
 
 // Routes mounts the inspector's paths: /inspect and under it.
@@ -223,7 +263,8 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 		name = "index.html"
 	}
 	data, err := fs.ReadFile(in.static, name)
-	if err != nil || strings.Contains(name, "/") {
+	// The page's own files, and the vendored terminal emulator's.
+	if err != nil || strings.Contains(name, "/") && !strings.HasPrefix(name, "vendor/") {
 		http.NotFound(w, r)
 		return
 	}
@@ -234,6 +275,8 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 	case ".css":
 		h.Set("Content-Type", "text/css; charset=utf-8")
+	case ".md", "", ".addon-fit":
+		h.Set("Content-Type", "text/plain; charset=utf-8") // README, LICENSE
 	default:
 		h.Set("Content-Type", "application/octet-stream")
 	}
@@ -243,34 +286,33 @@ func (in *Inspector) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// bearerGrant checks a bearer for the inspect scope and returns when
-// its grant ends.
-func (in *Inspector) bearerGrant(bearer string) (time.Time, bool) {
-	ends, ok := in.o.Grant(bearer)
-	if ok && ends.IsZero() {
-		ends = in.o.Now().Add(cookieTTL)
+// bearerGrant checks a bearer for the inspect scope and returns its
+// grant, with an end.
+func (in *Inspector) bearerGrant(bearer string) (Grant, bool) {
+	g, ok := in.o.Grant(bearer)
+	if ok && g.Ends.IsZero() {
+		g.Ends = in.o.Now().Add(cookieTTL)
 	}
-	return ends, ok
+	return g, ok
 }
 
 // authorized accepts a bearer (key or inspect token) or a live
-// inspector cookie.
-func (in *Inspector) authorized(r *http.Request) bool {
+// inspector cookie, and returns what it allows.
+func (in *Inspector) authorized(r *http.Request) (Grant, bool) {
 	if bearer, ok := route.Bearer(r); ok {
-		_, ok := in.bearerGrant(bearer)
-		return ok
+		return in.bearerGrant(bearer)
 	}
 	ck, err := r.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
-		return false
+		return Grant{}, false
 	}
 	sum := sha256.Sum256([]byte(ck.Value))
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	exp, ok := in.cookies[sum]
-	if ok && !in.o.Now().Before(exp) {
+	g, ok := in.cookies[sum]
+	if ok && !in.o.Now().Before(g.Ends) {
 		delete(in.cookies, sum)
-		return false
+		return Grant{}, false
 	}
-	return ok
+	return g, ok
 }

@@ -1,6 +1,6 @@
 // The Glovebox inspector. Everything the box sends is data: it is shown
 // with textContent, never parsed as HTML. index.html loads format.js,
-// terminal.js, session.js and box.js before this file, as classic scripts
+// terminal.js, session.js, xterm.js, shell.js and box.js before this file, as classic scripts
 // sharing the page's scope, and this one last: it starts the page.
 "use strict";
 
@@ -9,7 +9,7 @@ const rowH = 18; // px: one line of the terminal and of the raw events
 const maxLines = 200000; // lines a session's terminal keeps; older ones go
 const maxRaw = 200000; // raw events a session keeps
 const maxViews = 8; // sessions whose output the page keeps
-const state = { selected: null, stream: null, live: [], history: [], views: new Map(), tab: "output", env: null, confirming: null, aborting: new Set() };
+const state = { selected: null, stream: null, live: [], history: [], views: new Map(), tab: "output", env: null, confirming: null, aborting: new Set(), terminals: false };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -31,7 +31,7 @@ function status(text) {
 
 async function call(path, opts = {}) {
   const headers = Object.assign({}, opts.headers || {});
-  if (opts.method === "POST") headers["X-Glovebox-Inspect"] = "1";
+  if (opts.method && opts.method !== "GET") headers["X-Glovebox-Inspect"] = "1";
   return fetch(api + path, { credentials: "same-origin", cache: "no-store", ...opts, headers });
 }
 
@@ -54,7 +54,9 @@ async function start() {
   if (r.status === 401) return showLogin();
   if (!r.ok) return status("sessions: HTTP " + r.status);
   showMain();
-  state.live = (await r.json()).sessions || [];
+  const body = await r.json();
+  state.live = body.sessions || [];
+  state.terminals = body.terminals === true;
   await loadHistory();
   render();
 }
@@ -82,6 +84,7 @@ function showMain() {
   term = new VList($("terminal"), (v, i) => termRow(v.lines[i]), (v) => v.lines.length);
   raw = new VList($("events"), (v, i) => rawRow(v.raw[i]), (v) => v.raw.length);
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showTab(b.dataset.tab));
+  $("open-shell").addEventListener("click", () => { if (state.selected) openShell(state.selected); });
   loadEnvironment();
   loadSnapshots();
   setInterval(refresh, 2000);
@@ -102,7 +105,9 @@ async function refresh() {
     const r = await call("sessions");
     if (r.status === 401) return status("signed out: reload the page with a token");
     if (!r.ok) return;
-    const live = (await r.json()).sessions || [];
+    const body = await r.json();
+    const live = body.sessions || [];
+    state.terminals = body.terminals === true;
     for (const s of live) s.prompts ||= [];
     const gone = state.live.some((s) => !live.some((l) => l.id === s.id));
     state.live = live;

@@ -10,6 +10,7 @@ function renderSession() {
     ? `${s.owner} · since ${fmtTime(s.started)} · ${linkState(s)} · last frame #${s.last_seq}`
     : s.missing ? "the box no longer keeps this session"
     : `${s.owner} · ${fmtTime(s.started)} – ${fmtTime(s.ended)} (${fmtDur(dur(s.started, s.ended))}) · ${s.cause} · ${s.frames} frames, ${fmtBytes(s.bytes)}`;
+  renderShellButton(s);
   renderPrompts(s);
   renderOutputs(s);
   renderTimeline(s);

@@ -6,7 +6,8 @@
 // as a terminal shows it, the display slot answered, the output
 // downloaded, the egress table, the timeline, the box at a glance, the
 // session kept in the history once it ends, a running and a queued prompt
-// aborted from the page; screenshots of each view are
+// aborted from the page, a terminal into a live session (with the key;
+// an inspect token gets none); screenshots of each view are
 // checked for content (INSPECT_SCREENSHOTS=DIR keeps them). Then a
 // session of 100,000 events, with the page's frame time measured.
 import assert from "node:assert/strict";
@@ -362,6 +363,115 @@ test("the page aborts a running prompt and a queued one", { skip }, async () => 
   s.prompt("after", "exit 0");
   await s.frame("a prompt after the aborts", (f) => f.type === "complete" && f.id === "after");
   s.ws.close();
+  const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
+  assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
+});
+
+test("a terminal in the inspector, for a login that may have a shell", { skip }, async () => {
+  const s = await session();
+  const item = page.locator(`#sessions li[data-session="${s.sid}"]`);
+  const button = page.locator("#open-shell");
+
+  // An inspect token reads the session but gets no shell: no button, and
+  // the box refuses the page's request anyway.
+  await page.goto("about:blank");
+  await page.goto(`${kit.http}/inspect/#token=${mintToken(kit.key, ["inspect"], 600)}`);
+  await within(30000, "the session in the list", item.waitFor());
+  await item.click();
+  await within(30000, "the session's pane", page.locator("#session-title", { hasText: s.sid }).waitFor());
+  assert.equal(await page.evaluate(() => state.terminals), false, "an inspect token's login may open terminals");
+  assert.ok(!(await button.isVisible()), "an inspect token's login shows the Terminal button");
+  // (page.request carries the page's cookie, and logs nothing on its console)
+  const refused = await page.request.post(`${kit.http}/inspect/api/sessions/${s.sid}/terminals`, { headers: { "X-Glovebox-Inspect": "1" }, data: "{}" });
+  assert.equal(refused.status(), 403, "the box opened a terminal for an inspect token's cookie");
+
+  // The key: the button opens a shell in the session.
+  await page.goto("about:blank");
+  await page.goto(`${kit.http}/inspect/#token=${kit.key}`);
+  await within(30000, "the session in the list", item.waitFor());
+  await item.click();
+  await within(30000, "the Terminal button", button.waitFor({ state: "visible" }));
+  await button.click();
+  const shell = page.locator(`#shells .shell[data-session="${s.sid}"]`);
+  await within(30000, "the terminal's pane", shell.waitFor());
+  const key = await shell.getAttribute("data-shell");
+  const first = page.locator(`[data-shell="${key}"]`);
+  await within(30000, "the terminal to connect", first.locator(".shell-state", { hasText: "connected" }).waitFor());
+  const tid = key.split("/")[1];
+  /** Waits for a row of the terminal's screen that reads text. */
+  const row = (text) => within(30000, `"${text}" on the terminal`, page.waitForFunction(([k, t]) =>
+    [...document.querySelectorAll(`[data-shell="${k}"] .xterm-rows > div`)].some((d) => d.textContent.trim() === t), [key, text], { timeout: 30000 }));
+  await first.locator(".xterm").click();
+  await page.keyboard.type("echo hi");
+  await page.keyboard.press("Enter");
+  await row("hi");
+  // xterm.js's styles reached the page under its CSP: the rows are drawn
+  // in the theme's colour.
+  assert.equal(await first.locator(".xterm-rows").evaluate((e) => getComputedStyle(e).color), "rgb(215, 220, 229)");
+
+  // The terminal resizes with its pane, and the shell sees the new size.
+  const size = () => page.evaluate((k) => { const t = shells.get(k).term; return [t.rows, t.cols]; }, key);
+  const [rows0, cols0] = await size();
+  await page.keyboard.type("stty size");
+  await page.keyboard.press("Enter");
+  await row(`${rows0} ${cols0}`);
+  await page.setViewportSize({ width: 1000, height: 1000 });
+  await within(30000, "the terminal to narrow with its pane", page.waitForFunction(([k, c]) => shells.get(k).term.cols < c, [key, cols0], { timeout: 30000 }));
+  const [rows1, cols1] = await size();
+  await page.keyboard.type("clear; stty size");
+  await page.keyboard.press("Enter");
+  await row(`${rows1} ${cols1}`);
+  await page.setViewportSize({ width: 1400, height: 1000 });
+
+  // A second one at once, its own shell.
+  await button.click();
+  await within(30000, "the second terminal", page.locator(`#shells .shell[data-session="${s.sid}"]`).nth(1).waitFor());
+  const second = page.locator(`#shells .shell[data-session="${s.sid}"]`).nth(1);
+  await within(30000, "the second terminal to connect", second.locator(".shell-state", { hasText: "connected" }).waitFor());
+  const key2 = await second.getAttribute("data-shell");
+  assert.notEqual(key2, key);
+  await screenshot("terminals");
+
+  // Close ends the first: its pane goes, the box kills its shell.
+  await first.locator("button.close-shell").click();
+  await within(30000, "the pane to go", page.locator(`[data-shell="${key}"]`).waitFor({ state: "detached" }));
+  const list = async () => (await fetch(`${kit.http}/sessions/${s.sid}/terminals`, { headers: { Authorization: "Bearer " + kit.key } })).json();
+  await within(30000, "the closed terminal to end", (async () => {
+    for (;;) {
+      const t = (await list()).find((t) => t.id === tid);
+      if (!t || t.state === "exited") return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })());
+
+  // The session ends: the second terminal says so, and closes quietly.
+  s.ws.close();
+  await within(30000, "the second terminal to end with its session", page.locator(`[data-shell="${key2}"].ended`).waitFor());
+  await page.locator(`[data-shell="${key2}"] button.close-shell`).click();
+  await within(30000, "the shells pane to hide", page.locator("#shells").waitFor({ state: "hidden" }));
+
+  // Leaving the page kills the terminals it holds open.
+  const s2 = await session();
+  const item2 = page.locator(`#sessions li[data-session="${s2.sid}"]`);
+  await within(30000, "the second session in the list", item2.waitFor());
+  await item2.click();
+  await button.click();
+  const third = page.locator(`#shells .shell[data-session="${s2.sid}"]`);
+  await within(30000, "a terminal in the second session", third.locator(".shell-state", { hasText: "connected" }).waitFor());
+  const tid3 = (await third.getAttribute("data-shell")).split("/")[1];
+  await page.goto("about:blank");
+  await within(30000, "the page's terminal to end as it left", (async () => {
+    for (;;) {
+      const r = await fetch(`${kit.http}/sessions/${s2.sid}/terminals`, { headers: { Authorization: "Bearer " + kit.key } });
+      const t = (await r.json()).find((t) => t.id === tid3);
+      if (!t || t.state === "exited") return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })());
+  s2.ws.close();
+  // Back to the page, for the tests after this one.
+  await page.goto(`${kit.http}/inspect/`);
+  await within(30000, "the page again", page.locator("#main").waitFor({ state: "visible" }));
   const bad = consoleLines.filter((l) => /^(error|pageerror)|Content Security Policy|Refused to/.test(l));
   assert.deepEqual(bad, [], `the page's console:\n${consoleLines.join("\n")}`);
 });
