@@ -89,6 +89,8 @@ type Config struct {
 	// Preview serves sessions' preview ports under a wildcard domain
 	// ([preview] domain, http); nil when the file has none.
 	Preview *protocol.PreviewSpec
+	// Snapshots is [snapshots]: where snapshots go and their quotas.
+	Snapshots *protocol.SnapshotsSpec
 	// Runs holds the run records' settings ([runs] record_text); nil when
 	// the file has none. Generate adds the public key.
 	Runs *protocol.RunsSpec
@@ -146,6 +148,7 @@ func (c *Config) Manifest(fingerprint string) *protocol.Manifest {
 		HTTP:            c.HTTP,
 		Runs:            c.Runs,
 		Preview:         c.Preview,
+		Snapshots:       c.Snapshots,
 	}
 }
 
@@ -169,7 +172,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	c := defaultConfig(file, data)
 	d.applyPreset()
-	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs", "preview")
+	root, _ := d.table("", d.root, "name", "version", "base", "packages", "env", "storage", "limits", "fs", "sessions", "agent", "deploy", "network", "sandbox", "files", "inspect", "inputs", "http", "runs", "preview", "snapshots")
 	for _, k := range sortedKeys(root) {
 		d.section(k, root[k], c)
 	}
@@ -249,6 +252,8 @@ func (d *doc) section(k string, v any, c *Config) {
 		d.http(k, v, c)
 	case "preview":
 		d.preview(k, v, c)
+	case "snapshots":
+		d.snapshots(k, v, c)
 	case "runs":
 		if m, ok := d.table(k, v, "record_text"); ok {
 			c.Runs = &protocol.RunsSpec{}
@@ -627,4 +632,42 @@ func (d *doc) sandbox(path string, v any, c *Config) {
 		}
 	}
 	c.Sandbox = s
+}
+
+// snapshots decodes [snapshots]: the store ("local" or "s3"), the S3 key
+// prefix, and the quotas.
+func (d *doc) snapshots(path string, v any, c *Config) {
+	m, ok := d.table(path, v, "store", "prefix", "max_size", "max_snapshots")
+	if !ok {
+		return
+	}
+	s := &protocol.SnapshotsSpec{}
+	if x, ok := m["store"]; ok {
+		if str, ok := d.str(path+".store", x); ok {
+			if str != protocol.SnapshotStoreLocal && str != protocol.SnapshotStoreS3 {
+				d.errorf(path+".store", "%q: use %q or %q", str, protocol.SnapshotStoreLocal, protocol.SnapshotStoreS3)
+			}
+			s.Store = str
+		}
+	}
+	if x, ok := m["prefix"]; ok {
+		s.Prefix, _ = d.str(path+".prefix", x)
+	}
+	if x, ok := m["max_size"]; ok {
+		if str, ok := d.str(path+".max_size", x); ok {
+			if _, err := protocol.ParseSize(str); err != nil {
+				d.errorf(path+".max_size", "%v", err)
+			}
+			s.MaxSize = str
+		}
+	}
+	if x, ok := m["max_snapshots"]; ok {
+		if n, ok := d.integer(path+".max_snapshots", x); ok {
+			if n < 1 {
+				d.errorf(path+".max_snapshots", "%d: want at least 1", n)
+			}
+			s.MaxSnapshots = n
+		}
+	}
+	c.Snapshots = s
 }

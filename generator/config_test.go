@@ -201,6 +201,7 @@ func TestParseErrors(t *testing.T) {
 		{"fs relative", "[fs.work]\npath = \"work\"\nwritable = true\n", []string{`glovebox.toml:2: fs.work.path: "work" must be a clean absolute path`}},
 		{"fs read-only work", "[fs.work]\npath = \"/work\"\n", []string{`glovebox.toml:1: fs.work: the work mount must be writable`}},
 		{"sessions", "[sessions]\nmax = -1\nresume_grace = \"0s\"\n", []string{`glovebox.toml:2: sessions.max: -1 is out of range`, `glovebox.toml:3: sessions.resume_grace`}},
+		{"snapshots", "[snapshots]\nstore = \"disk\"\nmax_size = \"lots\"\nmax_snapshots = 0\n", []string{`glovebox.toml:2: snapshots.store: "disk"`, `glovebox.toml:3: snapshots.max_size`, `glovebox.toml:4: snapshots.max_snapshots: 0`}},
 		{"persist with replicas", "[sessions]\npersist = true\n[deploy.kubernetes]\nreplicas = 2\n", []string{`deploy.kubernetes.replicas: 2 replicas with sessions.persist`}},
 		{"sessions pause and lifetime", "[sessions]\npause = \"soon\"\nlifetime = \"0s\"\n", []string{`glovebox.toml:2: sessions.pause`, `glovebox.toml:3: sessions.lifetime`}},
 		{"agent type", "[agent]\ntype = \"python\"\n", []string{`glovebox.toml:2: agent.type: "python" is not an agent type: use exec, acp or go`}},
