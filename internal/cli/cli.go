@@ -151,7 +151,13 @@ var versionCommand = command{
 	},
 }
 
+// aliases are other names of commands.
+var aliases = map[string]string{"sessions": "ps"}
+
 func lookup(name string) (command, bool) {
+	if a, ok := aliases[name]; ok {
+		name = a
+	}
 	for _, c := range commands {
 		if c.name == name {
 			return c, true

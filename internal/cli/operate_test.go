@@ -55,6 +55,9 @@ func TestPs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ps: %v\n%s", err, stderr)
 	}
+	if alias, _, err := runGbx(t, env, t.TempDir(), "sessions"); err != nil || len(alias) == 0 || strings.Count(alias, "\n") != strings.Count(stdout, "\n") {
+		t.Errorf("gbx sessions = %q, %v; want what gbx ps lists", alias, err)
+	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	row := regexp.MustCompile(`^[0-9a-f]{32}\s+key\s+running\s+` + regexp.QuoteMeta(r.ID()) + `\s+\S+\s+0\s+0\s+`)
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "SESSION") || !row.MatchString(lines[1]) {

@@ -16,7 +16,7 @@ var psCommand = command{
 func runPs(ctx context.Context, stdio IO, args []string) error {
 	var bf boxFlags
 	var asJSON bool
-	fs := newFlags(stdio, "ps", "ps [--url URL --key KEY | --box NAME] [--json]\n\nLists the box's live sessions (GET /sessions: the key or an admin token): who\nopened each, its state (idle, running, detached: waiting for a resume,\npaused: detached with its processes frozen; persistent: kept across the\nkit's restarts), the running prompt and how long it has run, queued\nprompts, prompts run, and when it was last active."+"\n"+endpointsHelp)
+	fs := newFlags(stdio, "ps", "ps [--url URL --key KEY | --box NAME] [--json]   (also: gbx sessions)\n\nLists the box's live sessions, persistent and paused ones included (GET /sessions: the key or an admin token): who\nopened each, its state (idle, running, detached: waiting for a resume,\npaused: detached with its processes frozen; persistent: kept across the\nkit's restarts), the running prompt and how long it has run, queued\nprompts, prompts run, and when it was last active."+"\n"+endpointsHelp)
 	bf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the raw JSON")
 	if err := parseFlags(fs, args); err != nil {
