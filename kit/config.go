@@ -89,6 +89,11 @@ func (c *config) readLimits(m *protocol.Manifest) {
 		}
 		c.sharedDirs = ss.SharedDirs
 		c.persist = ss.Persist
+		if ss.Persist && ss.ResumeGrace == "" {
+			// A persistent session outlives redeploys: its client has
+			// more than a minute to come back.
+			c.resumeGrace = DefaultPersistGrace
+		}
 	}
 	c.maxConns = m.Limits.MaxConnections
 	if c.maxConns <= 0 {

@@ -80,6 +80,14 @@ func (t *execTable[T]) add(ss *session, mk func(id string) (T, error)) (T, error
 	if set == nil {
 		return zero, errSessionEnded
 	}
+	var evicted []T
+	defer func() {
+		// An ended entry dropped for a new one still holds what end frees
+		// (a terminal's PTY and the goroutine that reads it).
+		for _, v := range evicted {
+			t.end(v)
+		}
+	}()
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.ended {
@@ -90,6 +98,7 @@ func (t *execTable[T]) add(ss *session, mk func(id string) (T, error)) (T, error
 		if i < 0 {
 			return zero, fmt.Errorf("%w: the session has %d running already, its limit: end one (DELETE) first", errTooMany, len(set.order))
 		}
+		evicted = append(evicted, set.items[set.order[i]])
 		delete(set.items, set.order[i])
 		set.order = slices.Delete(set.order, i, i+1)
 	}

@@ -33,6 +33,9 @@ const (
 	DefaultMaxSessions  = 10000
 	DefaultMaxQueue     = 16
 	DefaultResumeGrace  = 60 * time.Second
+	// DefaultPersistGrace is resume_grace where sessions persist and the
+	// manifest names none.
+	DefaultPersistGrace = 24 * time.Hour
 	DefaultPingInterval = 30 * time.Second
 )
 
@@ -195,6 +198,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.restoreSessions() // persist.go
+	if s.persist {
+		s.wg.Add(1)
+		go s.heartbeat()
+	}
 	s.wg.Add(1)
 	go s.pingLoop()
 	if s.inspect != nil {

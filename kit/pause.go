@@ -53,15 +53,15 @@ func (st *stream) detachedSince(gen int) bool {
 }
 
 // pauseIfIdle pauses the session if it is still detached (generation gen)
-// and runs no prompt; with a prompt running it looks again after
-// sessions.pause.
+// and runs no prompt and serves no request of its own (inUse); while it
+// does, it looks again after sessions.pause.
 func (ss *session) pauseIfIdle(gen int) {
 	ss.pauseMu.Lock()
 	defer ss.pauseMu.Unlock()
 	if !ss.stream.detachedSince(gen) {
 		return
 	}
-	if queued, running := ss.prompts.load(); queued > 0 || running != nil {
+	if queued, running := ss.prompts.load(); queued > 0 || running != nil || ss.using.Load() > 0 {
 		ss.stream.mu.Lock()
 		if ss.stream.conn.Load() == nil && ss.stream.graceGen == gen {
 			ss.stream.armPauseLocked(gen)
@@ -82,6 +82,14 @@ func (ss *session) pauseIfIdle(gen int) {
 	default:
 		ss.logger().Warn("pausing the session", "err", err)
 	}
+}
+
+// inUse counts a request to one of the session's own features (a
+// terminal, its files, a preview) until the returned func is called:
+// meanwhile the session is not paused.
+func (ss *session) inUse() func() {
+	ss.using.Add(1)
+	return func() { ss.using.Add(-1) }
 }
 
 // paused reports whether the session's processes are frozen.

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,36 @@ func TestLifetimeEndsTheSession(t *testing.T) {
 		t.Fatalf("frame = %v, want a LimitError naming the lifetime", m)
 	}
 	waitFor(t, "the session to end", func() bool { return b.srv.live.lookup(sid) == nil })
+}
+
+// A request to one of the session's own features keeps it from being
+// paused while it lasts, and wakes a paused one.
+func TestPauseSparesASessionInUseAndItsRoutesWakeIt(t *testing.T) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), func(m *protocol.Manifest, _ *Options) {
+		m.Sessions = &protocol.SessionsSpec{ResumeGrace: "1h", Pause: "100ms"}
+	})
+	if !b.srv.sb.Report().Has(sandbox.LayerCgroup) {
+		t.Skip("no cgroup freezer here")
+	}
+	c := b.dial("/", nil)
+	c.send(map[string]any{"type": "hello", "capabilities": []string{"resume"}})
+	sid := c.hello["session_id"].(string)
+	c.prompt("1", "echo hi")
+	c.finish("1")
+	ss := b.srv.live.lookup(sid)
+	box := ss.obs.box.Load()
+	release := ss.inUse() // a terminal's WebSocket, say
+	c.drop()
+	time.Sleep(400 * time.Millisecond) // four times sessions.pause
+	if box.Paused() {
+		t.Fatal("a session in use was paused")
+	}
+	release()
+	waitFor(t, "the session to be paused once no longer in use", box.Paused)
+	if resp, body := b.get("/sessions/"+sid+"/processes", b.auth()); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET processes = %d %s", resp.StatusCode, body)
+	}
+	if box.Paused() {
+		t.Error("a request to the session's own route left it paused")
+	}
 }

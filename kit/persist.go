@@ -185,16 +185,65 @@ func (c *config) readRecord(id string) (sessionRecord, bool) {
 }
 
 // keptAtBoot reports whether rec's session is restored at boot: the box
-// persists sessions, and it is within resume_grace of its last activity
-// and lifetime of its start.
-func (c *config) keptAtBoot(rec sessionRecord, now time.Time) bool {
+// persists sessions, and it is within resume_grace of the later of its
+// last activity and the last sign of life of the kit that had it (dead:
+// every session in the ledger was alive then, connected or waiting for
+// its client), and within lifetime of its start.
+func (c *config) keptAtBoot(rec sessionRecord, now, dead time.Time) bool {
 	if !c.persist {
 		return false
 	}
-	if now.Sub(rec.Active) > c.resumeGrace {
+	since := rec.Active
+	if dead.After(since) {
+		since = dead
+	}
+	if now.Sub(since) > c.resumeGrace {
 		return false
 	}
 	return c.lifetime <= 0 || now.Sub(rec.Created) < c.lifetime
+}
+
+// alivePath is the file a kit whose sessions persist touches while it
+// serves (heartbeat): at boot its time is when the kit before died.
+func (c *config) alivePath() string { return filepath.Join(c.ledgerDir(), ".alive") }
+
+// lastAlive is when the kit before this one last said it was alive.
+func (c *config) lastAlive() time.Time {
+	st, err := os.Stat(c.alivePath())
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+// heartbeat touches alivePath while the kit serves, often enough within
+// resume_grace that a kit killed at any moment leaves the time it died.
+func (s *Server) heartbeat() {
+	defer s.wg.Done()
+	every := min(max(s.resumeGrace/4, 100*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.touchAlive()
+		select {
+		case <-s.ctx.Done():
+			s.touchAlive()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *config) touchAlive() {
+	p := c.alivePath()
+	now := time.Now()
+	if err := os.Chtimes(p, now, now); err != nil {
+		if err := os.MkdirAll(c.ledgerDir(), 0o700); err == nil {
+			if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+				f.Close()
+			}
+		}
+	}
 }
 
 // restoreSessions makes the sessions the boot's reclaim kept detached

@@ -141,3 +141,24 @@ func TestSessionsNotPersistentEndWithTheKit(t *testing.T) {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// A kit killed after its session sat quiet longer than resume_grace (a
+// client connected, nothing said) still leaves the session to the next
+// kit: resume_grace counts from the kit's death, which its heartbeat
+// marks, not from the session's last frame.
+func TestPersistentSessionQuietThenKilled(t *testing.T) {
+	b := newBox(t, exec.New(exec.WithGrace(100*time.Millisecond)), func(m *protocol.Manifest, _ *Options) {
+		m.Sessions = &protocol.SessionsSpec{Persist: true, ResumeGrace: "2s"}
+	})
+	c := b.dial("/", nil)
+	c.send(map[string]any{"type": "hello", "capabilities": []string{"resume"}})
+	sid := c.hello["session_id"].(string)
+	c.prompt("1", "echo kept > note.txt")
+	seq := last(c.finish("1"))["seq"].(float64)
+	time.Sleep(2500 * time.Millisecond) // quiet for longer than resume_grace, the kit alive
+	b2 := reboot(t, b)                  // as a kill leaves it: no Close
+	c2 := b2.dial("/?resume="+sid+"&last_seq="+ftoa(seq), nil)
+	if c2.hello["resumed"] != true || c2.hello["session_id"] != sid {
+		t.Fatalf("resume after a quiet kill: %v", c2.hello)
+	}
+}

@@ -515,7 +515,9 @@ func (p *previews) serveHost(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	// A paused session (pause.go) is woken: its server is frozen, and a
-	// pooled connection to it would wait for nothing.
+	// pooled connection to it would wait for nothing. It is not paused
+	// while the request (a WebSocket, a stream) lasts.
+	defer ss.inUse()()
 	if err := ss.wake(); err != nil {
 		http.Error(w, "the session could not be woken: "+err.Error(), http.StatusBadGateway)
 		return true

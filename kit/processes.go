@@ -58,6 +58,7 @@ type process struct {
 
 	stdinMu sync.Mutex
 	stdin   *os.File // nil once closed
+	inPipe  *os.File // stdin as made, never reassigned: end sets its deadline without stdinMu
 	endOnce sync.Once
 }
 
@@ -174,7 +175,7 @@ func (ps *processes) create(w http.ResponseWriter, r *http.Request, ss *session)
 			return nil, err
 		}
 		files = append(files, inR)
-		p := &process{id: id, command: req.Command, stdin: inW}
+		p := &process{id: id, command: req.Command, stdin: inW, inPipe: inW}
 		var outs [2]*os.File
 		for i := range outs {
 			rd, wr, err := os.Pipe()
@@ -229,6 +230,11 @@ func (p *process) info() protocol.Process {
 func (p *process) end() {
 	p.endOnce.Do(func() {
 		p.proc.Kill()
+		// A POST .../stdin may hold stdinMu, blocked on a pipe a process
+		// outside the killed group keeps and does not read: cut it.
+		if p.inPipe != nil {
+			_ = p.inPipe.SetWriteDeadline(time.Unix(1, 0))
+		}
 		p.stdinMu.Lock()
 		if p.stdin != nil {
 			p.stdin.Close()

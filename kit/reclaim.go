@@ -59,14 +59,14 @@ func (c *config) reclaim() reclaimed {
 	var r reclaimed
 	seen := map[string]bool{}
 	entries, _ := os.ReadDir(c.ledgerDir())
-	now := time.Now()
+	now, dead := time.Now(), c.lastAlive()
 	for _, e := range entries {
 		id := e.Name()
 		if !storage.ValidID(id) {
 			continue
 		}
 		seen[id] = true
-		if rec, ok := c.readRecord(id); ok && c.keptAtBoot(rec, now) {
+		if rec, ok := c.readRecord(id); ok && c.keptAtBoot(rec, now, dead) {
 			// A persistent session: its processes go, its directories
 			// and record stay for restoreSessions (persist.go).
 			if c.sb != nil && c.sb.ReclaimProcesses(id) {
@@ -74,6 +74,9 @@ func (c *config) reclaim() reclaimed {
 			}
 			if c.restore == nil {
 				c.restore = map[string]sessionRecord{}
+			}
+			if dead.After(rec.Active) {
+				rec.Active = dead // its wait for its client counts from the kit's death
 			}
 			c.restore[id] = rec
 			r.kept++

@@ -60,7 +60,8 @@ type session struct {
 	// pauseMu orders pausing the session's processes and waking them
 	// (pause.go).
 	pauseMu sync.Mutex
-	persist persistence // sessions.persist (persist.go)
+	using   atomic.Int32 // requests to the session's own features (pause.go)
+	persist persistence  // sessions.persist (persist.go)
 	// resumable is the agent's conversation where the agent can name it
 	// (agent.Resumable), for snapshots and persistent sessions.
 	resumable atomic.Pointer[agent.Resumable]

@@ -86,6 +86,13 @@ func (sr *sessionRoutes) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no session "+id+" on this box that this credential may reach (GET /sessions lists them)", http.StatusNotFound)
 		return
 	}
+	// In use while the request lasts (a terminal's WebSocket, a file
+	// streamed, a watch): not paused under it, and woken for it.
+	defer ss.inUse()()
+	if err := ss.wake(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	f.serve(w, r, ss, rest)
 }
 

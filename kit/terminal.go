@@ -261,9 +261,22 @@ func (ts *terminals) attach(w http.ResponseWriter, r *http.Request, ss *session,
 		defer close(writerDone)
 		ts.write(c, ss, t, ctl, readerDone, wait)
 	}()
+	// Once the writer has gone (the client went, or the terminal
+	// ended), a write to a PTY whose command reads nothing must not hold
+	// the reader, and with it the terminal's attachment, forever.
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-writerDone:
+			_ = t.master.SetWriteDeadline(time.Unix(1, 0))
+		case <-stop:
+		}
+	}()
 	ts.read(c, t, ctl, writerDone)
+	close(stop)
 	close(readerDone)
 	<-writerDone
+	_ = t.master.SetWriteDeadline(time.Time{})
 }
 
 // read serves the client's frames: input to the PTY, control messages.

@@ -134,6 +134,9 @@ func (s *Server) resumeTarget(r *http.Request, rid string, fresh *session, who s
 		return fresh, fmt.Sprintf("cannot resume session %s from seq %d: it has ended or no longer holds the frames after it", rid, last)
 	}
 	fresh.end(errClosed)
+	// A pause that fired between the wake and the resume: undone now
+	// that the client is attached (no pause comes after that).
+	_ = old.wake()
 	if restored {
 		old.afterRestoredResume() // persist.go
 	}

@@ -46,8 +46,8 @@ func owner(t *testing.T, p string) int {
 	return int(st.Uid)
 }
 
-// status is the HTTP status an error of the client carries ("HTTP 404").
-func status(err error) int {
+// httpStatus is the HTTP status an error of the client carries ("HTTP 404").
+func httpStatus(err error) int {
 	if err == nil {
 		return 200
 	}
@@ -131,11 +131,11 @@ mkdir many; (cd many && seq 10000 | xargs touch); echo ok`, otherWork))
 		if err == nil {
 			rc.Close()
 		}
-		if got := status(err); got != tc.want {
+		if got := httpStatus(err); got != tc.want {
 			t.Errorf("read %s = %v (status %d), want %d", tc.path, err, got, tc.want)
 		}
 	}
-	if _, err := fs.Write(ctx, "work/other/planted", strings.NewReader("x"), client.WriteOptions{Size: 1}); status(err) != 403 {
+	if _, err := fs.Write(ctx, "work/other/planted", strings.NewReader("x"), client.WriteOptions{Size: 1}); httpStatus(err) != 403 {
 		t.Errorf("write through a link into another session = %v, want 403", err)
 	}
 	if _, err := os.Stat(filepath.Join(otherWork, "planted")); !errors.Is(err, os.ErrNotExist) {
@@ -174,7 +174,7 @@ mkdir many; (cd many && seq 10000 | xargs touch); echo ok`, otherWork))
 	}
 
 	// limits.disk: a body known to be too large is refused at once.
-	if _, err := fs.Write(ctx, "work/huge", io.LimitReader(zeros{}, 400<<20), client.WriteOptions{Size: 400 << 20}); status(err) != 413 {
+	if _, err := fs.Write(ctx, "work/huge", io.LimitReader(zeros{}, 400<<20), client.WriteOptions{Size: 400 << 20}); httpStatus(err) != 413 {
 		t.Errorf("write of 400MB with limits.disk 300MB = %v, want 413", err)
 	}
 }
