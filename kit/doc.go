@@ -130,8 +130,11 @@
 // announced resume outlives the kit (persist.go): when the kit stops or
 // dies, its directories, parked outputs and ledger record stay; the next
 // kit on the same state (a restart, a redeploy of the same image) brings
-// it back as a detached session for sessions.resume_grace from its last
-// activity, with no process running until it is used. Its owner resumes
+// it back as a detached session for sessions.resume_grace (default 24h
+// where sessions persist) from the later of its last activity and the
+// old kit's death (a heartbeat file in the ledger marks the kit alive),
+// with no process running until it is used. A kit holds its state
+// directory (a POSIX lock): a second kit on it refuses to start. Its owner resumes
 // it by id as before; the hello says restarted: true (frames the client
 // had not received are gone; GET /runs?session=ID has the prompts that
 // ended), and a prompt the restart cut gets an error frame. An ACP

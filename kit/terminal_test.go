@@ -549,3 +549,27 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// A session at its most terminals drops its oldest ended one for a new
+// one, and ends it: its PTY is closed (and the goroutine that read it
+// goes), not left behind with no way to reach it.
+func TestEvictedTerminalIsEnded(t *testing.T) {
+	b := newBox(t, scripted(nil), func(_ *protocol.Manifest, o *Options) { o.MaxTerminals = 1 })
+	c := b.dial("/", nil)
+	id := c.hello["session_id"].(string)
+	var t1 protocol.Terminal
+	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh","-c","exit 0"]}`, http.StatusCreated, &t1)
+	old, ok := newTerminalsOf(b, id, t1.ID)
+	if !ok {
+		t.Fatal("no first terminal")
+	}
+	testkit.Until(t, "the first terminal's command to end", func() bool { return ended(old.proc) != nil })
+	var t2 protocol.Terminal
+	b.doJSON("POST", "/sessions/"+id+"/terminals", `{"command":["/bin/sh"]}`, http.StatusCreated, &t2)
+	if _, still := newTerminalsOf(b, id, t1.ID); still {
+		t.Fatal("the ended terminal was not dropped for the new one")
+	}
+	if old.master.Fd() != ^uintptr(0) {
+		t.Error("the dropped terminal's PTY is still open")
+	}
+}
