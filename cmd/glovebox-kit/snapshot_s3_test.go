@@ -16,54 +16,9 @@ import (
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
-// startS3rver runs s3rver (kit/storage's, installed by .ci/run with npm
-// ci in kit/storage/testdata/s3rver) on a loopback port with one bucket.
+// startS3rver runs s3rver (kit/storage's install) with one bucket.
 func startS3rver(t *testing.T, bucket string) string {
-	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("..", "..", "kit", "storage", "testdata", "s3rver", "node_modules", ".bin", "s3rver"))
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		if bin, err = exec.LookPath("s3rver"); err != nil {
-			t.Skip("s3rver is not installed: run npm ci in kit/storage/testdata/s3rver")
-		}
-	}
-	cmd := exec.Command(bin, "-d", t.TempDir(), "-a", "127.0.0.1", "-p", "0", "--configure-bucket", bucket)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	drained := make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-drained
-		cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "S3rver listening on "); ok && !sent {
-				addr <- a
-				sent = true
-			}
-		}
-		if !sent {
-			close(addr)
-		}
-	}()
-	a, ok := testkit.Next(t, addr, "s3rver to listen")
-	if !ok {
-		t.Fatal("s3rver exited before listening")
-	}
-	return "http://" + a
+	return testkit.S3rver(t, filepath.Join("..", "..", "kit", "storage", "testdata", "s3rver"), bucket)
 }
 
 // TestSnapshotS3 runs the kit binary with its snapshot store in an S3

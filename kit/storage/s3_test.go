@@ -1,21 +1,20 @@
 package storage
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
 
-	"github.com/glovebox-dev/glovebox/protocol"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/glovebox-dev/glovebox/internal/testkit"
+	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 // AWS's published Signature Version 4 examples for S3
@@ -153,61 +152,9 @@ type envMap map[string]string
 
 func (m envMap) get(k string) string { return m[k] }
 
-// startS3rver runs s3rver (npm: s3rver), an S3-compatible server, on a
-// loopback port with one bucket, and returns its endpoint. s3rver checks
-// the access key but not v4 signatures; TestS3SignExamples covers those.
+// startS3rver runs s3rver (kit/storage's install) with one bucket.
 func startS3rver(t *testing.T, bucket string) string {
-	t.Helper()
-	// .ci/run installs testdata/s3rver with npm ci; a global install works too.
-	bin, err := filepath.Abs(filepath.Join("testdata", "s3rver", "node_modules", ".bin", "s3rver"))
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		if bin, err = exec.LookPath("s3rver"); err != nil {
-			t.Skip("s3rver is not installed: run npm ci in kit/storage/testdata/s3rver")
-		}
-	}
-	cmd := exec.Command(bin, "-d", t.TempDir(), "-a", "127.0.0.1", "-p", "0", "--configure-bucket", bucket)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	drained := make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-drained
-		cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "S3rver listening on "); ok && !sent {
-				addr <- a
-				sent = true
-			}
-		}
-		if !sent {
-			close(addr)
-		}
-	}()
-	select {
-	case a, ok := <-addr:
-		if !ok {
-			t.Fatal("s3rver exited before listening")
-		}
-		return "http://" + a
-	case <-time.After(30 * time.Second):
-		t.Fatal("s3rver did not start")
-	}
-	return ""
+	return testkit.S3rver(t, filepath.Join("testdata", "s3rver"), bucket)
 }
 
 func TestS3Roundtrip(t *testing.T) {
