@@ -293,6 +293,22 @@ func (ss *session) agentSession() string {
 	return ss.persist.resumeAgent
 }
 
+// resumeAgent is the conversation the session's agent continues when it
+// opens (agent.Session.Resume), if any.
+func (ss *session) resumeAgent() string {
+	ss.persist.mu.Lock()
+	defer ss.persist.mu.Unlock()
+	return ss.persist.resumeAgent
+}
+
+// setResumeAgent makes the session's agent continue conversation id
+// (agent.Session.Resume) when it opens.
+func (ss *session) setResumeAgent(id string) {
+	ss.persist.mu.Lock()
+	ss.persist.resumeAgent = id
+	ss.persist.mu.Unlock()
+}
+
 // restored reports whether ss came back from a record and no client has
 // resumed it since.
 func (ss *session) restored() bool {

@@ -360,7 +360,7 @@ func (sn *snapshots) serveRestore(w http.ResponseWriter, r *http.Request, id str
 		warnings = append(warnings, warn)
 	}
 	ss, err := sn.s.detachedSession(who, mayRead, func(ss *session) error {
-		ss.persist.resumeAgent = m.Agent // its agent loads the conversation (persist.go)
+		ss.setResumeAgent(m.Agent) // its agent loads the conversation (persist.go)
 		fsys, roots, err := ss.filesFS()
 		if err != nil {
 			return err
@@ -432,7 +432,7 @@ func (sn *snapshots) fork(ctx context.Context, parent *session, n int) (protocol
 	agentID := parent.agentSession()
 	for range n {
 		ss, err := sn.s.detachedSession(parent.owner, parent.mayReadFile, func(ss *session) error {
-			ss.persist.resumeAgent = agentID // each fork's agent loads its copy of the conversation
+			ss.setResumeAgent(agentID) // each fork's agent loads its copy of the conversation
 			to, troots, err := ss.filesFS()
 			if err != nil {
 				return err

@@ -97,7 +97,7 @@ func (w *workspace) prepare() error {
 		Manifest: srv.man,
 		Log:      ss.logger(),
 		Sandbox:  box,
-		Resume:   ss.persist.resumeAgent,
+		Resume:   ss.resumeAgent(),
 	}
 	return nil
 }

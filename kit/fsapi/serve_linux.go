@@ -301,8 +301,8 @@ func (q *req) put(appendTo, parents bool) {
 	}
 	done := false
 	defer func() {
+		f.Close() // every way out, appends too (closed once already on success: harmless)
 		if !done && tmp != "" {
-			f.Close()
 			q.f.Remove(q.root, tmp)
 		}
 	}()
