@@ -43,9 +43,14 @@ const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 // openBeneath opens rel below the directory dirfd, as beneath says, with
 // flags (O_CLOEXEC and O_NOFOLLOW are added).
 func openBeneath(dirfd int, rel string, flags int) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath}
+	return openat2(dirfd, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath})
+}
+
+// openat2 is openat2(2), tried again on EINTR and on EAGAIN (a rename
+// raced the resolution).
+func openat2(dirfd int, rel string, how *unix.OpenHow) (int, error) {
 	for {
-		fd, err := unix.Openat2(dirfd, rel, &how)
+		fd, err := unix.Openat2(dirfd, rel, how)
 		if !errors.Is(err, syscall.EINTR) && !errors.Is(err, syscall.EAGAIN) {
 			return fd, err
 		}

@@ -236,19 +236,14 @@ func (hs *helperServer) beneath(r Root, rel string, flags int, perm uint32) (int
 		Mode:    uint64(perm & 0o7777),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	for {
-		fd, err := unix.Openat2(root, rel, &how)
-		switch {
-		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
-			// EAGAIN: a rename raced the resolution.
-			continue
-		case errors.Is(err, unix.EXDEV):
-			return -1, ErrOutside
-		case errors.Is(err, unix.ENOSYS):
-			return walkBeneath(root, rel, flags, perm)
-		}
-		return fd, err
+	fd, err := openat2(root, rel, &how)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return -1, ErrOutside
+	case errors.Is(err, unix.ENOSYS):
+		return walkBeneath(root, rel, flags, perm)
 	}
+	return fd, err
 }
 
 // walkBeneath is beneath without openat2 (Linux before 5.6): one
