@@ -122,7 +122,13 @@ func (b *box) auth() http.Header { return bearer(b.key) }
 // hour.
 func (b *box) token(scopes ...string) string {
 	b.t.Helper()
-	tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Expires: time.Now().Add(time.Hour)})
+	return b.tokenFor("", scopes...)
+}
+
+// tokenFor is token for subject sub (its sessions are sub's).
+func (b *box) tokenFor(sub string, scopes ...string) string {
+	b.t.Helper()
+	tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Subject: sub, Expires: time.Now().Add(time.Hour)})
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -134,13 +134,7 @@ func TestRunRecordsChain(t *testing.T) {
 
 func TestRunRecordsAuth(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	mint := func(sub string, scopes ...string) string {
-		tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Subject: sub, Expires: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	mint := b.tokenFor
 	alice := mint("alice", protocol.ScopeConnect)
 	c := b.dial("/", bearer(alice))
 	c.prompt("p1", "echo hi")

@@ -7,20 +7,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/glovebox-dev/glovebox/protocol"
 )
 
 func TestSessionRoutesAuth(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	mint := func(sub string, scopes ...string) string {
-		tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Subject: sub, Expires: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	mint := b.tokenFor
 	alice := mint("alice", protocol.ScopeConnect)
 	c := b.dial("/", bearer(alice))
 	id := c.hello["session_id"].(string)

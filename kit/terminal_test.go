@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/glovebox-dev/glovebox/internal/testkit"
 	"github.com/glovebox-dev/glovebox/internal/wsconn"
@@ -255,13 +254,7 @@ func newTerminalsOf(b *box, sid, tid string) (*terminal, bool) {
 // scope 401.
 func TestExecAuth(t *testing.T) {
 	b := newBox(t, scripted(nil))
-	mint := func(sub string, scopes ...string) string {
-		tok, err := protocol.MintToken(b.key, protocol.TokenClaims{Scopes: scopes, Subject: sub, Expires: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	mint := b.tokenFor
 	alice := mint("alice", protocol.ScopeConnect)
 	c := b.dial("/", bearer(alice))
 	id := c.hello["session_id"].(string)
