@@ -104,34 +104,7 @@ export class BoxHTTP {
    * for an empty one (204).
    */
   async callJSON<T>(method: string, route: string, body: unknown, ok: number): Promise<T | undefined> {
-    const u = this.route(route);
-    const headers: Record<string, string> = { Authorization: "Bearer " + (await this.credential()) };
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    const what = `${method.toLowerCase()} ${route}`;
-    let resp: Response;
-    try {
-      resp = await this.#s.fetch(u.toString(), {
-        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-        signal: anySignal([this.#life, AbortSignal.timeout(this.#s.requestTimeoutMs)]), cache: "no-store", credentials: "omit", redirect: "error",
-      });
-    } catch (e) {
-      if (this.#closed()) throw closedError(this.#name);
-      throw new GloveboxError(ClientCodes.ConnectionLost, `box ${JSON.stringify(this.#name)}: ${what}: ${(e as Error).message}`, { cause: e });
-    }
-    const text = await resp.text().catch(() => "");
-    if (resp.status === 401) {
-      throw new GloveboxError(ClientCodes.Unauthorized, `box ${JSON.stringify(this.#name)}: ${what}: the box refused the credential (HTTP 401): check the key or token, its expiry and its scopes`, { status: 401 });
-    }
-    if (resp.status !== ok) {
-      const snippet = text.slice(0, 200).trim();
-      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${what}: HTTP ${resp.status}${snippet ? `: ${snippet}` : ""}`, { status: resp.status });
-    }
-    if (text === "") return undefined;
-    try {
-      return JSON.parse(text) as T;
-    } catch (e) {
-      throw new GloveboxError(ClientCodes.HTTP, `box ${JSON.stringify(this.#name)}: ${route} is not the JSON expected: ${(e as Error).message}`, { status: resp.status });
-    }
+    return this.call<T | undefined>(method, route, body === undefined ? undefined : JSON.stringify(body), ok);
   }
 
   /**
